@@ -1,0 +1,41 @@
+"""The intake service: accepts grading jobs and answers their status."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.routes import bp
+from shared.bootstrap import Adapters, build_adapters
+from shared.clock import SystemClock
+from shared.http.health import register_health
+from shared.http.problems import register_error_handlers
+from shared.http.tracing import register_trace_context
+from shared.logs import configure_logging
+from shared.ports import Clock
+from shared.service.intake import IntakeService
+from shared.settings import Settings
+
+MAX_BODY_BYTES = 160 * 1024
+
+
+def create_app(
+    settings: Settings | None = None,
+    adapters: Adapters | None = None,
+    clock: Clock | None = None,
+) -> Flask:
+    """Build the intake app; gunicorn calls this with no arguments."""
+    settings = settings or Settings()
+    configure_logging("intake", settings.log_level)
+    adapters = adapters or build_adapters(settings)
+    app = Flask(__name__)
+    app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
+    app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(settings.client_key_map())
+    app.extensions["gradeq.intake"] = IntakeService(
+        adapters.store, adapters.queue, adapters.publisher, clock or SystemClock()
+    )
+    register_error_handlers(app)
+    register_trace_context(app, settings.project_id)
+    register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
+    app.register_blueprint(bp)
+    return app

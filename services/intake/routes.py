@@ -1,0 +1,71 @@
+"""HTTP handlers of the intake API: validate, call the service, map the result."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
+
+from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.schemas import parse_grading_request
+from services.intake.views import job_view
+from shared.domain.errors import IdempotencyKeyInvalid, UnsupportedMediaType, ValidationFailed
+from shared.domain.job import Job
+from shared.service.intake import IntakeService
+
+bp = Blueprint("grading_jobs", __name__, url_prefix="/v1/grading-jobs")
+
+# RFC 9110 visible ASCII: the characters a client can send in the header unescaped.
+_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def _service() -> IntakeService:
+    service: IntakeService = current_app.extensions["gradeq.intake"]
+    return service
+
+
+def _client_id() -> str:
+    auth: ApiKeyAuthenticator = current_app.extensions["gradeq.client_auth"]
+    return auth.client_id()
+
+
+def _respond(job: Job, status: int) -> Response:
+    response = jsonify(job_view(job))
+    response.status_code = status
+    response.headers["Location"] = url_for("grading_jobs.get_job", job_id=job.id)
+    if not job.status.is_final:
+        response.headers["Retry-After"] = str(current_app.config["RETRY_AFTER_S"])
+    return response
+
+
+@bp.post("")
+def create_job() -> Response:
+    client_id = _client_id()
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
+    key = request.headers.get("Idempotency-Key")
+    if key is None or not _KEY.match(key):
+        raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
+    try:
+        payload = json.loads(request.get_data(cache=False))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "the body is not valid JSON", errors=[{"field": "", "message": str(exc)}]
+        ) from exc
+    grading_request = parse_grading_request(payload)
+    submission = _service().submit(client_id, key, grading_request)
+    response = _respond(submission.job, 202)
+    if not submission.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/<job_id>")
+def get_job(job_id: str) -> Response:
+    return _respond(_service().get(_client_id(), job_id), 200)
+
+
+@bp.post("/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    return _respond(_service().cancel(_client_id(), job_id), 200)

@@ -1,0 +1,92 @@
+"""The grading request body: validated field by field, unknown fields refused."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+
+from shared.domain.errors import ValidationFailed
+from shared.domain.job import GradingRequest
+
+MAX_ANSWER_BYTES = 100 * 1024
+MAX_METADATA_BYTES = 4 * 1024
+
+Text = Annotated[str, StringConstraints(strip_whitespace=False, min_length=1, max_length=256)]
+Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class GradingJobIn(BaseModel):
+    """POST /v1/grading-jobs body."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    submission_id: Text
+    assignment_id: Text | None = None
+    answer: str = Field(min_length=1)
+    rubric: Annotated[str, StringConstraints(min_length=1, max_length=20_000)] | Annotated[
+        list[Criterion], Field(min_length=1, max_length=100)
+    ]
+    max_score: float = Field(default=10.0, gt=0, le=1_000_000)
+    callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_size(cls, value: str) -> str:
+        if len(value.encode()) > MAX_ANSWER_BYTES:
+            raise ValueError(f"must be at most {MAX_ANSWER_BYTES} bytes of UTF-8")
+        return value
+
+    @field_validator("callback_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme != "https" or not parts.hostname:
+            raise ValueError("must be an absolute https URL")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_size(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value, separators=(",", ":")).encode()) > MAX_METADATA_BYTES:
+            raise ValueError(f"must serialise to at most {MAX_METADATA_BYTES} bytes")
+        return value
+
+    def to_request(self) -> GradingRequest:
+        return GradingRequest(
+            submission_id=self.submission_id,
+            assignment_id=self.assignment_id,
+            answer=self.answer,
+            rubric=tuple(self.rubric) if isinstance(self.rubric, list) else self.rubric,
+            max_score=self.max_score,
+            callback_url=self.callback_url,
+            metadata=self.metadata,
+        )
+
+
+def parse_grading_request(payload: object) -> GradingRequest:
+    """Validate a decoded JSON body; raise ValidationFailed listing every bad field."""
+    if not isinstance(payload, dict):
+        raise ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"field": "", "message": "expected an object"}],
+        )
+    try:
+        return GradingJobIn.model_validate(payload).to_request()
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors(include_url=False):
+            # A union reports each branch; name the field, not the branch.
+            loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
+            if loc and loc[0] == "rubric" and len(loc) > 1 and not isinstance(loc[1], int):
+                loc = loc[:1]
+            errors.append({"field": ".".join(str(p) for p in loc), "message": err["msg"]})
+        unique = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in errors)]
+        fields = sorted({e["field"] for e in unique})
+        raise ValidationFailed(f"invalid fields: {', '.join(fields)}", errors=unique) from exc

@@ -1,0 +1,118 @@
+"""JobStore on SQLite: create-if-absent and read-modify-write inside BEGIN IMMEDIATE."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.domain.errors import DependencyUnavailable, JobNotFound
+from shared.domain.job import Job, JobStatus
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at)
+"""
+
+_DATETIME_KEYS = (
+    "created_at",
+    "updated_at",
+    "started_at",
+    "attempt_started_at",
+    "completed_at",
+    "lease_expires_at",
+)
+
+
+def _sortable(moment: datetime) -> str:
+    """Fixed-width UTC text, so SQL string order is time order."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _encode(job: Job) -> str:
+    record = job.to_record()
+    for key in _DATETIME_KEYS:
+        if record[key] is not None:
+            record[key] = record[key].isoformat()
+    return json.dumps(record, separators=(",", ":"))
+
+
+def _decode(text: str) -> Job:
+    record: dict[str, Any] = json.loads(text)
+    for key in _DATETIME_KEYS:
+        if record.get(key) is not None:
+            record[key] = datetime.fromisoformat(record[key])
+    return Job.from_record(record)
+
+
+class SqliteJobStore:
+    """Jobs as JSON records in the shared SQLite file; status and age are indexed."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self._db = db
+        db.ensure_schema(SCHEMA)
+
+    def create(self, job: Job) -> tuple[Job, bool]:
+        with self._db.transaction() as conn:
+            row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
+            if row is not None:
+                return _decode(row["record"]), False
+            self._write(conn, job, insert=True)
+        return job, True
+
+    def get(self, job_id: str) -> Job | None:
+        row = (
+            self._db.connection()
+            .execute("SELECT record FROM jobs WHERE id = ?", (job_id,))
+            .fetchone()
+        )
+        return _decode(row["record"]) if row else None
+
+    def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        with self._db.transaction() as conn:
+            row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(f"no job {job_id}")
+            updated = mutate(_decode(row["record"]))
+            self._write(conn, updated, insert=False)
+        return updated
+
+    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
+                " ORDER BY updated_at LIMIT ?",
+                (status.value, _sortable(updated_before), limit),
+            )
+            .fetchall()
+        )
+        return [_decode(r["record"]) for r in rows]
+
+    def ping(self) -> None:
+        try:
+            self._db.connection().execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise DependencyUnavailable(f"job database unusable: {exc}") from exc
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:
+        params = (job.client_id, job.status.value, _sortable(job.updated_at), _encode(job), job.id)
+        if insert:
+            conn.execute(
+                "INSERT INTO jobs (client_id, status, updated_at, record, id) VALUES (?,?,?,?,?)",
+                params,
+            )
+        else:
+            conn.execute(
+                "UPDATE jobs SET client_id=?, status=?, updated_at=?, record=? WHERE id=?", params
+            )

@@ -1,0 +1,107 @@
+"""An offline, deterministic grader: a criterion is met when the answer mentions its key terms.
+
+It needs no account or network, so `make run` and the tests grade real answers. It can
+also act out the failures a real provider shows (slow answers, 429s, refusals, hangs):
+set `metadata.simulate` on a job, e.g. `{"failure": "transient", "times": 2}`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shared.domain.errors import GradingTimeout, PermanentGradingError, TransientGradingError
+from shared.domain.job import GradeResult, GradingRequest
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from has in is it its of on or that the to was were with "
+    "mentions mention explains explain describes describe states state uses use".split()
+)
+_FAILURES = ("transient", "permanent", "hang")
+
+
+def criteria_of(rubric: str | tuple[str, ...]) -> list[str]:
+    """Split a rubric into criteria: a list as given, a string by lines or semicolons."""
+    if isinstance(rubric, tuple):
+        items = list(rubric)
+    else:
+        items = re.split(r"[\n;]+", rubric)
+    return [item.strip(" -*\t") for item in items if item.strip(" -*\t")]
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS and len(w) > 2}
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """Failure and latency a job asks the offline grader to act out."""
+
+    failure: str | None = None
+    times: int = 1_000_000
+    latency_s: float | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> Simulation:
+        raw = metadata.get("simulate")
+        if not isinstance(raw, dict):
+            return cls()
+        failure = raw.get("failure")
+        times = raw.get("times", 1_000_000)
+        latency = raw.get("latency_s")
+        return cls(
+            failure=failure if failure in _FAILURES else None,
+            times=int(times) if isinstance(times, int | float) else 1_000_000,
+            latency_s=float(latency) if isinstance(latency, int | float) else None,
+        )
+
+
+class RubricGrader:
+    """Score = max_score x (criteria met / criteria), with per-criterion feedback."""
+
+    name = "rubric-offline-v1"
+
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self._latency_s = latency_s
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        sim = Simulation.from_metadata(request.metadata)
+        latency = self._latency_s if sim.latency_s is None else sim.latency_s
+        failing = sim.failure is not None and attempt <= sim.times
+        if failing and sim.failure == "hang":
+            latency = float("inf")
+        if latency >= timeout_s:
+            time.sleep(timeout_s)
+            raise GradingTimeout(f"grader gave no answer within {timeout_s:g}s")
+        time.sleep(latency)
+        if failing and sim.failure == "transient":
+            raise TransientGradingError("grading provider is rate limiting (simulated 429)")
+        if failing and sim.failure == "permanent":
+            raise PermanentGradingError("the answer cannot be graded (simulated refusal)")
+        return self._score(request)
+
+    def _score(self, request: GradingRequest) -> GradeResult:
+        answer_terms = _terms(request.answer)
+        criteria = criteria_of(request.rubric)
+        checked = []
+        for criterion in criteria:
+            terms = _terms(criterion)
+            hits = terms & answer_terms
+            met = bool(terms) and len(hits) * 2 >= len(terms)
+            checked.append({"criterion": criterion, "met": met, "matched": sorted(hits)})
+        met_count = sum(1 for c in checked if c["met"])
+        score = round(request.max_score * met_count / len(checked), 2) if checked else 0.0
+        missing = [c["criterion"] for c in checked if not c["met"]]
+        feedback = f"{met_count} of {len(checked)} criteria met."
+        if missing:
+            feedback += " Missing: " + "; ".join(str(m) for m in missing) + "."
+        return GradeResult(
+            score=score,
+            max_score=request.max_score,
+            feedback=feedback,
+            criteria=tuple(checked),
+            grader=self.name,
+        )

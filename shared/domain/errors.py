@@ -1,0 +1,168 @@
+"""The error tree: every Gradeq error carries its problem type and HTTP status once.
+
+Handlers never choose a status code themselves; the one problem+json handler per app
+renders these (see `shared.http.problems`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from shared.domain.job import JobStatus
+
+PROBLEM_BASE = "https://gradeq.dev/problems/"
+
+
+class GradeqError(Exception):
+    """Base of every error the services answer with a problem document."""
+
+    slug: ClassVar[str] = "internal-error"
+    title: ClassVar[str] = "Internal error"
+    status: ClassVar[int] = 500
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions = extensions
+
+    @property
+    def type_uri(self) -> str:
+        return PROBLEM_BASE + self.slug
+
+
+# --- request errors (intake) ---------------------------------------------------------
+
+
+class ValidationFailed(GradeqError):
+    slug = "validation-error"
+    title = "The request body is invalid"
+    status = 400
+
+
+class IdempotencyKeyInvalid(GradeqError):
+    slug = "idempotency-key-invalid"
+    title = "Idempotency-Key header missing or malformed"
+    status = 400
+
+
+class IdempotencyConflict(GradeqError):
+    slug = "idempotency-key-reused"
+    title = "Idempotency-Key already used with a different request"
+    status = 422
+
+
+class UnsupportedMediaType(GradeqError):
+    slug = "unsupported-media-type"
+    title = "The request body must be application/json"
+    status = 415
+
+
+class PayloadTooLarge(GradeqError):
+    slug = "payload-too-large"
+    title = "The request body is too large"
+    status = 413
+
+
+class Unauthenticated(GradeqError):
+    slug = "unauthenticated"
+    title = "Missing or invalid credentials"
+    status = 401
+
+
+class JobNotFound(GradeqError):
+    slug = "job-not-found"
+    title = "No such grading job"
+    status = 404
+
+
+# --- job state errors ----------------------------------------------------------------
+
+
+class IllegalTransition(GradeqError):
+    """A transition the state machine does not allow (a bug or a lost race)."""
+
+    slug = "illegal-transition"
+    title = "The job cannot make that transition"
+    status = 409
+
+    def __init__(self, job_id: str, current: JobStatus, target: JobStatus) -> None:
+        super().__init__(f"job {job_id} cannot go from {current} to {target}")
+        self.current = current
+        self.target = target
+
+
+class JobAlreadyFinal(GradeqError):
+    slug = "job-already-final"
+    title = "The job has already reached a final state"
+    status = 409
+
+    def __init__(self, job_id: str, status: JobStatus) -> None:
+        super().__init__(f"job {job_id} is already {status}")
+        self.job_status = status
+
+
+class JobLocked(GradeqError):
+    """Another attempt holds a live lease; the queue should try again later."""
+
+    slug = "job-locked"
+    title = "Another attempt is grading this job"
+    status = 409
+
+    def __init__(self, job_id: str, until: datetime) -> None:
+        super().__init__(f"job {job_id} is leased until {until.isoformat()}")
+        self.until = until
+
+
+class LeaseLost(GradeqError):
+    """This attempt no longer owns the job (its lease expired and was taken over)."""
+
+    slug = "lease-lost"
+    title = "This attempt no longer holds the job's lease"
+    status = 409
+
+    def __init__(self, job_id: str, owner: str) -> None:
+        super().__init__(f"attempt {owner} no longer owns job {job_id}")
+
+
+# --- infrastructure errors -----------------------------------------------------------
+
+
+class DependencyUnavailable(GradeqError):
+    """A store, queue or bus did not answer; safe to retry."""
+
+    slug = "dependency-unavailable"
+    title = "A dependency is unavailable"
+    status = 503
+
+
+# --- grading errors: retryable vs permanent is a type ---------------------------------
+
+
+class GradingError(GradeqError):
+    """A grader could not produce a result."""
+
+    slug = "grading-error"
+    title = "Grading failed"
+    status = 502
+
+
+class TransientGradingError(GradingError):
+    """Worth another attempt later (rate limit, timeout, provider outage)."""
+
+    slug = "grading-transient"
+
+    def __init__(self, detail: str, retry_after_s: float | None = None) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
+class GradingTimeout(TransientGradingError):
+    slug = "grading-timeout"
+
+
+class PermanentGradingError(GradingError):
+    """No retry can help (the answer cannot be graded, the request is refused)."""
+
+    slug = "grading-permanent"

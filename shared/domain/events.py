@@ -1,0 +1,81 @@
+"""Domain events: plain data. Serialisation (CloudEvents) lives in `shared.events`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from shared.domain.ids import completion_event_id
+from shared.domain.job import Job, JobStatus
+
+
+class Outcome(StrEnum):
+    """How a job ended, as announced to subscribers."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+_OUTCOMES = {
+    JobStatus.SUCCEEDED: Outcome.SUCCEEDED,
+    JobStatus.FAILED: Outcome.FAILED,
+    JobStatus.CANCELLED: Outcome.CANCELLED,
+}
+
+
+@dataclass(frozen=True)
+class GradingCompleted:
+    """Exactly one per job, whatever its final state; `event_id` is stable per job."""
+
+    event_id: str
+    job_id: str
+    client_id: str
+    submission_id: str
+    assignment_id: str | None
+    outcome: Outcome
+    score: float | None
+    max_score: float
+    attempts: int
+    timings: dict[str, int | None]
+    occurred_at: datetime
+    callback_url: str | None = None
+    error: dict[str, str] | None = None
+
+    @classmethod
+    def from_job(cls, job: Job) -> GradingCompleted:
+        if not job.status.is_final or job.completed_at is None:
+            raise ValueError(f"job {job.id} is not final ({job.status})")
+        return cls(
+            event_id=completion_event_id(job.id),
+            job_id=job.id,
+            client_id=job.client_id,
+            submission_id=job.request.submission_id,
+            assignment_id=job.request.assignment_id,
+            outcome=_OUTCOMES[job.status],
+            score=job.result.score if job.result else None,
+            max_score=job.request.max_score,
+            attempts=job.attempts,
+            timings=job.timings(),
+            occurred_at=job.completed_at,
+            callback_url=job.request.callback_url,
+            error=job.error.to_dict() if job.error else None,
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The event's data payload (validated by schemas/grading_completed.v1.json)."""
+        return {
+            "job_id": self.job_id,
+            "client_id": self.client_id,
+            "submission_id": self.submission_id,
+            "assignment_id": self.assignment_id,
+            "outcome": self.outcome.value,
+            "score": self.score,
+            "max_score": self.max_score,
+            "attempts": self.attempts,
+            "timings": dict(self.timings),
+            "callback_url": self.callback_url,
+            "error": self.error,
+        }

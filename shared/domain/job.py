@@ -1,0 +1,310 @@
+"""The grading job and its one state machine.
+
+Every status change in Gradeq goes through a method of `Job`; stores only persist the
+result atomically (see `JobStore.update`). Methods return a new `Job` and never mutate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+#: How long the attempt that finalised a job keeps it to publish the completion event
+#: before another delivery or the recovery sweep may announce it instead.
+ANNOUNCE_LEASE = timedelta(seconds=60)
+
+FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+#: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease.
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
+    JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
+    JobStatus.RUNNING: frozenset(
+        {
+            JobStatus.RUNNING,
+            JobStatus.RETRYING,
+            JobStatus.SUCCEEDED,
+            JobStatus.FAILED,
+            JobStatus.CANCELLED,
+        }
+    ),
+    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class GradingRequest:
+    """What the client asked to have graded."""
+
+    submission_id: str
+    answer: str
+    rubric: str | tuple[str, ...]
+    max_score: float = 10.0
+    assignment_id: str | None = None
+    callback_url: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["rubric"] = list(self.rubric) if isinstance(self.rubric, tuple) else self.rubric
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradingRequest:
+        rubric = data["rubric"]
+        return cls(
+            submission_id=data["submission_id"],
+            answer=data["answer"],
+            rubric=tuple(rubric) if isinstance(rubric, list) else rubric,
+            max_score=float(data.get("max_score", 10.0)),
+            assignment_id=data.get("assignment_id"),
+            callback_url=data.get("callback_url"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """A finished grading."""
+
+    score: float
+    max_score: float
+    feedback: str
+    criteria: tuple[dict[str, Any], ...] = ()
+    grader: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "max_score": self.max_score,
+            "feedback": self.feedback,
+            "criteria": [dict(c) for c in self.criteria],
+            "grader": self.grader,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradeResult:
+        return cls(
+            score=float(data["score"]),
+            max_score=float(data["max_score"]),
+            feedback=data["feedback"],
+            criteria=tuple(data.get("criteria") or ()),
+            grader=data.get("grader", ""),
+        )
+
+
+@dataclass(frozen=True)
+class JobError:
+    """Why an attempt or the whole job failed; `type` is a stable slug."""
+
+    type: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message}
+
+
+def _ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, round((end - start).total_seconds() * 1000))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A grading job. `id` is derived from the client's Idempotency-Key."""
+
+    id: str
+    client_id: str
+    request: GradingRequest
+    fingerprint: str
+    status: JobStatus
+    created_at: datetime
+    updated_at: datetime
+    attempts: int = 0
+    generation: int = 0
+    started_at: datetime | None = None
+    attempt_started_at: datetime | None = None
+    completed_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    result: GradeResult | None = None
+    error: JobError | None = None
+    event_published: bool = False
+
+    @classmethod
+    def new(
+        cls, job_id: str, client_id: str, request: GradingRequest, fingerprint: str, now: datetime
+    ) -> Job:
+        return cls(
+            id=job_id,
+            client_id=client_id,
+            request=request,
+            fingerprint=fingerprint,
+            status=JobStatus.PENDING,
+            created_at=now,
+            updated_at=now,
+        )
+
+    # --- transitions -------------------------------------------------------------------
+
+    def _to(self, status: JobStatus, now: datetime, **changes: Any) -> Job:
+        if status not in TRANSITIONS[self.status]:
+            raise IllegalTransition(self.id, self.status, status)
+        return dataclasses.replace(self, status=status, updated_at=now, **changes)
+
+    def lease_is_live(self, now: datetime) -> bool:
+        """Whether an attempt holds the job (to grade it, or to announce its end)."""
+        return self.lease_expires_at is not None and self.lease_expires_at > now
+
+    def _finish(self, status: JobStatus, owner: str, now: datetime, **changes: Any) -> Job:
+        # The finishing attempt keeps a short lease to publish the event undisturbed.
+        return self._to(
+            status,
+            now,
+            completed_at=now,
+            lease_owner=owner,
+            lease_expires_at=now + ANNOUNCE_LEASE,
+            **changes,
+        )
+
+    def claim(self, owner: str, now: datetime, lease_for: timedelta) -> Job:
+        """Start an attempt: take the lease, or refuse while another attempt holds it."""
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        if self.lease_is_live(now) and self.lease_owner != owner:
+            assert self.lease_expires_at is not None
+            raise JobLocked(self.id, self.lease_expires_at)
+        return self._to(
+            JobStatus.RUNNING,
+            now,
+            attempts=self.attempts + 1,
+            started_at=self.started_at or now,
+            attempt_started_at=now,
+            lease_owner=owner,
+            lease_expires_at=now + lease_for,
+        )
+
+    def _check_owner(self, owner: str) -> None:
+        if self.status is not JobStatus.RUNNING or self.lease_owner != owner:
+            raise LeaseLost(self.id, owner)
+
+    def succeed(self, owner: str, result: GradeResult, now: datetime) -> Job:
+        self._check_owner(owner)
+        return self._finish(JobStatus.SUCCEEDED, owner, now, result=result, error=None)
+
+    def retry_later(self, owner: str, error: JobError, now: datetime) -> Job:
+        self._check_owner(owner)
+        return self._to(
+            JobStatus.RETRYING, now, error=error, lease_owner=None, lease_expires_at=None
+        )
+
+    def fail(self, owner: str | None, error: JobError, now: datetime) -> Job:
+        """Record a final failure; `owner=None` is the recovery sweep giving up on a job."""
+        if owner is not None:
+            self._check_owner(owner)
+        elif self.lease_is_live(now):
+            assert self.lease_expires_at is not None
+            raise JobLocked(self.id, self.lease_expires_at)
+        return self._finish(JobStatus.FAILED, owner or "recovery", now, error=error)
+
+    def cancel(self, now: datetime) -> Job:
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        return self._finish(JobStatus.CANCELLED, "cancel", now)
+
+    def mark_event_published(self, now: datetime) -> Job:
+        if not self.status.is_final:
+            raise IllegalTransition(self.id, self.status, self.status)
+        return dataclasses.replace(
+            self, event_published=True, updated_at=now, lease_owner=None, lease_expires_at=None
+        )
+
+    def replay(self, now: datetime) -> Job:
+        """Bump the generation so a fresh task name can be enqueued for a stuck job."""
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        return dataclasses.replace(self, generation=self.generation + 1, updated_at=now)
+
+    # --- derived views -----------------------------------------------------------------
+
+    def timings(self) -> dict[str, int | None]:
+        return {
+            "queue_wait_ms": _ms(self.created_at, self.started_at),
+            "processing_ms": _ms(self.attempt_started_at, self.completed_at)
+            if self.status is JobStatus.SUCCEEDED
+            else _ms(self.started_at, self.completed_at),
+            "total_ms": _ms(self.created_at, self.completed_at),
+        }
+
+    # --- persistence record ------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """Flatten to plain values (datetimes stay datetimes) for a store to persist."""
+        return {
+            "id": self.id,
+            "client_id": self.client_id,
+            "request": self.request.to_dict(),
+            "fingerprint": self.fingerprint,
+            "status": self.status.value,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "attempts": self.attempts,
+            "generation": self.generation,
+            "started_at": self.started_at,
+            "attempt_started_at": self.attempt_started_at,
+            "completed_at": self.completed_at,
+            "lease_owner": self.lease_owner,
+            "lease_expires_at": self.lease_expires_at,
+            "result": self.result.to_dict() if self.result else None,
+            "error": self.error.to_dict() if self.error else None,
+            "event_published": self.event_published,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Job:
+        """Rebuild a job from `to_record` output (unknown keys are ignored)."""
+        result = record.get("result")
+        error = record.get("error")
+        return cls(
+            id=record["id"],
+            client_id=record["client_id"],
+            request=GradingRequest.from_dict(record["request"]),
+            fingerprint=record["fingerprint"],
+            status=JobStatus(record["status"]),
+            created_at=record["created_at"],
+            updated_at=record["updated_at"],
+            attempts=int(record.get("attempts", 0)),
+            generation=int(record.get("generation", 0)),
+            started_at=record.get("started_at"),
+            attempt_started_at=record.get("attempt_started_at"),
+            completed_at=record.get("completed_at"),
+            lease_owner=record.get("lease_owner"),
+            lease_expires_at=record.get("lease_expires_at"),
+            result=GradeResult.from_dict(result) if result else None,
+            error=JobError(**error) if error else None,
+            event_published=bool(record.get("event_published", False)),
+        )

@@ -1,0 +1,66 @@
+"""RFC 9457 problem documents: one error handler per app, one stable `type` per error."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from shared.domain.errors import PROBLEM_BASE, GradeqError, PayloadTooLarge
+
+PROBLEM_JSON = "application/problem+json"
+log = logging.getLogger(__name__)
+
+
+def problem(
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> Response:
+    """Build an application/problem+json response."""
+    body = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+    body.update(extensions)
+    response = jsonify(body)
+    response.status_code = status
+    response.mimetype = PROBLEM_JSON
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Answer every error of this app as a problem document."""
+
+    @app.errorhandler(GradeqError)
+    def _gradeq_error(error: GradeqError) -> Response:
+        if error.status >= 500:
+            log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
+        headers = (
+            {"Retry-After": str(error.extensions.pop("retry_after"))}
+            if ("retry_after" in error.extensions)
+            else None
+        )
+        return problem(
+            error.status, error.slug, error.title, error.detail, headers, **error.extensions
+        )
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        if status == PayloadTooLarge.status:
+            limit = app.config.get("MAX_CONTENT_LENGTH")
+            return problem(
+                status, PayloadTooLarge.slug, PayloadTooLarge.title, f"the limit is {limit} bytes"
+            )
+        slug = (error.name or "error").lower().replace(" ", "-")
+        return problem(status, slug, error.name or "Error", error.description or "")
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        log.exception("unhandled error")
+        return problem(500, "internal-error", "Internal error", "an unexpected error occurred")

@@ -1,0 +1,73 @@
+"""JSON log lines for Cloud Logging: severity, message, service and the job id on every line.
+
+The job id travels in a context variable, so every log call made while handling a job
+carries it without being passed around; `trace` is filled from the request's
+X-Cloud-Trace-Context header when there is one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("job_id", default=None)
+trace_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("trace", default=None)
+
+TRACE_FIELD = "logging.googleapis.com/trace"
+
+
+@contextmanager
+def job_context(job_id: str | None) -> Iterator[None]:
+    """Tag every log line emitted inside the block with `job_id`."""
+    token = job_id_var.set(job_id)
+    try:
+        yield
+    finally:
+        job_id_var.reset(token)
+
+
+class _CorrelationFilter(logging.Filter):
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.service = self.service
+        if getattr(record, "job_id", None) is None:
+            record.job_id = job_id_var.get()
+        trace = trace_var.get()
+        if trace:
+            setattr(record, TRACE_FIELD, trace)
+        return True
+
+
+class _Formatter(JsonFormatter):
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        super().add_fields(log_data, record, message_dict)
+        log_data["severity"] = record.levelname
+        log_data.setdefault("job_id", getattr(record, "job_id", None))
+
+
+def configure_logging(service: str, level: str = "INFO") -> None:
+    """Send this process's logs to stdout as one JSON object per line."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(
+        _Formatter(
+            "%(message)s %(service)s %(job_id)s %(name)s",
+            rename_fields={"name": "logger"},
+            json_ensure_ascii=False,
+        )
+    )
+    handler.addFilter(_CorrelationFilter(service))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("werkzeug").setLevel("WARNING")

@@ -1,0 +1,110 @@
+"""The ports: what the service layer needs from the outside world.
+
+Each port has an embedded adapter (`shared.adapters.embedded`, the `make run` default)
+and a Google Cloud adapter (`shared.adapters.google`). Both must pass the same contract
+tests in `tests/contract`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from shared.domain.events import GradingCompleted
+from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+
+
+class JobStore(Protocol):
+    """Durable job documents with atomic create-if-absent and read-modify-write."""
+
+    def create(self, job: Job) -> tuple[Job, bool]:
+        """Insert `job` unless its id exists; return (stored job, created?)."""
+        ...
+
+    def get(self, job_id: str) -> Job | None:
+        """Return the job, or None when the id is unknown."""
+        ...
+
+    def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        """Atomically apply `mutate` to the current job and store its result.
+
+        `mutate` may raise (a domain error): then nothing is written and the error
+        propagates. Raises `JobNotFound` for an unknown id. `mutate` may be called more
+        than once when the store retries a contended transaction, so it must be pure.
+        """
+        ...
+
+    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
+        """Jobs in `status` not updated since `updated_before`, oldest first (recovery)."""
+        ...
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` when the store cannot be reached."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One Cloud Task: carries only the job id; the name makes it idempotent."""
+
+    name: str
+    job_id: str
+    schedule_time: datetime | None = None
+
+
+class TaskQueue(Protocol):
+    """A Cloud Tasks queue whose HTTP target is the worker."""
+
+    def enqueue(self, task: TaskSpec) -> bool:
+        """Create the task; True if created, False if the name already exists (success)."""
+        ...
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` when the queue cannot be reached."""
+        ...
+
+
+class EventPublisher(Protocol):
+    """Publishes domain events durably before returning."""
+
+    def publish(self, event: GradingCompleted) -> str:
+        """Publish and wait until the bus has it; return the bus's message id."""
+        ...
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` when the bus cannot be reached."""
+        ...
+
+
+class Grader(Protocol):
+    """Grades one answer; raises TransientGradingError or PermanentGradingError."""
+
+    name: str
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        """Return a result within `timeout_s` seconds or raise `GradingTimeout`.
+
+        `attempt` is 1 for the job's first attempt; graders may use it in logs or to pass
+        an idempotency hint to a provider.
+        """
+        ...
+
+
+class Clock(Protocol):
+    """The time source, so tests can move time."""
+
+    def now(self) -> datetime: ...
+
+
+class ProcessedEvents(Protocol):
+    """What a subscriber has already handled, keyed by the stable event id (dedup)."""
+
+    def add(self, subscriber: str, event_id: str, record: dict[str, object]) -> bool:
+        """Record the event as handled; False if it already was (nothing is written)."""
+        ...
+
+    def contains(self, subscriber: str, event_id: str) -> bool:
+        """Whether the subscriber has handled this event."""
+        ...

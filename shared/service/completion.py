@@ -1,0 +1,28 @@
+"""Announce a final job exactly once: publish its GradingCompleted, then mark it published."""
+
+from __future__ import annotations
+
+import logging
+
+from shared.domain.events import GradingCompleted
+from shared.domain.job import Job
+from shared.ports import Clock, EventPublisher, JobStore
+
+log = logging.getLogger(__name__)
+
+
+def announce(job: Job, store: JobStore, publisher: EventPublisher, clock: Clock) -> Job:
+    """Publish the completion event of a final job unless it is already marked published.
+
+    A crash between publish and mark leads to one more publish with the same event id on
+    the next delivery: subscribers dedupe on it, so the event is observed once.
+    """
+    if job.event_published:
+        return job
+    event = GradingCompleted.from_job(job)
+    message_id = publisher.publish(event)
+    log.info(
+        "completion event published",
+        extra={"event_id": event.event_id, "message_id": message_id, "outcome": event.outcome},
+    )
+    return store.update(job.id, lambda j: j.mark_event_published(clock.now()))

@@ -1,0 +1,3 @@
+"""Fixtures shared by every test layer."""
+
+pytest_plugins = ["tests.google_fixtures"]

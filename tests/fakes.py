@@ -1,0 +1,83 @@
+"""In-memory fakes of the ports that record what happened (for unit tests)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from shared.domain.errors import DependencyUnavailable
+from shared.domain.events import GradingCompleted
+from shared.domain.job import GradeResult, GradingRequest
+from shared.ports import TaskSpec
+
+
+@dataclass
+class FakeTaskQueue:
+    """Records tasks; refuses a second task of the same name like Cloud Tasks."""
+
+    tasks: list[TaskSpec] = field(default_factory=list)
+    available: bool = True
+
+    def enqueue(self, task: TaskSpec) -> bool:
+        if not self.available:
+            raise DependencyUnavailable("queue down")
+        if any(t.name == task.name for t in self.tasks):
+            return False
+        self.tasks.append(task)
+        return True
+
+    def ping(self) -> None:
+        if not self.available:
+            raise DependencyUnavailable("queue down")
+
+
+@dataclass
+class FakePublisher:
+    """Records published events; can be made to fail."""
+
+    events: list[GradingCompleted] = field(default_factory=list)
+    failures: int = 0
+
+    def publish(self, event: GradingCompleted) -> str:
+        if self.failures > 0:
+            self.failures -= 1
+            raise DependencyUnavailable("bus down")
+        self.events.append(event)
+        return f"m{len(self.events)}"
+
+    def ping(self) -> None:
+        return None
+
+
+@dataclass
+class FakeProcessedEvents:
+    seen: dict[tuple[str, str], dict[str, object]] = field(default_factory=dict)
+
+    def add(self, subscriber: str, event_id: str, record: dict[str, object]) -> bool:
+        if (subscriber, event_id) in self.seen:
+            return False
+        self.seen[(subscriber, event_id)] = record
+        return True
+
+    def contains(self, subscriber: str, event_id: str) -> bool:
+        return (subscriber, event_id) in self.seen
+
+
+class ScriptedGrader:
+    """Raises the scripted errors in order, then grades with a fixed score; counts calls."""
+
+    name = "scripted"
+
+    def __init__(self, *errors: Exception, score: float = 7.0) -> None:
+        self._errors = list(errors)
+        self._score = score
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        with self._lock:
+            self.calls += 1
+            error = self._errors.pop(0) if self._errors else None
+        if error is not None:
+            raise error
+        return GradeResult(self._score, request.max_score, "scripted feedback", grader=self.name)
