@@ -82,7 +82,7 @@ class RecoveryService:
                     self._recover(job, report)
         for status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
             for job in self._store.find(status, now - self._unannounced_after, self._batch):
-                if not job.event_published:
+                if not job.event_published and not job.lease_is_live(now):
                     with job_context(job.id):
                         self._try(job, report, lambda j: self._announce(j, report))
         return report

@@ -1,0 +1,193 @@
+"""The whole local stack as real processes, driven over HTTP as a client would."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import requests
+
+from services.local.stack import LocalStack, StackConfig
+
+pytestmark = pytest.mark.e2e
+
+API = {"Authorization": "Bearer e2e-key"}
+FAST_QUEUE = {
+    "grading": {
+        "target_path": "/tasks/grade",
+        "dispatch_deadline": "20s",
+        "rate_limits": {"max_dispatches_per_second": 50, "max_concurrent_dispatches": 50},
+        "retry_config": {
+            "max_attempts": 30,
+            "max_retry_duration": "0s",
+            "min_backoff": "0.2s",
+            "max_backoff": "1s",
+            "max_doublings": 2,
+        },
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    root = tmp_path_factory.mktemp("stack")
+    queues = root / "queues.json"
+    queues.write_text(json.dumps(FAST_QUEUE))
+    config = StackConfig.on_free_ports(
+        root / "data",
+        client_keys="e2e=e2e-key",
+        recover_every_s=0,
+        env={
+            "GRADEQ_QUEUES_FILE": str(queues),
+            "GRADEQ_GRADER_LATENCY_S": "0.1",
+            "GRADEQ_GRADER_TIMEOUT_S": "8",
+            "GRADEQ_LEASE_MARGIN_S": "1",
+            "GRADEQ_RETRY_AFTER_S": "1",
+            "GRADEQ_BUS_MIN_BACKOFF_S": "0.2",
+        },
+    )
+    log = (root / "stack.log").open("w")
+    local = LocalStack(config, output=log)
+    local.start()
+    yield local
+    local.stop()
+    log.close()
+
+
+def submit(stack: LocalStack, key: str | None, **changes: Any) -> requests.Response:
+    body = {
+        "submission_id": f"sub-{uuid.uuid4().hex[:6]}",
+        "answer": "The mitochondria produce ATP through cellular respiration.",
+        "rubric": ["mentions mitochondria", "names ATP", "explains glycolysis"],
+        "max_score": 9,
+        **changes,
+    }
+    headers = dict(API)
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return requests.post(
+        stack.config.url("intake") + "/v1/grading-jobs", json=body, headers=headers, timeout=10
+    )
+
+
+def wait_final(stack: LocalStack, location: str, timeout_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = requests.get(
+            stack.config.url("intake") + location, headers=API, timeout=10
+        ).json()
+        if job["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"{location} not final after {timeout_s}s: {job}")
+
+
+def job_lines(stack: LocalStack, service: str, job_id: str, message: str) -> list[dict[str, Any]]:
+    found = []
+    for line in stack.lines(service):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("job_id") == job_id and record.get("message") == message:
+            found.append(record)
+    return found
+
+
+def received_by_analytics(stack: LocalStack, job_id: str, timeout_s: float = 20) -> list[Any]:
+    """The events analytics recorded for this job, once at least one arrived."""
+    deadline = time.monotonic() + timeout_s
+    events: list[Any] = []
+    while time.monotonic() < deadline:
+        response = requests.get(stack.config.url("analytics") + f"/v1/events/{job_id}", timeout=5)
+        if response.ok:
+            events = response.json()["events"]
+            if events:
+                return events
+        time.sleep(0.2)
+    return events
+
+
+def test_same_key_twice_is_one_job_and_no_key_is_400(stack: LocalStack) -> None:
+    first = submit(stack, "e2e-same-key", submission_id="same")
+    second = submit(stack, "e2e-same-key", submission_id="same")
+    assert first.status_code == second.status_code == 202
+    assert first.headers["Location"] == second.headers["Location"]
+    job = wait_final(stack, first.headers["Location"])
+    assert job["status"] == "SUCCEEDED"
+    assert job["result"]["score"] == 6.0
+    assert len(job_lines(stack, "worker", job["id"], "grading started")) == 1
+    assert len(received_by_analytics(stack, job["id"])) == 1
+
+    missing = submit(stack, None)
+    assert missing.status_code == 400
+    assert missing.headers["Content-Type"].startswith("application/problem+json")
+
+
+def test_worker_killed_mid_grading_is_retried_to_one_success(stack: LocalStack) -> None:
+    response = submit(stack, "e2e-kill", metadata={"simulate": {"latency_s": 5}})
+    location = response.headers["Location"]
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 20
+    while not job_lines(stack, "worker", job_id, "grading started"):
+        assert time.monotonic() < deadline, "grading never started"
+        time.sleep(0.1)
+    stack.kill("worker")
+    stack.restart("worker")
+    job = wait_final(stack, location, timeout_s=60)
+    assert job["status"] == "SUCCEEDED"
+    assert job["attempts"] == 2
+    assert len(received_by_analytics(stack, job_id)) == 1
+    time.sleep(1)  # let any duplicate delivery arrive before counting again
+    assert len(received_by_analytics(stack, job_id)) == 1
+
+
+def test_permanent_failure_and_transient_recovery(stack: LocalStack) -> None:
+    failing = submit(stack, "e2e-permanent", metadata={"simulate": {"failure": "permanent"}})
+    flaky = submit(
+        stack, "e2e-transient", metadata={"simulate": {"failure": "transient", "times": 2}}
+    )
+    failed = wait_final(stack, failing.headers["Location"])
+    assert failed["status"] == "FAILED"
+    assert failed["error"]["type"] == "grading-permanent"
+    assert "result" not in failed
+    recovered = wait_final(stack, flaky.headers["Location"])
+    assert recovered["status"] == "SUCCEEDED"
+    assert recovered["attempts"] == 3
+    outcomes = [e["outcome"] for e in received_by_analytics(stack, failed["id"])]
+    assert outcomes == ["failed"]
+
+
+def test_concurrent_deliveries_of_one_task_grade_once(stack: LocalStack) -> None:
+    response = submit(stack, "e2e-concurrent", metadata={"simulate": {"latency_s": 1}})
+    job_id = response.json()["id"]
+    worker = stack.config.url("worker") + "/tasks/grade"
+    headers = {
+        "Authorization": f"Bearer {stack.push_token}",
+        "X-CloudTasks-TaskName": "t-duplicate",
+        "X-CloudTasks-TaskRetryCount": "0",
+    }
+
+    def deliver(_: int) -> int:
+        return requests.post(worker, json={"job_id": job_id}, headers=headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        codes = list(pool.map(deliver, range(20)))
+    assert set(codes) <= {200, 409}
+    job = wait_final(stack, response.headers["Location"])
+    assert job["status"] == "SUCCEEDED"
+    assert job["attempts"] == 1
+    assert len(job_lines(stack, "worker", job_id, "grading started")) == 1
+    assert len(received_by_analytics(stack, job_id)) == 1
+
+
+def test_every_log_line_is_json_with_severity(stack: LocalStack) -> None:
+    for service in ("intake", "worker"):
+        records = [json.loads(line) for line in stack.lines(service) if line.startswith("{")]
+        assert records, f"no JSON log lines from {service}"
+        assert all("severity" in r and "message" in r for r in records)

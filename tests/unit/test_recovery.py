@@ -1,0 +1,105 @@
+"""The recovery sweep: stuck jobs are replayed under a new task name, then failed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from shared.bootstrap import Adapters
+from shared.clock import FrozenClock
+from shared.domain.ids import job_id_for, task_name_for
+from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.service.recovery import RecoveryService
+from shared.settings import Settings
+from tests.fakes import FakePublisher, FakeTaskQueue
+
+LEASE = timedelta(seconds=10)
+
+
+@pytest.fixture
+def sweeper(settings: Settings, adapters: Adapters, clock: FrozenClock) -> RecoveryService:
+    return RecoveryService(
+        adapters.store, adapters.queue, adapters.publisher, clock, settings.queue_config(), LEASE
+    )
+
+
+def seed(adapters: Adapters, clock: FrozenClock, key: str) -> str:
+    job_id = job_id_for("c", key)
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    adapters.store.create(Job.new(job_id, "c", request, "fp", clock.now()))
+    return job_id
+
+
+def fakes(adapters: Adapters) -> tuple[FakeTaskQueue, FakePublisher]:
+    assert isinstance(adapters.queue, FakeTaskQueue)
+    assert isinstance(adapters.publisher, FakePublisher)
+    return adapters.queue, adapters.publisher
+
+
+def test_fresh_jobs_are_left_alone(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    seed(adapters, clock, "fresh")
+    clock.advance(timedelta(seconds=30))
+    assert sweeper.sweep().as_dict() == {
+        "replayed": [], "failed": [], "announced": [], "errors": []
+    }  # fmt: skip
+
+
+def test_stale_pending_job_gets_a_new_task_generation(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "orphan")
+    clock.advance(timedelta(hours=1))
+    report = sweeper.sweep()
+    assert report.replayed == [job_id]
+    queue, _ = fakes(adapters)
+    assert [t.name for t in queue.tasks] == [task_name_for(job_id, 1)]
+    job = adapters.store.get(job_id)
+    assert job is not None and job.generation == 1 and job.status is JobStatus.PENDING
+
+
+def test_dead_attempt_is_replayed_but_a_live_one_is_not(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "crashed")
+    adapters.store.update(job_id, lambda j: j.claim("w1", clock.now(), timedelta(hours=2)))
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().replayed == []
+    clock.advance(timedelta(hours=2))
+    assert sweeper.sweep().replayed == [job_id]
+
+
+def test_replay_budget_spent_fails_and_announces_once(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "hopeless")
+    for _ in range(3):
+        clock.advance(timedelta(hours=1))
+        assert sweeper.sweep().replayed == [job_id]
+    clock.advance(timedelta(hours=1))
+    report = sweeper.sweep()
+    assert report.failed == [job_id]
+    job = adapters.store.get(job_id)
+    assert job is not None and job.status is JobStatus.FAILED and job.event_published
+    assert job.error is not None and job.error.type == "retries-exhausted"
+    _, publisher = fakes(adapters)
+    assert [e.outcome.value for e in publisher.events] == ["failed"]
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().announced == []
+
+
+def test_final_job_left_unannounced_is_announced(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "silent")
+    adapters.store.update(job_id, lambda j: j.claim("w1", clock.now(), LEASE))
+    result = GradeResult(1, 10, "meh")
+    adapters.store.update(job_id, lambda j: j.succeed("w1", result, clock.now()))
+    clock.advance(timedelta(seconds=30))
+    assert sweeper.sweep().announced == []  # the finishing attempt may still publish
+    clock.advance(timedelta(minutes=5))
+    assert sweeper.sweep().announced == [job_id]
+    _, publisher = fakes(adapters)
+    assert [e.job_id for e in publisher.events] == [job_id]
