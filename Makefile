@@ -33,3 +33,6 @@ bench: install
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+image-test: install
+	bash scripts/image-test.sh

@@ -31,8 +31,10 @@ def _int_header(name: str) -> int:
 
 def grade() -> Response:
     payload = request.get_json(silent=True)
-    job_id = payload.get("job_id") if isinstance(payload, dict) else None
-    if not isinstance(job_id, str) or not job_id or set(payload) != {"job_id"}:
+    if not isinstance(payload, dict) or set(payload) != {"job_id"}:
+        payload = {}
+    job_id = payload.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
         # Retrying a malformed task cannot help: acknowledge it so the queue drops it.
         log.error("malformed task body; dropping the task")
         return jsonify(dropped="the body must be {\"job_id\": \"...\"}")

@@ -185,9 +185,7 @@ def test_cancel_makes_the_job_final_and_announces_it(
     assert [e.outcome.value for e in events] == ["cancelled"]
 
 
-def test_queue_outage_is_503_and_a_retry_enqueues(
-    client: FlaskClient, adapters: Adapters
-) -> None:
+def test_queue_outage_is_503_and_a_retry_enqueues(client: FlaskClient, adapters: Adapters) -> None:
     queue_of(adapters).available = False
     assert_problem(post(client), 503, "dependency-unavailable")
     queue_of(adapters).available = True

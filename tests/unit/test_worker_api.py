@@ -15,7 +15,7 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.domain.errors import PermanentGradingError, TransientGradingError
 from shared.domain.ids import job_id_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobStatus
 from shared.settings import Settings
 from tests.fakes import FakePublisher, ScriptedGrader
 from tests.unit.conftest import PUSH_TOKEN
@@ -164,7 +164,10 @@ def test_publish_failure_answers_5xx_and_the_next_delivery_announces(
     assert deliver(client, job_id).status_code == 503
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.SUCCEEDED and not job.event_published
-    assert deliver(client, job_id, retry=1).status_code == 200
+    # The finishing attempt's announce lease keeps duplicates from publishing meanwhile.
+    assert deliver(client, job_id, retry=1).status_code == 409
+    clock.advance(ANNOUNCE_LEASE)
+    assert deliver(client, job_id, retry=2).status_code == 200
     assert grader.calls == 1
     assert len(publisher(adapters).events) == 1
 

@@ -21,8 +21,8 @@ class SqliteDatabase:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
-        with self.transaction() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+        # journal_mode cannot change inside a transaction; WAL persists in the file.
+        self.connection().execute("PRAGMA journal_mode=WAL")
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Start one Gradeq service under gunicorn, as Cloud Run expects: bound to $PORT, one
+# process, threads for concurrency, and no gunicorn timeout (Cloud Run enforces it).
+set -eu
+
+case "${SERVICE:-}" in
+  intake | worker | notification | analytics) ;;
+  *)
+    echo "SERVICE must be one of intake, worker, notification, analytics (got '${SERVICE:-}')" >&2
+    exit 64
+    ;;
+esac
+
+exec gunicorn \
+  --bind ":${PORT:-8080}" \
+  --workers 1 \
+  --threads "${THREADS:-8}" \
+  --timeout 0 \
+  --graceful-timeout "${GRACEFUL_TIMEOUT:-8}" \
+  --access-logfile - \
+  --error-logfile - \
+  "services.${SERVICE}.app:create_app()"

@@ -1,0 +1,51 @@
+resource "google_firestore_database" "main" {
+  name                              = var.firestore_database
+  location_id                       = coalesce(var.firestore_location, var.region)
+  type                              = "FIRESTORE_NATIVE"
+  concurrency_mode                  = "PESSIMISTIC"
+  point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
+  delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
+
+  depends_on = [google_project_service.main]
+}
+
+# Recovery of stuck jobs: where status == X and updated_at < T order by updated_at.
+resource "google_firestore_index" "jobs_status_updated_at" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "updated_at"
+    order      = "ASCENDING"
+  }
+}
+
+# TTL: Firestore deletes a document (usually within 24 h) once expire_at has passed.
+# The TTL field is also exempted from single-field indexing: a timestamp that grows with
+# time would otherwise cap write throughput.
+resource "google_firestore_field" "jobs_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = var.jobs_collection
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
+resource "google_firestore_field" "processed_events_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = var.processed_events_collection
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}

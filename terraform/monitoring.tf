@@ -1,0 +1,172 @@
+# Alerts. The failed-jobs metric assumes the worker logs one JSON line per job that ends
+# failed, with jsonPayload.event = "job_failed" (and the job id in jsonPayload.job_id).
+
+locals {
+  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${google_cloud_run_v2_service.worker.name}\""
+}
+
+resource "google_logging_metric" "job_failed" {
+  name        = "${var.name_prefix}/job_failed"
+  description = "Grading jobs that ended failed (worker log event job_failed)."
+  filter      = "${local.worker_revisions} AND jsonPayload.event = \"job_failed\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+  }
+}
+
+resource "google_monitoring_alert_policy" "dead_lettered" {
+  display_name          = "${var.name_prefix}: events dead-lettered"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "GradingCompleted events exhausted their delivery attempts and sit on ${google_pubsub_subscription.dead_letter.name}. Inspect them with `gcloud pubsub subscriptions pull`, fix the cause, then republish."
+    mime_type = "text/markdown"
+  }
+
+  conditions {
+    display_name = "Dead-letter subscription has undelivered messages"
+
+    condition_threshold {
+      filter          = "resource.type = \"pubsub_subscription\" AND resource.labels.subscription_id = \"${google_pubsub_subscription.dead_letter.name}\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "job_failed" {
+  display_name          = "${var.name_prefix}: grading jobs failed"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "At least one grading job ended failed after its retries. Search the worker logs for jsonPayload.event=\"job_failed\"."
+    mime_type = "text/markdown"
+  }
+
+  conditions {
+    display_name = "Failed jobs logged by the worker"
+
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.job_failed.name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+}
+
+# Cloud Tasks exports no "oldest task age" metric; the delay between a task's scheduled
+# and actual dispatch is the closest signal that the queue is falling behind.
+resource "google_monitoring_alert_policy" "task_backlog" {
+  display_name          = "${var.name_prefix}: grading tasks dispatched late"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "Cloud Tasks dispatches grading tasks more than ${var.alert_task_delay_s}s after they were due: the worker is saturated (max_instances, concurrency) or failing. Check the queue depth and the worker's errors."
+    mime_type = "text/markdown"
+  }
+
+  conditions {
+    display_name = "99th percentile task attempt delay"
+
+    condition_threshold {
+      filter          = "resource.type = \"cloud_tasks_queue\" AND resource.labels.queue_id = \"${google_cloud_tasks_queue.main[var.queue].name}\" AND metric.type = \"cloudtasks.googleapis.com/queue/task_attempt_delays\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_task_delay_s * 1000 # the metric is in milliseconds
+      duration        = "300s"
+
+      aggregations {
+        alignment_period   = "300s"
+        per_series_aligner = "ALIGN_PERCENTILE_99"
+      }
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "oldest_unacked" {
+  display_name          = "${var.name_prefix}: events waiting too long"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "A GradingCompleted subscription has an event older than ${var.alert_oldest_unacked_age_s}s that is not acknowledged: the notification service or the BigQuery write is failing."
+    mime_type = "text/markdown"
+  }
+
+  dynamic "conditions" {
+    for_each = local.dead_lettered_subscriptions
+    content {
+      display_name = "Oldest unacked message age on ${conditions.value}"
+
+      condition_threshold {
+        filter          = "resource.type = \"pubsub_subscription\" AND resource.labels.subscription_id = \"${conditions.value}\" AND metric.type = \"pubsub.googleapis.com/subscription/oldest_unacked_message_age\""
+        comparison      = "COMPARISON_GT"
+        threshold_value = var.alert_oldest_unacked_age_s
+        duration        = "300s"
+
+        aggregations {
+          alignment_period   = "60s"
+          per_series_aligner = "ALIGN_MAX"
+        }
+      }
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "worker_errors" {
+  display_name          = "${var.name_prefix}: worker 5xx rate"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "More than ${var.alert_worker_error_ratio * 100}% of the worker's responses were 5xx over 10 minutes. Each one is a Cloud Tasks retry."
+    mime_type = "text/markdown"
+  }
+
+  conditions {
+    display_name = "Worker 5xx / all responses"
+
+    condition_threshold {
+      filter             = "${local.worker_revisions} AND metric.type = \"run.googleapis.com/request_count\" AND metric.labels.response_code_class = \"5xx\""
+      denominator_filter = "${local.worker_revisions} AND metric.type = \"run.googleapis.com/request_count\""
+      comparison         = "COMPARISON_GT"
+      threshold_value    = var.alert_worker_error_ratio
+      duration           = "600s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      denominator_aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+}

@@ -1,0 +1,67 @@
+output "intake_url" {
+  description = "Base URL of the public intake API."
+  value       = google_cloud_run_v2_service.intake.uri
+}
+
+output "service_urls" {
+  description = "Deterministic base URLs of the services; they are also the OIDC audiences the services check."
+  value       = local.service_urls
+}
+
+output "worker_url" {
+  description = "Base URL of the worker (internal; Cloud Tasks and Cloud Scheduler only)."
+  value       = google_cloud_run_v2_service.worker.uri
+}
+
+output "notification_url" {
+  description = "Base URL of the notification subscriber (internal; Pub/Sub push only)."
+  value       = google_cloud_run_v2_service.notification.uri
+}
+
+output "queue_ids" {
+  description = "Cloud Tasks queue ids, one per entry of shared/config/queues.json."
+  value       = { for key, queue in google_cloud_tasks_queue.main : key => queue.id }
+}
+
+output "topic" {
+  description = "Pub/Sub topic that receives GradingCompleted events."
+  value       = google_pubsub_topic.events.name
+}
+
+output "dead_letter_subscription" {
+  description = "Pull subscription that keeps events no subscriber could take."
+  value       = google_pubsub_subscription.dead_letter.name
+}
+
+output "analytics_table" {
+  description = "BigQuery table written by the analytics subscription, and its typed view."
+  value = {
+    raw   = "${google_bigquery_table.events.project}.${google_bigquery_table.events.dataset_id}.${google_bigquery_table.events.table_id}"
+    typed = "${google_bigquery_table.events_v1.project}.${google_bigquery_table.events_v1.dataset_id}.${google_bigquery_table.events_v1.table_id}"
+  }
+}
+
+output "firestore_database" {
+  description = "Firestore database id that holds jobs and processed events."
+  value       = google_firestore_database.main.name
+}
+
+output "service_accounts" {
+  description = "Service account emails by role."
+  value = {
+    intake        = google_service_account.intake.email
+    worker        = google_service_account.worker.email
+    notification  = google_service_account.notification.email
+    tasks_invoker = google_service_account.tasks_invoker.email
+    scheduler     = google_service_account.scheduler.email
+    pubsub_push   = google_service_account.pubsub_push.email
+  }
+}
+
+output "secrets" {
+  description = "Secret Manager secret ids to add versions to before the first deploy."
+  value = {
+    client_keys    = google_secret_manager_secret.client_keys.secret_id
+    webhook_secret = google_secret_manager_secret.webhook_secret.secret_id
+  }
+}

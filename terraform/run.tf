@@ -1,0 +1,232 @@
+# The three Cloud Run services run one image; SERVICE selects the app. Requests from
+# Cloud Tasks, Pub/Sub and Cloud Scheduler in the same project count as internal traffic,
+# so only the intake accepts traffic from the internet.
+
+resource "google_cloud_run_v2_service" "intake" {
+  #checkov:skip=CKV2_GRADEQ_7:The intake is the public API; its ingress is the var.intake_ingress choice.
+  name                = local.service_names.intake
+  location            = var.region
+  ingress             = var.intake_ingress
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  template {
+    service_account                  = google_service_account.intake.email
+    timeout                          = "60s"
+    max_instance_request_concurrency = var.intake.concurrency
+
+    scaling {
+      min_instance_count = var.intake.min_instances
+      max_instance_count = var.intake.max_instances
+    }
+
+    containers {
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        limits = {
+          cpu    = var.intake.cpu
+          memory = var.intake.memory
+        }
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          SERVICE = "intake"
+          THREADS = tostring(var.intake.concurrency)
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      env {
+        name = "GRADEQ_CLIENT_KEYS"
+        value_source {
+          secret_key_ref {
+            secret  = google_secret_manager_secret.client_keys.secret_id
+            version = "latest"
+          }
+        }
+      }
+
+      startup_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+
+      liveness_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+    }
+  }
+
+  depends_on = [
+    google_project_service.main,
+    google_secret_manager_secret_iam_member.intake_client_keys,
+  ]
+}
+
+resource "google_cloud_run_v2_service" "worker" {
+  name                = local.service_names.worker
+  location            = var.region
+  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  template {
+    service_account = google_service_account.worker.email
+    # Cloud Tasks stops waiting at the dispatch deadline; Cloud Run must not cut the
+    # request earlier, or every long grading run would end in a 504 and a retry.
+    timeout                          = "${local.dispatch_deadline_s}s"
+    max_instance_request_concurrency = var.worker.concurrency
+
+    scaling {
+      min_instance_count = var.worker.min_instances
+      max_instance_count = var.worker.max_instances
+    }
+
+    containers {
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        limits = {
+          cpu    = var.worker.cpu
+          memory = var.worker.memory
+        }
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          SERVICE                      = "worker"
+          THREADS                      = tostring(var.worker.concurrency)
+          GRADEQ_GRADER_TIMEOUT_S      = tostring(var.grader_timeout_s)
+          GRADEQ_PUSH_AUDIENCE         = local.service_urls.worker
+          GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.tasks_invoker.email, google_service_account.scheduler.email])
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      startup_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+
+      liveness_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(local.queues), var.queue)
+      error_message = "var.queue must be a queue id defined in shared/config/queues.json."
+    }
+    precondition {
+      condition     = var.grader_timeout_s < local.dispatch_deadline_s
+      error_message = "grader_timeout_s must be below the queue's dispatch_deadline."
+    }
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+resource "google_cloud_run_v2_service" "notification" {
+  name                = local.service_names.notification
+  location            = var.region
+  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  template {
+    service_account = google_service_account.notification.email
+    # Pub/Sub waits for a push response as long as the subscription's ack deadline.
+    timeout                          = "${local.subscriptions.subscriptions.notification.ack_deadline_seconds}s"
+    max_instance_request_concurrency = var.notification.concurrency
+
+    scaling {
+      min_instance_count = var.notification.min_instances
+      max_instance_count = var.notification.max_instances
+    }
+
+    containers {
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        limits = {
+          cpu    = var.notification.cpu
+          memory = var.notification.memory
+        }
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = merge(local.common_env, {
+          SERVICE                      = "notification"
+          THREADS                      = tostring(var.notification.concurrency)
+          GRADEQ_PUSH_AUDIENCE         = local.service_urls.notification
+          GRADEQ_PUSH_SERVICE_ACCOUNTS = google_service_account.pubsub_push.email
+        })
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      env {
+        name = "GRADEQ_WEBHOOK_SECRET"
+        value_source {
+          secret_key_ref {
+            secret  = google_secret_manager_secret.webhook_secret.secret_id
+            version = "latest"
+          }
+        }
+      }
+
+      startup_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+
+      liveness_probe {
+        http_get {
+          path = "/healthz"
+        }
+      }
+    }
+  }
+
+  depends_on = [
+    google_project_service.main,
+    google_secret_manager_secret_iam_member.notification_webhook_secret,
+  ]
+}

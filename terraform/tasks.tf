@@ -1,0 +1,77 @@
+# One Cloud Tasks queue per entry of shared/config/queues.json; every limit is read from
+# that file, so the local dispatcher and Google Cloud enforce the same numbers.
+
+resource "google_cloud_tasks_queue" "main" {
+  for_each = local.queues
+
+  name     = each.key
+  location = var.region
+
+  rate_limits {
+    max_dispatches_per_second = each.value.rate_limits.max_dispatches_per_second
+    max_concurrent_dispatches = each.value.rate_limits.max_concurrent_dispatches
+  }
+
+  retry_config {
+    max_attempts       = each.value.retry_config.max_attempts
+    max_retry_duration = each.value.retry_config.max_retry_duration
+    min_backoff        = each.value.retry_config.min_backoff
+    max_backoff        = each.value.retry_config.max_backoff
+    max_doublings      = each.value.retry_config.max_doublings
+  }
+
+  # Queue-level target: whatever a task says, it goes to the worker's target_path with
+  # an OIDC token for the tasks invoker account.
+  http_target {
+    http_method = "POST"
+
+    uri_override {
+      scheme = "HTTPS"
+      host   = trimprefix(local.service_urls.worker, "https://")
+
+      path_override {
+        path = each.value.target_path
+      }
+
+      uri_override_enforce_mode = "ALWAYS"
+    }
+
+    oidc_token {
+      service_account_email = google_service_account.tasks_invoker.email
+      audience              = local.service_urls.worker
+    }
+  }
+
+  stackdriver_logging_config {
+    sampling_ratio = 1.0
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+# Recovers jobs whose lease expired (a worker instance died mid-run).
+resource "google_cloud_scheduler_job" "recover" {
+  name        = "${var.name_prefix}-recover-stuck-jobs"
+  description = "Calls the worker's /tasks/recover to re-enqueue jobs whose lease expired."
+  region      = var.region
+  schedule    = var.recovery_schedule
+  time_zone   = "Etc/UTC"
+
+  attempt_deadline = "180s"
+
+  retry_config {
+    retry_count = 0
+  }
+
+  http_target {
+    http_method = "POST"
+    uri         = "${local.service_urls.worker}/tasks/recover"
+
+    oidc_token {
+      service_account_email = google_service_account.scheduler.email
+      audience              = local.service_urls.worker
+    }
+  }
+
+  depends_on = [google_project_service.main]
+}

@@ -1,0 +1,269 @@
+variable "project_id" {
+  description = "Google Cloud project id that hosts every Gradeq resource."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project id (6-30 lowercase letters, digits or hyphens)."
+  }
+}
+
+variable "region" {
+  description = "Region of the Cloud Run services, the Cloud Tasks queue and the Cloud Scheduler job."
+  type        = string
+  default     = "europe-west1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of the Cloud Run service, service account and Pub/Sub names, so several environments can share a project."
+  type        = string
+  default     = "gradeq"
+
+  validation {
+    # Service account ids are limited to 30 characters: the longest suffix is "-notification".
+    condition     = can(regex("^[a-z][a-z0-9-]{0,15}$", var.name_prefix))
+    error_message = "name_prefix must start with a letter and have at most 16 lowercase letters, digits or hyphens."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every resource that supports them."
+  type        = map(string)
+  default     = {}
+}
+
+variable "image" {
+  description = "Container image of Gradeq (one image serves every service), e.g. europe-west1-docker.pkg.dev/PROJECT/gradeq/gradeq:1.2.3. Prefer a digest reference."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[^\\s]+(:[A-Za-z0-9_.-]+|@sha256:[a-f0-9]{64})$", var.image))
+    error_message = "image must carry an explicit tag or a sha256 digest."
+  }
+}
+
+variable "queue" {
+  description = "Queue id (a key of shared/config/queues.json) that the intake enqueues grading tasks on."
+  type        = string
+  default     = "grading"
+}
+
+variable "intake_ingress" {
+  description = "Ingress of the public intake API: INGRESS_TRAFFIC_ALL, or INTERNAL_LOAD_BALANCER when a load balancer or API gateway fronts it."
+  type        = string
+  default     = "INGRESS_TRAFFIC_ALL"
+
+  validation {
+    condition     = contains(["INGRESS_TRAFFIC_ALL", "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER", "INGRESS_TRAFFIC_INTERNAL_ONLY"], var.intake_ingress)
+    error_message = "intake_ingress must be INGRESS_TRAFFIC_ALL, INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER or INGRESS_TRAFFIC_INTERNAL_ONLY."
+  }
+}
+
+variable "intake_public" {
+  description = "Let anyone reach the intake at the Cloud Run layer (allUsers run.invoker); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
+  type        = bool
+  default     = true
+}
+
+variable "intake_invokers" {
+  description = "IAM members (e.g. serviceAccount:frontend@PROJECT.iam.gserviceaccount.com) allowed to invoke the intake when intake_public is false."
+  type        = list(string)
+  default     = []
+}
+
+variable "intake" {
+  description = "Sizing of the intake service."
+  type = object({
+    cpu           = optional(string, "1")
+    memory        = optional(string, "512Mi")
+    concurrency   = optional(number, 80)
+    min_instances = optional(number, 0)
+    max_instances = optional(number, 10)
+  })
+  default = {}
+
+  validation {
+    condition     = var.intake.concurrency >= 1 && var.intake.concurrency <= 1000 && var.intake.min_instances >= 0 && var.intake.max_instances >= max(1, var.intake.min_instances)
+    error_message = "intake: concurrency must be 1..1000 and 0 <= min_instances <= max_instances (max_instances >= 1)."
+  }
+}
+
+variable "worker" {
+  description = "Sizing of the worker service. Each request holds a slot for a whole grading run, so concurrency is also the number of gunicorn threads."
+  type = object({
+    cpu           = optional(string, "1")
+    memory        = optional(string, "1Gi")
+    concurrency   = optional(number, 8)
+    min_instances = optional(number, 0)
+    max_instances = optional(number, 20)
+  })
+  default = {}
+
+  validation {
+    condition     = var.worker.concurrency >= 1 && var.worker.concurrency <= 1000 && var.worker.min_instances >= 0 && var.worker.max_instances >= max(1, var.worker.min_instances)
+    error_message = "worker: concurrency must be 1..1000 and 0 <= min_instances <= max_instances (max_instances >= 1)."
+  }
+}
+
+variable "notification" {
+  description = "Sizing of the notification subscriber service."
+  type = object({
+    cpu           = optional(string, "1")
+    memory        = optional(string, "512Mi")
+    concurrency   = optional(number, 16)
+    min_instances = optional(number, 0)
+    max_instances = optional(number, 5)
+  })
+  default = {}
+
+  validation {
+    condition     = var.notification.concurrency >= 1 && var.notification.concurrency <= 1000 && var.notification.min_instances >= 0 && var.notification.max_instances >= max(1, var.notification.min_instances)
+    error_message = "notification: concurrency must be 1..1000 and 0 <= min_instances <= max_instances (max_instances >= 1)."
+  }
+}
+
+variable "grader_timeout_s" {
+  description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S); must stay below the queue's dispatch_deadline."
+  type        = number
+  default     = 540
+
+  validation {
+    condition     = var.grader_timeout_s > 0
+    error_message = "grader_timeout_s must be positive."
+  }
+}
+
+variable "recovery_schedule" {
+  description = "Cron schedule (in UTC) of the Cloud Scheduler job that calls the worker's /tasks/recover."
+  type        = string
+  default     = "*/5 * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.recovery_schedule))) == 5
+    error_message = "recovery_schedule must be a five-field cron expression."
+  }
+}
+
+variable "log_level" {
+  description = "GRADEQ_LOG_LEVEL of every service."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "firestore_database" {
+  description = "Firestore database id; \"(default)\" unless the project already uses it for something else."
+  type        = string
+  default     = "(default)"
+}
+
+variable "firestore_location" {
+  description = "Firestore location (a region such as europe-west1 or a multi-region such as eur3); null means var.region."
+  type        = string
+  default     = null
+}
+
+variable "jobs_collection" {
+  description = "Firestore collection of grading jobs (GRADEQ_JOBS_COLLECTION)."
+  type        = string
+  default     = "grading_jobs"
+}
+
+variable "processed_events_collection" {
+  description = "Firestore collection where subscribers record the event ids they already handled."
+  type        = string
+  default     = "processed_events"
+}
+
+variable "bigquery_location" {
+  description = "Location of the analytics BigQuery dataset (EU, US or a region)."
+  type        = string
+  default     = "EU"
+}
+
+variable "analytics_dataset_id" {
+  description = "Id of the BigQuery dataset that receives GradingCompleted events."
+  type        = string
+  default     = "gradeq_analytics"
+
+  validation {
+    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,1023}$", var.analytics_dataset_id))
+    error_message = "analytics_dataset_id may hold letters, digits and underscores only."
+  }
+}
+
+variable "analytics_partition_expiration_days" {
+  description = "Days a partition of the analytics table is kept; null keeps events forever."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.analytics_partition_expiration_days == null ? true : var.analytics_partition_expiration_days >= 1
+    error_message = "analytics_partition_expiration_days must be at least 1 (or null)."
+  }
+}
+
+variable "dead_letter_retention" {
+  description = "How long dead-lettered events are kept on the dead-letter subscription (a duration such as \"604800s\"; at most 31 days)."
+  type        = string
+  default     = "604800s"
+
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.dead_letter_retention)) && tonumber(trimsuffix(var.dead_letter_retention, "s")) <= 2678400
+    error_message = "dead_letter_retention must be seconds such as \"604800s\", at most 2678400s."
+  }
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channel ids (projects/PROJECT/notificationChannels/ID) that alert policies notify."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_oldest_unacked_age_s" {
+  description = "Alert when a subscription's oldest unacknowledged event is older than this many seconds."
+  type        = number
+  default     = 900
+
+  validation {
+    condition     = var.alert_oldest_unacked_age_s >= 60
+    error_message = "alert_oldest_unacked_age_s must be at least 60."
+  }
+}
+
+variable "alert_task_delay_s" {
+  description = "Alert when the 99th percentile delay between a task's scheduled and actual dispatch exceeds this many seconds."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.alert_task_delay_s >= 60
+    error_message = "alert_task_delay_s must be at least 60."
+  }
+}
+
+variable "alert_worker_error_ratio" {
+  description = "Alert when more than this fraction of the worker's responses are 5xx over 10 minutes."
+  type        = number
+  default     = 0.05
+
+  validation {
+    condition     = var.alert_worker_error_ratio > 0 && var.alert_worker_error_ratio < 1
+    error_message = "alert_worker_error_ratio must be between 0 and 1."
+  }
+}
+
+variable "deletion_protection" {
+  description = "Protect the Cloud Run services, the Firestore database and the analytics table from terraform destroy."
+  type        = bool
+  default     = true
+}

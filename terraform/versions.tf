@@ -1,0 +1,11 @@
+terraform {
+  # 1.9+ for input validations that refer to other variables.
+  required_version = ">= 1.9, < 2.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 6.14, < 7.0"
+    }
+  }
+}

@@ -1,0 +1,96 @@
+"""Each contract fixture is parametrized by adapter family: the same tests run on both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.ports import JobStore, TaskQueue
+from shared.queue_config import load_queues
+from tests.contract.harness import (
+    ReceivedRequest,
+    RecordingTarget,
+    TargetHarness,
+    TaskQueueHarness,
+    running_dispatcher,
+)
+
+
+@pytest.fixture(params=["embedded", "google"])
+def job_store(request: pytest.FixtureRequest, tmp_path: Path) -> JobStore:
+    """A JobStore: SQLite, or Firestore on the official emulator."""
+    if request.param == "embedded":
+        return SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
+    store: JobStore = request.getfixturevalue("firestore_job_store")
+    return store
+
+
+# --- task_queue ----------------------------------------------------------------------
+
+
+class _ReceiverHarness:
+    """Present a harness with `received(n, timeout)` (draining) as a TaskQueueHarness."""
+
+    def __init__(self, inner: Any) -> None:
+        self.queue: TaskQueue = inner.queue
+        self._inner = inner
+        self._got: list[ReceivedRequest] = []
+
+    def wait_for_deliveries(self, n: int, timeout: float) -> list[ReceivedRequest]:
+        if len(self._got) < n:
+            for r in self._inner.received(n - len(self._got), timeout):
+                self._got.append(ReceivedRequest(r.method, r.path, dict(r.headers), r.body))
+        return list(self._got)
+
+
+@pytest.fixture(params=["embedded", "google"])
+def task_queue_harness(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[TaskQueueHarness]:
+    """A TaskQueue delivering to a recording target: SQLite + dispatcher, or Cloud Tasks API."""
+    if request.param == "google":
+        try:
+            google = request.getfixturevalue("google_task_queue_harness")
+        except pytest.FixtureLookupError:
+            pytest.skip("Cloud Tasks adapter not available")
+        yield _ReceiverHarness(google)
+        return
+    db = SqliteDatabase(tmp_path / "tasks.sqlite3")
+    queue = load_queues()["grading"]
+    with RecordingTarget() as target, running_dispatcher(db, queue):
+        yield TargetHarness(SqliteTaskQueue(db, queue, target.url + queue.target_path), target)
+
+
+# --- event_bus_harness, processed_events ----------------------------------------------
+
+
+@pytest.fixture(params=["embedded", "google"])
+def event_bus_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """An EventPublisher and what reached a subscription: SQLite outbox, or Pub/Sub emulator."""
+    from tests.contract.harness_events import EmbeddedEventBusHarness
+
+    if request.param == "google":
+        try:
+            return request.getfixturevalue("google_event_bus_harness")
+        except pytest.FixtureLookupError:
+            pytest.skip("Pub/Sub adapter not available")
+    return EmbeddedEventBusHarness.on(SqliteDatabase(tmp_path / "events.sqlite3"))
+
+
+@pytest.fixture(params=["embedded", "google"])
+def processed_events(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """ProcessedEvents: SQLite, or Firestore on the official emulator."""
+    from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+
+    if request.param == "google":
+        try:
+            return request.getfixturevalue("google_processed_events")
+        except pytest.FixtureLookupError:
+            pytest.skip("Firestore processed-events adapter not available")
+    return SqliteProcessedEvents(SqliteDatabase(tmp_path / "processed.sqlite3"))

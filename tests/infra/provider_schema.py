@@ -1,0 +1,70 @@
+"""Argument and block names of google provider resources, read from @cdktf/provider-google.
+
+Each resource's index.js maps its configuration to terraform names in functions named
+`...ToTerraform`; following the nested ones gives every argument and block name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_FUNCTION = re.compile(r"^function (\w+ToTerraform)\(struct\) \{\n(.*?)^\}", re.M | re.S)
+_SYNTH = re.compile(r"^    synthesizeAttributes\(\) \{\n(.*?)^    \}", re.M | re.S)
+_TYPE = re.compile(r'\.tfResourceType = "([\w]+)";')
+_FIELD = re.compile(r"^\s+(\w+): (.*?),?$", re.M)
+_NESTED = re.compile(r"(?<![.\w])(\w+ToTerraform)\b")
+
+
+@dataclass
+class Schema:
+    """Names allowed at each nesting level of one resource type."""
+
+    names: set[str] = field(default_factory=set)
+    blocks: dict[str, Schema] = field(default_factory=dict)
+
+
+def _parse_fields(body: str, functions: dict[str, str], depth: int = 0) -> Schema:
+    schema = Schema()
+    returned = body.split("return {", 1)[-1]
+    for name, expression in _FIELD.findall(returned):
+        schema.names.add(name)
+        nested = [n for n in _NESTED.findall(expression) if n in functions]
+        if nested and depth < 12:
+            schema.blocks[name] = _parse_fields(functions[nested[0]], functions, depth + 1)
+    return schema
+
+
+def load_resource(index_js: Path) -> tuple[str, Schema] | None:
+    text = index_js.read_text()
+    rtype, synth = _TYPE.search(text), _SYNTH.search(text)
+    if rtype is None or synth is None:
+        return None
+    functions = {m.group(1): m.group(2) for m in _FUNCTION.finditer(text)}
+    return rtype.group(1), _parse_fields(synth.group(1), functions)
+
+
+def load(lib: Path, wanted: set[str]) -> dict[str, Schema]:
+    """Schemas of the `wanted` resource types found under the package's lib/."""
+    schemas = {}
+    for index_js in lib.glob("*/index.js"):
+        guess = "google_" + index_js.parent.name.replace("-", "_")
+        if guess not in wanted:
+            continue
+        loaded = load_resource(index_js)
+        if loaded:
+            schemas[loaded[0]] = loaded[1]
+    return schemas
+
+
+def load_data(lib: Path, wanted: set[str]) -> dict[str, Schema]:
+    """Schemas of the `wanted` data sources (package folders named data-google-...)."""
+    schemas = {}
+    for dtype in wanted:
+        index_js = lib / ("data-" + dtype.replace("_", "-")) / "index.js"
+        if index_js.exists():
+            loaded = load_resource(index_js)
+            if loaded:
+                schemas[loaded[0]] = loaded[1]
+    return schemas

@@ -1,0 +1,449 @@
+"""Structural checks of terraform/ that `terraform validate` cannot do offline."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from shared.queue_config import DEFAULT_QUEUES_FILE, DEFAULT_SUBSCRIPTIONS_FILE
+from tests.infra import tfconfig
+from tests.infra.tfconfig import Evaluator, Terraform, block, path_of, references
+
+pytestmark = pytest.mark.infra
+
+RUN_SERVICES = ("intake", "worker", "notification")
+PUSH_IDENTITIES = ("tasks_invoker", "scheduler", "pubsub_push")
+PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
+# The one grant to the public the design allows: the intake API (it checks API keys).
+INTENDED_PUBLIC = {("google_cloud_run_v2_service_iam_member", "intake_public")}
+
+
+def test_all_concern_files_exist() -> None:
+    names = {p.name for p in tfconfig.TERRAFORM_DIR.glob("*.tf")}
+    expected = {"versions.tf", "main.tf", "variables.tf", "outputs.tf", "run.tf", "tasks.tf"}
+    expected |= {"pubsub.tf", "firestore.tf", "iam.tf", "monitoring.tf"}
+    assert expected <= names
+
+
+def test_every_reference_resolves(tf: Terraform) -> None:
+    assert tfconfig.unresolved(tf) == []
+
+
+def test_reference_check_catches_typos() -> None:
+    broken = Terraform(
+        resources={("google_pubsub_topic", "events"): {"name": "${var.nmae_prefix}-x"}},
+        variables={"name_prefix": {"type": "${string}", "description": "d"}},
+        outputs={"o": {"value": "${google_pubsub_topic.event.name}", "description": "d"}},
+    )
+    assert tfconfig.unresolved(broken) == ["google_pubsub_topic.event", "var.nmae_prefix"]
+
+
+def test_every_variable_is_typed_described_and_used(tf: Terraform) -> None:
+    used = {ref[1] for ref in references(tf.resources | tf.locals | tf.outputs | tf.data)}
+    used |= {
+        ref[1] for body in tf.variables.values() for ref in references(body.get("validation", []))
+    }
+    for name, body in tf.variables.items():
+        assert body.get("type"), f"variable {name} has no type"
+        assert str(body.get("description", "")).strip(), f"variable {name} has no description"
+        assert name in used, f"variable {name} is declared but never used"
+
+
+def test_every_output_is_described(tf: Terraform) -> None:
+    assert tf.outputs
+    for name, body in tf.outputs.items():
+        assert str(body.get("description", "")).strip(), f"output {name} has no description"
+
+
+def test_versions_pin_terraform_and_google_provider() -> None:
+    text = (tfconfig.TERRAFORM_DIR / "versions.tf").read_text()
+    assert re.search(r'required_version\s*=\s*">=\s*1\.\d+, < 2\.0"', text)
+    assert re.search(r'source\s*=\s*"hashicorp/google"', text)
+    assert re.search(r'version\s*=\s*">=\s*6\.\d+, < 7\.0"', text)
+
+
+# --- Settings files: terraform reads the very files the local dispatcher and bus read.
+
+
+def test_settings_files_are_the_ones_the_services_read(tf: Terraform) -> None:
+    evaluator = Evaluator(tf)
+    assert evaluator.json_file("queues") == DEFAULT_QUEUES_FILE.resolve()
+    assert evaluator.json_file("subscriptions") == DEFAULT_SUBSCRIPTIONS_FILE.resolve()
+
+
+def test_one_queue_per_settings_entry(tf: Terraform) -> None:
+    queues = tf.of_type("google_cloud_tasks_queue")
+    assert list(queues) == ["main"]
+    assert path_of(queues["main"]["for_each"]) == ["local", "queues"]
+    assert path_of(queues["main"]["name"]) == ["each", "key"]
+
+
+@pytest.mark.parametrize("section", ["rate_limits", "retry_config"])
+def test_queue_limits_equal_the_settings_file(tf: Terraform, section: str) -> None:
+    evaluator = Evaluator(tf)
+    queue = tf.resource("google_cloud_tasks_queue", "main")
+    settings = json.loads(DEFAULT_QUEUES_FILE.read_text())
+    body = block(queue, section)
+    assert body is not None, f"queue has no {section} block"
+    for queue_id, entry in settings.items():
+        expected = entry[section]
+        actual = {
+            key: evaluator.value(expr, each_value=entry)
+            for key, expr in body.items()
+            if key != "__comments__"
+        }
+        assert actual == expected, f"queue {queue_id}: {section} differs from queues.json"
+
+
+def test_queue_targets_the_worker_with_oidc(tf: Terraform) -> None:
+    queue = tf.resource("google_cloud_tasks_queue", "main")
+    oidc = block(queue, "http_target", "oidc_token")
+    assert oidc is not None
+    assert path_of(oidc["service_account_email"]) == [
+        "google_service_account",
+        "tasks_invoker",
+        "email",
+    ]
+    assert path_of(oidc["audience"]) == ["local", "service_urls", "worker"]
+    override = block(queue, "http_target", "uri_override", "path_override")
+    assert override is not None and path_of(override["path"]) == ["each", "value", "target_path"]
+
+
+def test_worker_timeout_covers_the_dispatch_deadline(tf: Terraform) -> None:
+    worker = tf.resource("google_cloud_run_v2_service", "worker")
+    template = block(worker, "template")
+    assert template is not None
+    assert template["timeout"] == "${local.dispatch_deadline_s}s"
+    assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
+    assert tf.locals["task_queue"] == "${local.queues[var.queue]}"
+    settings = json.loads(DEFAULT_QUEUES_FILE.read_text())
+    deadline = float(settings[tf.variables["queue"]["default"]]["dispatch_deadline"][:-1])
+    assert tf.variables["grader_timeout_s"]["default"] < deadline
+    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
+    assert "${var.grader_timeout_s < local.dispatch_deadline_s}" in conditions
+
+
+# --- Pub/Sub.
+
+
+def _dead_letter_topics(tf: Terraform) -> set[str]:
+    topics = set()
+    for body in tf.of_type("google_pubsub_subscription").values():
+        policy = block(body, "dead_letter_policy")
+        if policy:
+            parts = path_of(policy["dead_letter_topic"])
+            assert parts and parts[0] == "google_pubsub_topic", policy
+            topics.add(parts[1])
+    return topics
+
+
+def _topic_of(subscription: dict[str, Any]) -> str:
+    parts = path_of(subscription["topic"])
+    assert parts and parts[0] == "google_pubsub_topic", subscription["topic"]
+    return parts[1]
+
+
+def test_subscriptions_have_dead_letter_and_retry_policies(tf: Terraform) -> None:
+    dead_letter_topics = _dead_letter_topics(tf)
+    assert dead_letter_topics
+    subscriptions = tf.of_type("google_pubsub_subscription")
+    for name, body in subscriptions.items():
+        if _topic_of(body) in dead_letter_topics:
+            continue  # the end of the line: kept for operators, never redelivered
+        assert block(body, "dead_letter_policy"), f"subscription {name} has no dead-letter policy"
+        assert block(body, "retry_policy"), f"subscription {name} has no retry policy"
+
+
+def test_subscription_settings_equal_the_settings_file(tf: Terraform) -> None:
+    evaluator = Evaluator(tf)
+    settings = json.loads(DEFAULT_SUBSCRIPTIONS_FILE.read_text())["subscriptions"]
+    for name, expected in settings.items():
+        body = tf.resource("google_pubsub_subscription", name)
+        retry = block(body, "retry_policy")
+        dead_letter = block(body, "dead_letter_policy")
+        assert retry is not None and dead_letter is not None
+        assert evaluator.value(body["ack_deadline_seconds"]) == expected["ack_deadline_seconds"]
+        assert {k: evaluator.value(v) for k, v in retry.items()} == expected["retry_policy"]
+        attempts = evaluator.value(dead_letter["max_delivery_attempts"])
+        assert attempts == expected["max_delivery_attempts"]
+
+
+def test_every_dead_letter_topic_has_a_subscription(tf: Terraform) -> None:
+    subscribed = {_topic_of(b) for b in tf.of_type("google_pubsub_subscription").values()}
+    assert _dead_letter_topics(tf) <= subscribed
+
+
+def test_pubsub_service_agent_can_dead_letter(tf: Terraform) -> None:
+    agent = "${local.pubsub_service_agent}"
+    assert "gcp-sa-pubsub.iam.gserviceaccount.com" in tf.locals["pubsub_service_agent"]
+    publishers = {
+        path_of(b["topic"])[1]  # type: ignore[index]
+        for b in tf.of_type("google_pubsub_topic_iam_member").values()
+        if b["member"] == agent and b["role"] == "roles/pubsub.publisher"
+    }
+    assert _dead_letter_topics(tf) <= publishers
+    grants = [
+        b
+        for b in tf.of_type("google_pubsub_subscription_iam_member").values()
+        if b["member"] == agent and b["role"] == "roles/pubsub.subscriber"
+    ]
+    assert len(grants) == 1 and path_of(grants[0]["for_each"]) == [
+        "local",
+        "dead_lettered_subscriptions",
+    ]
+    covered = {path_of(v)[1] for v in tf.locals["dead_lettered_subscriptions"].values()}  # type: ignore[index]
+    dead_lettered = {
+        name
+        for name, b in tf.of_type("google_pubsub_subscription").items()
+        if block(b, "dead_letter_policy")
+    }
+    assert covered == dead_lettered
+
+
+def test_every_push_uses_oidc_with_the_receivers_audience(tf: Terraform) -> None:
+    pushes = 0
+    for name, body in tf.of_type("google_pubsub_subscription").items():
+        push = block(body, "push_config")
+        if push is None:
+            continue
+        pushes += 1
+        oidc = block(push, "oidc_token")
+        assert oidc, f"push subscription {name} sends no OIDC token"
+        receiver = path_of(oidc["audience"])
+        assert receiver and receiver[:2] == ["local", "service_urls"], oidc
+        assert push["push_endpoint"].startswith(f"${{local.service_urls.{receiver[2]}}}")
+    assert pushes >= 1
+    for name, body in tf.of_type("google_cloud_scheduler_job").items():
+        oidc = block(body, "http_target", "oidc_token")
+        assert oidc, f"scheduler job {name} sends no OIDC token"
+        assert body["http_target"][0]["uri"].startswith(oidc["audience"])
+
+
+def test_analytics_is_a_bigquery_subscription_with_the_required_columns(tf: Terraform) -> None:
+    body = tf.resource("google_pubsub_subscription", "analytics")
+    config = block(body, "bigquery_config")
+    assert config is not None and block(body, "push_config") is None
+    assert config["write_metadata"] is True
+    assert config["use_table_schema"] is False and config["use_topic_schema"] is False
+    table = tf.resource("google_bigquery_table", "events")
+    schema_text = table["schema"]
+    columns = dict(re.findall(r'name = \\?"(\w+)\\?", type = \\?"(\w+)\\?"', schema_text))
+    # What Pub/Sub writes with write_metadata and no schema mapping.
+    assert columns == {
+        "subscription_name": "STRING",
+        "message_id": "STRING",
+        "publish_time": "TIMESTAMP",
+        "data": "STRING",
+        "attributes": "STRING",
+    }
+
+
+def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
+    query = block(tf.resource("google_bigquery_table", "events_v1"), "view")["query"]  # type: ignore[index]
+    for name in (
+        "job_id",
+        "client_id",
+        "submission_id",
+        "assignment_id",
+        "outcome",
+        "score",
+        "max_score",
+        "attempts",
+        "queue_wait_ms",
+        "processing_ms",
+        "total_ms",
+        "callback_url",
+        "error_type",
+        "error_message",
+        "event_id",
+    ):
+        assert f"AS {name}" in query, name
+    assert "dev.gradeq.grading.completed.v1" in query
+
+
+# --- Cloud Run and IAM.
+
+
+def test_each_service_runs_as_its_own_service_account(tf: Terraform) -> None:
+    services = tf.of_type("google_cloud_run_v2_service")
+    assert set(services) == set(RUN_SERVICES)
+    accounts = {}
+    for name, body in services.items():
+        parts = path_of(block(body, "template")["service_account"])  # type: ignore[index]
+        assert parts and parts[0] == "google_service_account" and parts[2] == "email", parts
+        accounts[name] = parts[1]
+    assert len(set(accounts.values())) == len(accounts), accounts
+    assert not set(accounts.values()) & set(PUSH_IDENTITIES)
+    for account in [*accounts.values(), *PUSH_IDENTITIES]:
+        assert ("google_service_account", account) in tf.resources
+
+
+def test_only_the_intake_accepts_outside_traffic(tf: Terraform) -> None:
+    for name in ("worker", "notification"):
+        ingress = tf.resource("google_cloud_run_v2_service", name)["ingress"]
+        assert ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY", name
+
+
+def _iam_grants(tf: Terraform) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (rtype, name, body)
+        for (rtype, name), body in tf.resources.items()
+        if rtype.endswith(("_iam_member", "_iam_binding", "_iam_policy"))
+    ]
+
+
+def test_no_public_access_except_where_intended(tf: Terraform) -> None:
+    for rtype, name, body in _iam_grants(tf):
+        members = set(strings_of(body.get("member"))) | set(strings_of(body.get("members")))
+        members |= set(strings_of(body.get("policy_data")))
+        if members & PUBLIC_MEMBERS or any(m in str(body) for m in PUBLIC_MEMBERS):
+            assert (rtype, name) in INTENDED_PUBLIC, f"{rtype}.{name} grants to the public"
+    intake_public = tf.resource("google_cloud_run_v2_service_iam_member", "intake_public")
+    assert intake_public["count"] == "${var.intake_public ? 1 : 0}"
+
+
+def strings_of(value: Any) -> list[str]:
+    return list(tfconfig.strings(value)) if value is not None else []
+
+
+def test_invokers_are_exactly_the_callers(tf: Terraform) -> None:
+    invokers: dict[str, set[str]] = {}
+    for body in tf.of_type("google_cloud_run_v2_service_iam_member").values():
+        assert body["role"] == "roles/run.invoker"
+        service = path_of(body["name"])[1]  # type: ignore[index]
+        invokers.setdefault(service, set()).add(body["member"])
+    assert invokers["worker"] == {
+        "serviceAccount:${google_service_account.tasks_invoker.email}",
+        "serviceAccount:${google_service_account.scheduler.email}",
+    }
+    assert invokers["notification"] == {
+        "serviceAccount:${google_service_account.pubsub_push.email}"
+    }
+
+
+def test_project_level_grants_are_limited_to_firestore(tf: Terraform) -> None:
+    for body in tf.of_type("google_project_iam_member").values():
+        assert body["role"] == "roles/datastore.user"
+        assert block(body, "condition"), "the Firestore grant must be limited to the database"
+    for _rtype, name, body in _iam_grants(tf):
+        assert body.get("role") not in {"roles/owner", "roles/editor", "roles/viewer"}, name
+
+
+def test_least_privilege_grants(tf: Terraform) -> None:
+    def members(rtype: str, role: str) -> set[str]:
+        found: set[str] = set()
+        for body in tf.of_type(rtype).values():
+            if body["role"] != role:
+                continue
+            if "for_each" in body:
+                local = tf.locals[path_of(body["for_each"])[1]]  # type: ignore[index]
+                found |= {path_of(v)[1] for v in local.values()}  # type: ignore[index]
+            else:
+                found |= {ref[2] for ref in references(body["member"]) if ref[0] == "resource"}
+        return found
+
+    assert members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.enqueuer") == {
+        "intake",
+        "worker",
+    }
+    assert members("google_pubsub_topic_iam_member", "roles/pubsub.publisher") == {"worker"}
+    assert members("google_project_iam_member", "roles/datastore.user") == {
+        "intake",
+        "worker",
+        "notification",
+    }
+    assert members("google_service_account_iam_member", "roles/iam.serviceAccountUser") == {
+        "intake",
+        "worker",
+    }
+
+
+def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
+    secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|CLIENT_KEYS)")
+    plain = str(tf.locals.get("common_env")) + "".join(
+        str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values()
+    )
+    sourced: dict[str, set[str]] = {}
+    for name, body in tf.of_type("google_cloud_run_v2_service").items():
+        for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
+            if "value_source" in env:
+                ref = block(env, "value_source", "secret_key_ref")
+                assert ref and "google_secret_manager_secret." in ref["secret"]
+                sourced.setdefault(name, set()).add(env["name"])
+            else:
+                assert not secret_like.search(env["name"]), f"{name}: plain {env['name']}"
+    assert sourced == {"intake": {"GRADEQ_CLIENT_KEYS"}, "notification": {"GRADEQ_WEBHOOK_SECRET"}}
+    # Dynamic (plain) env maps must not carry them either.
+    for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*=", plain):
+        assert not secret_like.search(key) or key == "GRADEQ_PUSH_AUTH", key
+
+
+# --- Firestore, APIs, monitoring.
+
+
+def test_firestore_index_and_ttl(tf: Terraform) -> None:
+    index = tf.resource("google_firestore_index", "jobs_status_updated_at")
+    assert index["collection"] == "${var.jobs_collection}"
+    assert [(f["field_path"], f["order"]) for f in index["fields"]] == [
+        ("status", "ASCENDING"),
+        ("updated_at", "ASCENDING"),
+    ]
+    ttl = {
+        (b["collection"], b["field"])
+        for b in tf.of_type("google_firestore_field").values()
+        if "ttl_config" in b
+    }
+    assert ttl == {
+        ("${var.jobs_collection}", "expire_at"),
+        ("${var.processed_events_collection}", "expire_at"),
+    }
+    assert tf.variables["jobs_collection"]["default"] == "grading_jobs"
+
+
+API_OF = {
+    "google_cloud_run_v2": "run.googleapis.com",
+    "google_cloud_tasks": "cloudtasks.googleapis.com",
+    "google_pubsub": "pubsub.googleapis.com",
+    "google_firestore": "firestore.googleapis.com",
+    "google_bigquery": "bigquery.googleapis.com",
+    "google_secret_manager": "secretmanager.googleapis.com",
+    "google_cloud_scheduler": "cloudscheduler.googleapis.com",
+    "google_monitoring": "monitoring.googleapis.com",
+    "google_logging": "logging.googleapis.com",
+    "google_service_account": "iam.googleapis.com",
+}
+
+
+def test_required_apis_are_enabled(tf: Terraform) -> None:
+    enabled = set(re.findall(r'"([a-z]+\.googleapis\.com)"', tf.locals["required_apis"]))
+    enabled |= set(re.findall(r'\\"([a-z]+\.googleapis\.com)\\"', tf.locals["required_apis"]))
+    for rtype, _ in tf.resources:
+        for prefix, api in API_OF.items():
+            if rtype.startswith(prefix):
+                assert api in enabled, f"{rtype} needs {api}"
+
+
+@pytest.mark.parametrize(
+    "needle",
+    [
+        "pubsub.googleapis.com/subscription/num_undelivered_messages",
+        "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
+        "cloudtasks.googleapis.com/queue/task_attempt_delays",
+        "run.googleapis.com/request_count",
+        "logging.googleapis.com/user/",
+    ],
+)
+def test_alert_policies_cover(tf: Terraform, needle: str) -> None:
+    policies = tf.of_type("google_monitoring_alert_policy")
+    assert any(needle in str(body) for body in policies.values()), needle
+
+
+def test_failed_jobs_metric_reads_worker_logs(tf: Terraform) -> None:
+    metric = tf.resource("google_logging_metric", "job_failed")
+    assert 'jsonPayload.event = \\"job_failed\\"' in metric["filter"] or (
+        'jsonPayload.event = "job_failed"' in metric["filter"]
+    )
+    assert "${local.worker_revisions}" in metric["filter"]

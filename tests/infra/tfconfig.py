@@ -1,0 +1,199 @@
+"""Read terraform/ with python-hcl2 and answer structural questions about it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hcl2
+
+REPO = Path(__file__).resolve().parents[2]
+TERRAFORM_DIR = REPO / "terraform"
+
+_OPTIONS = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False)
+_REF = re.compile(
+    r"(?<![\w.\"])(?:(var|local|module)\.([A-Za-z_][\w-]*)|data\.(\w+)\.([\w-]+)|(google_\w+)\.([\w-]+))"
+)
+_PATH = re.compile(r"^\$\{([A-Za-z_][\w.\[\]\"-]*)\}$")
+
+
+@dataclass
+class Terraform:
+    """All blocks of one terraform directory, merged across files."""
+
+    resources: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    data: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    variables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    locals: dict[str, Any] = field(default_factory=dict)
+    modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    directory: Path = TERRAFORM_DIR
+
+    def of_type(self, rtype: str) -> dict[str, dict[str, Any]]:
+        return {name: body for (t, name), body in self.resources.items() if t == rtype}
+
+    def resource(self, rtype: str, name: str) -> dict[str, Any]:
+        return self.resources[(rtype, name)]
+
+
+def load(directory: Path = TERRAFORM_DIR) -> Terraform:
+    """Parse every *.tf file of `directory` (not sub-directories)."""
+    tf = Terraform(directory=directory)
+    for path in sorted(directory.glob("*.tf")):
+        with path.open() as handle:
+            doc = hcl2.load(handle, serialization_options=_OPTIONS)
+        for entry in doc.get("resource", []):
+            for rtype, named in entry.items():
+                for name, body in named.items():
+                    tf.resources[(rtype, name)] = body
+        for entry in doc.get("data", []):
+            for dtype, named in entry.items():
+                for name, body in named.items():
+                    tf.data[(dtype, name)] = body
+        for entry in doc.get("variable", []):
+            tf.variables.update(entry)
+        for entry in doc.get("output", []):
+            tf.outputs.update(entry)
+        for entry in doc.get("locals", []):
+            tf.locals.update({k: v for k, v in entry.items() if k != "__comments__"})
+        for entry in doc.get("module", []):
+            tf.modules.update(entry)
+    return tf
+
+
+def block(body: dict[str, Any], *path: str) -> dict[str, Any] | None:
+    """Follow nested single blocks (`block(r, "template", "scaling")`); None if absent."""
+    current: Any = body
+    for name in path:
+        if not isinstance(current, dict) or name not in current:
+            return None
+        current = current[name]
+        if isinstance(current, list):
+            if len(current) != 1:
+                return None
+            current = current[0]
+    return current if isinstance(current, dict) else None
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string inside a parsed value, comments excluded."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("__comments__", "__inline_comments__"):
+                yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def interpolations(text: str) -> Iterator[str]:
+    """The expressions inside `${...}` of one string, braces balanced."""
+    start = text.find("${")
+    while start != -1:
+        depth, i = 0, start + 1
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        yield text[start + 2 : i]
+        start = text.find("${", i)
+
+
+def references(value: Any) -> set[tuple[str, ...]]:
+    """(kind, name...) of every var/local/module/data/resource reference in `value`."""
+    found: set[tuple[str, ...]] = set()
+    for text in strings(value):
+        for expr in interpolations(text):
+            for m in _REF.finditer(expr):
+                if m.group(1):
+                    found.add((m.group(1), m.group(2)))
+                elif m.group(3):
+                    found.add(("data", m.group(3), m.group(4)))
+                else:
+                    found.add(("resource", m.group(5), m.group(6)))
+    return found
+
+
+def unresolved(tf: Terraform) -> list[str]:
+    """References that point at nothing declared in `tf`."""
+    declared_resources = set(tf.resources)
+    missing = []
+    everything = {
+        "resource": tf.resources,
+        "data": tf.data,
+        "locals": tf.locals,
+        "output": tf.outputs,
+        "variable": tf.variables,
+        "module": tf.modules,
+    }
+    for ref in sorted(references(everything)):
+        kind = ref[0]
+        ok = (
+            (kind == "var" and ref[1] in tf.variables)
+            or (kind == "local" and ref[1] in tf.locals)
+            or (kind == "module" and ref[1] in tf.modules)
+            or (kind == "data" and (ref[1], ref[2]) in tf.data)
+            or (kind == "resource" and (ref[1], ref[2]) in declared_resources)
+        )
+        if not ok:
+            missing.append(".".join(ref if kind != "resource" else ref[1:]))
+    return missing
+
+
+def path_of(expression: Any) -> list[str] | None:
+    """`"${local.a.b}"` -> ["local", "a", "b"]; None when not a plain reference path."""
+    if not isinstance(expression, str):
+        return None
+    m = _PATH.match(expression)
+    return m.group(1).split(".") if m else None
+
+
+class Evaluator:
+    """Evaluate the small subset of expressions used to wire settings files in.
+
+    Supports literals, `each.value...` against a given object, and `local.x...` paths
+    where the local is another path or `jsondecode(file("${path.module}/..."))`.
+    """
+
+    _JSON_FILE = re.compile(r'^\$\{jsondecode\(file\("\$\{path\.module\}/([^"]+)"\)\)\}$')
+
+    def __init__(self, tf: Terraform) -> None:
+        self.tf = tf
+
+    def json_file(self, local_name: str) -> Path | None:
+        m = self._JSON_FILE.match(str(self.tf.locals.get(local_name, "")))
+        return (self.tf.directory / m.group(1)).resolve() if m else None
+
+    def value(self, expression: Any, each_value: Any = None) -> Any:
+        parts = path_of(expression)
+        if parts is None:
+            if isinstance(expression, str) and "${" in expression:
+                raise ValueError(f"cannot evaluate {expression!r}")
+            return expression
+        if parts[:2] == ["each", "value"]:
+            return _walk(each_value, parts[2:])
+        if parts[0] == "local":
+            return _walk(self.local(parts[1]), parts[2:])
+        raise ValueError(f"cannot evaluate {expression!r}")
+
+    def local(self, name: str) -> Any:
+        path = self.json_file(name)
+        if path is not None:
+            return json.loads(path.read_text())
+        return self.value(self.tf.locals[name])
+
+
+def _walk(value: Any, keys: list[str]) -> Any:
+    for key in keys:
+        value = value[key]
+    return value
