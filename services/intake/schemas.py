@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from shared.domain.errors import ValidationFailed
 from shared.domain.job import GradingRequest
@@ -25,9 +32,10 @@ class GradingJobIn(BaseModel):
     submission_id: Text
     assignment_id: Text | None = None
     answer: str = Field(min_length=1)
-    rubric: Annotated[str, StringConstraints(min_length=1, max_length=20_000)] | Annotated[
-        list[Criterion], Field(min_length=1, max_length=100)
-    ]
+    rubric: (
+        Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+        | Annotated[list[Criterion], Field(min_length=1, max_length=100)]
+    )
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

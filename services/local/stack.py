@@ -8,6 +8,7 @@ SQLite file. `make run` and the end-to-end tests both use it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import signal
@@ -113,7 +114,7 @@ class LocalStack:
             ]  # fmt: skip
         if name == "bus":
             return [
-                sys.executable, "-m", "services.bus",
+                sys.executable, "-m", "services.bus", "run",
                 "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
                 "--subscription", f"analytics={cfg.url('analytics')}/pubsub/push",
             ]  # fmt: skip
@@ -144,11 +145,12 @@ class LocalStack:
 
     def _pump(self, name: str, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            with self._lock:
-                self._lines[name].append(line)
-                self._output.write(f"{name:>12} | {line}")
-                self._output.flush()
+        with process.stdout:
+            for line in process.stdout:
+                with self._lock:
+                    self._lines[name].append(line)
+                    self._output.write(f"{name:>12} | {line}")
+                    self._output.flush()
 
     def wait_healthy(self, names: list[str], timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -209,11 +211,9 @@ class LocalStack:
     def _recover_loop(self) -> None:
         # Stands in for the Cloud Scheduler job that calls /tasks/recover in production.
         while not self._stop.wait(self.config.recover_every_s):
-            try:
+            with contextlib.suppress(requests.RequestException):
                 requests.post(
                     self.config.url("worker") + "/tasks/recover",
                     headers={"Authorization": f"Bearer {self.push_token}"},
                     timeout=30,
                 )
-            except requests.RequestException:
-                pass

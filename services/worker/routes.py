@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -37,7 +36,7 @@ def grade() -> Response:
     if not isinstance(job_id, str) or not job_id:
         # Retrying a malformed task cannot help: acknowledge it so the queue drops it.
         log.error("malformed task body; dropping the task")
-        return jsonify(dropped="the body must be {\"job_id\": \"...\"}")
+        return jsonify(dropped='the body must be {"job_id": "..."}')
     delivery = Delivery(
         job_id=job_id,
         task_name=request.headers.get("X-CloudTasks-TaskName", ""),

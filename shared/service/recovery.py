@@ -97,9 +97,7 @@ class RecoveryService:
 
     def _replay(self, job: Job, report: SweepReport) -> None:
         replayed = self._store.update(job.id, lambda j: j.replay(self._clock.now()))
-        self._queue.enqueue(
-            TaskSpec(task_name_for(replayed.id, replayed.generation), replayed.id)
-        )
+        self._queue.enqueue(TaskSpec(task_name_for(replayed.id, replayed.generation), replayed.id))
         log.warning("stuck job replayed", extra={"generation": replayed.generation})
         report.replayed.append(job.id)
 

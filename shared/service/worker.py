@@ -95,7 +95,9 @@ class WorkerService:
 
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
         try:
-            result = self._grader.grade(job.request, attempt=job.attempts, timeout_s=self._timeout_s)
+            result = self._grader.grade(
+                job.request, attempt=job.attempts, timeout_s=self._timeout_s
+            )
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
         except TransientGradingError as exc:

@@ -174,7 +174,9 @@ def test_concurrent_deliveries_of_one_task_grade_once(stack: LocalStack) -> None
     }
 
     def deliver(_: int) -> int:
-        return requests.post(worker, json={"job_id": job_id}, headers=headers, timeout=30).status_code
+        return requests.post(
+            worker, json={"job_id": job_id}, headers=headers, timeout=30
+        ).status_code
 
     with ThreadPoolExecutor(max_workers=20) as pool:
         codes = list(pool.map(deliver, range(20)))

@@ -17,18 +17,14 @@ from shared.domain.job import GradeResult, GradingRequest
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from has in is it its of on or that the to was were with "
-    "mentions mention explains explain describes describe states state uses use".split()
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it", "its", "of", "on", "or", "that", "the", "to", "was", "were", "with", "mentions", "mention", "explains", "explain", "describes", "describe", "states", "state", "uses", "use"]
 )
 _FAILURES = ("transient", "permanent", "hang")
 
 
 def criteria_of(rubric: str | tuple[str, ...]) -> list[str]:
     """Split a rubric into criteria: a list as given, a string by lines or semicolons."""
-    if isinstance(rubric, tuple):
-        items = list(rubric)
-    else:
-        items = re.split(r"[\n;]+", rubric)
+    items = list(rubric) if isinstance(rubric, tuple) else re.split(r"[\n;]+", rubric)
     return [item.strip(" -*\t") for item in items if item.strip(" -*\t")]
 
 

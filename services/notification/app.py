@@ -1,0 +1,40 @@
+"""The notification subscriber: signed webhooks to clients for each GradingCompleted.
+
+    gunicorn --bind :$PORT --workers 1 --threads 8 --timeout 0 \\
+        'services.notification.app:create_app()'
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from services.notification.notifier import Notifier
+from services.notification.webhook import WebhookSender
+from shared.bootstrap import build_adapters
+from shared.events.envelope import ReceivedEvent
+from shared.events.subscriber import SubscriberAdapters, health_blueprint, push_blueprint
+from shared.http.problems import register_error_handlers
+from shared.http.push_auth import build_verifier
+from shared.logs import configure_logging
+from shared.settings import Settings
+
+
+def create_app(
+    settings: Settings | None = None, adapters: SubscriberAdapters | None = None
+) -> Flask:
+    """Build the notification app; adapters come from the settings unless given."""
+    settings = settings or Settings()
+    configure_logging("notification", settings.log_level)
+    sender = WebhookSender(settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s)
+    verifier = build_verifier(settings)
+    processed = (adapters or build_adapters(settings)).processed
+    notifier = Notifier(processed, sender)
+
+    def handle(received: ReceivedEvent) -> None:
+        notifier.handle(received.event)
+
+    app = Flask(__name__)
+    register_error_handlers(app)
+    app.register_blueprint(health_blueprint(processed))
+    app.register_blueprint(push_blueprint(verifier, handle))
+    return app

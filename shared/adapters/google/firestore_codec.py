@@ -1,0 +1,62 @@
+"""Map a `Job` to its Firestore document and back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.domain.job import Job
+
+#: Fields the store adds to the job record (never read back into the domain).
+TTL_FIELD = "expire_at"
+SERVER_CREATED_FIELD = "server_created_at"
+SERVER_UPDATED_FIELD = "server_updated_at"
+
+_DATETIME_KEYS = (
+    "created_at",
+    "updated_at",
+    "started_at",
+    "attempt_started_at",
+    "completed_at",
+    "lease_expires_at",
+)
+
+
+def to_document(job: Job, ttl: timedelta, *, created: bool) -> dict[str, Any]:
+    """The document for `job`; the id is the document's name, not a field."""
+    record = job.to_record()
+    del record["id"]
+    # Expiry counts from the job's creation so rewrites never postpone it.
+    record[TTL_FIELD] = job.created_at + ttl
+    # The commit time as Firestore saw it, for audits across instances; the domain's
+    # own timestamps (one clock per decision) stay authoritative for leases and queries.
+    record[SERVER_UPDATED_FIELD] = firestore.SERVER_TIMESTAMP
+    if created:
+        record[SERVER_CREATED_FIELD] = firestore.SERVER_TIMESTAMP
+    return record
+
+
+def _plain(value: datetime) -> datetime:
+    # Firestore returns DatetimeWithNanoseconds; the domain works with plain UTC datetimes.
+    return datetime(
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        tzinfo=value.tzinfo or UTC,
+    )
+
+
+def from_document(job_id: str, data: dict[str, Any]) -> Job:
+    """Rebuild the job from a document snapshot's data."""
+    record = dict(data)
+    record["id"] = job_id
+    for key in _DATETIME_KEYS:
+        if record.get(key) is not None:
+            record[key] = _plain(record[key])
+    return Job.from_record(record)

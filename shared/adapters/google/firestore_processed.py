@@ -1,0 +1,57 @@
+"""ProcessedEvents on Firestore: one document per (subscriber, event id), created once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.adapters.google import metering
+from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD
+from shared.domain.errors import DependencyUnavailable
+
+
+class FirestoreProcessedEvents:
+    """Subscriber dedup records; `create()` makes the first delivery win atomically."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        collection: str = "processed_events",
+        ttl: timedelta = timedelta(days=30),
+    ) -> None:
+        self._events = client.collection(collection)
+        self._ttl = ttl
+        self.meter = metering.Meter()
+
+    @staticmethod
+    def _doc_id(subscriber: str, event_id: str) -> str:
+        # Event ids are hashes, so the id spreads evenly; "/" is not allowed in ids.
+        return f"{subscriber}:{event_id}".replace("/", "_")
+
+    def add(self, subscriber: str, event_id: str, record: dict[str, object]) -> bool:
+        document = {
+            "subscriber": subscriber,
+            "event_id": event_id,
+            "record": record,
+            # Redeliveries stop long before the TTL (Pub/Sub keeps messages <= 7 days).
+            TTL_FIELD: datetime.now(UTC) + self._ttl,
+            SERVER_CREATED_FIELD: firestore.SERVER_TIMESTAMP,
+        }
+        self.meter.add(metering.FIRESTORE_WRITES)
+        try:
+            self._events.document(self._doc_id(subscriber, event_id)).create(document)
+        except gexc.AlreadyExists:
+            return False
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
+        return True
+
+    def contains(self, subscriber: str, event_id: str) -> bool:
+        self.meter.add(metering.FIRESTORE_READS)
+        try:
+            snapshot = self._events.document(self._doc_id(subscriber, event_id)).get()
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
+        return bool(snapshot.exists)

@@ -1,0 +1,121 @@
+"""JobStore on Firestore: one document per job, named by the job id.
+
+Creation is `DocumentReference.create()` (atomic insert-if-absent); every state change
+is one transaction that reads the document, applies the domain method and writes it
+back (one read, one write; never a read after a write).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.adapters.google import metering
+from shared.adapters.google.firestore_codec import from_document, to_document
+from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
+from shared.domain.job import Job, JobStatus
+
+#: Whole transactions retried when a read is aborted under contention (the client
+#: itself only retries ABORTED at commit).
+_ABORTED_READ_RETRIES = 3
+
+
+class FirestoreJobStore:
+    """Jobs in one Firestore collection; see docs/cost.md for indexes and TTL."""
+
+    def __init__(self, client: firestore.Client, collection: str, ttl: timedelta) -> None:
+        self._client = client
+        self._jobs = client.collection(collection)
+        self._ttl = ttl
+        self.meter = metering.Meter()
+
+    def create(self, job: Job) -> tuple[Job, bool]:
+        ref = self._jobs.document(job.id)
+        try:
+            ref.create(to_document(job, self._ttl, created=True))
+        except gexc.AlreadyExists:
+            # A concurrent or earlier request with the same key won: answer with its job.
+            existing = self.get(job.id)
+            if existing is None:  # expired and deleted by TTL in between: a rare retry
+                return self.create(job)
+            return existing, False
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
+        finally:
+            self.meter.add(metering.FIRESTORE_WRITES)
+        return job, True
+
+    def get(self, job_id: str) -> Job | None:
+        self.meter.add(metering.FIRESTORE_READS)
+        try:
+            snapshot = self._jobs.document(job_id).get()
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
+        return from_document(job_id, snapshot.to_dict() or {}) if snapshot.exists else None
+
+    def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        ref = self._jobs.document(job_id)
+
+        @firestore.transactional
+        def apply(transaction: firestore.Transaction) -> Job:
+            self.meter.add(metering.FIRESTORE_TRANSACTIONS)
+            self.meter.add(metering.FIRESTORE_READS)
+            snapshot = ref.get(transaction=transaction)
+            if not snapshot.exists:
+                raise JobNotFound(f"no job {job_id}")
+            # A domain error raised here rolls the transaction back: nothing is written.
+            updated = mutate(from_document(job_id, snapshot.to_dict() or {}))
+            document = to_document(updated, self._ttl, created=False)
+            # Replace each job field whole but keep server_created_at from the create.
+            transaction.set(ref, document, merge=list(document))
+            return updated
+
+        for attempt in range(_ABORTED_READ_RETRIES + 1):
+            try:
+                result: Job = apply(self._client.transaction())
+                # Counted once committed: the writes of an aborted attempt are not billed.
+                self.meter.add(metering.FIRESTORE_WRITES)
+                return result
+            except GradeqError:
+                raise
+            except gexc.Aborted as exc:
+                if attempt == _ABORTED_READ_RETRIES:
+                    raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
+                time.sleep(0.05 * 2**attempt)
+            except ValueError as exc:
+                # The client wraps ABORTED in ValueError once its commit retries run out.
+                if isinstance(exc.__cause__, gexc.Aborted):
+                    raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
+                raise
+            except gexc.GoogleAPICallError as exc:
+                raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
+        # Needs the composite index (status ASC, updated_at ASC): see docs/cost.md.
+        query = (
+            self._jobs.where(filter=firestore.FieldFilter("status", "==", status.value))
+            .where(filter=firestore.FieldFilter("updated_at", "<", updated_before))
+            .order_by("updated_at")
+            .limit(limit)
+        )
+        try:
+            snapshots: list[Any] = list(query.stream())
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_QUERIES)
+        # A query is billed one read per document returned, and at least one.
+        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
+        return [from_document(s.id, s.to_dict()) for s in snapshots]
+
+    def ping(self) -> None:
+        try:
+            # One document read (of a name no job can have) proves reachability and rights.
+            self._jobs.document("_ping").get()
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore unreachable: {exc}") from exc

@@ -1,0 +1,1 @@
+"""GradingCompleted on the wire: CloudEvents codec, JSON Schema and Pub/Sub push envelopes."""

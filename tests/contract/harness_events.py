@@ -1,0 +1,97 @@
+"""Event-bus harnesses for the EventPublisher contract, and real GradingCompleted samples."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from services.bus.deliveries import SqliteDeliveryStore
+from shared.adapters.embedded.event_bus import SqliteEventPublisher
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.domain.events import GradingCompleted, Outcome
+from shared.domain.ids import job_id_for
+from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.events.subscriptions import SubscriptionConfig, TopicConfig
+from shared.ports import EventPublisher
+
+Message = tuple[bytes, dict[str, str]]
+CALLBACK_URL = "https://client.example/hooks/grading?token=abc"
+T0 = datetime(2025, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+
+
+def sample_event(
+    outcome: Outcome = Outcome.SUCCEEDED,
+    key: str = "key-1",
+    callback_url: str | None = CALLBACK_URL,
+    client_id: str = "client-a",
+) -> GradingCompleted:
+    """A GradingCompleted made the real way: a job driven to a final state."""
+    request = GradingRequest(
+        submission_id=f"submission-{key}",
+        answer="Photosynthesis turns light into chemical energy.",
+        rubric=("mentions light", "mentions energy"),
+        max_score=10.0,
+        assignment_id="biology-1",
+        callback_url=callback_url,
+    )
+    job = Job.new(job_id_for(client_id, key), client_id, request, "fingerprint", T0)
+    if outcome is Outcome.CANCELLED:
+        return GradingCompleted.from_job(job.cancel(T0 + timedelta(seconds=1)))
+    job = job.claim("worker-1", T0 + timedelta(seconds=2), timedelta(minutes=5))
+    done = T0 + timedelta(seconds=5, milliseconds=250)
+    if outcome is Outcome.SUCCEEDED:
+        job = job.succeed("worker-1", GradeResult(7.5, 10.0, "Good."), done)
+    else:
+        job = job.fail("worker-1", JobError("grading-permanent", "the answer is empty"), done)
+    return GradingCompleted.from_job(job)
+
+
+class EventBusHarness(Protocol):
+    """A publisher under test, and a way to see what reached a subscription of its topic."""
+
+    @property
+    def publisher(self) -> EventPublisher: ...
+
+    def received(self, n: int, timeout: float) -> list[Message]:
+        """Wait for `n` messages; return (data, attributes) of each (fails on timeout)."""
+        ...
+
+
+CONTRACT_SUBSCRIPTION = SubscriptionConfig(
+    name="contract",
+    push_path="/pubsub/push",
+    ack_deadline=timedelta(seconds=10),
+    minimum_backoff=timedelta(seconds=0.01),
+    maximum_backoff=timedelta(seconds=0.05),
+    max_delivery_attempts=5,
+)
+
+
+@dataclass
+class EmbeddedEventBusHarness:
+    """SqliteEventPublisher on a topic with one subscription, read through the bus's store."""
+
+    publisher: SqliteEventPublisher
+    store: SqliteDeliveryStore
+
+    @classmethod
+    def on(cls, db: SqliteDatabase) -> EmbeddedEventBusHarness:
+        topic = TopicConfig("grading-completed", {"contract": CONTRACT_SUBSCRIPTION})
+        return cls(SqliteEventPublisher(db, topic), SqliteDeliveryStore(db))
+
+    def received(self, n: int, timeout: float) -> list[Message]:
+        got: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < n:
+            deliveries, _ = self.store.claim(
+                {"contract": CONTRACT_SUBSCRIPTION}, n - len(got), time.time()
+            )
+            for delivery in deliveries:
+                got.append((delivery.data, delivery.attributes))
+                self.store.ack(delivery)
+            if len(got) < n:
+                assert time.monotonic() < deadline, f"{len(got)} of {n} messages in {timeout}s"
+                time.sleep(0.01)
+        return got

@@ -1,0 +1,161 @@
+"""The analytics subscriber: each event recorded once, stats over what was recorded."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from services.analytics.app import create_app
+from services.analytics.stats import summarize
+from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.domain.events import GradingCompleted, Outcome
+from shared.events.cloudevent import to_pubsub
+from shared.settings import Settings
+from tests.contract.harness_events import sample_event
+from tests.fakes import FakeProcessedEvents
+
+PUSH_TOKEN = "push-token-for-tests"
+AUTH = {"Authorization": f"Bearer {PUSH_TOKEN}"}
+
+
+@dataclass(frozen=True)
+class SubscriberAdapters:
+    processed: Any
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """create_app configures the root logger; give the next test the logger it had."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, push_token=PUSH_TOKEN)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def processed(settings: Settings) -> SqliteProcessedEvents:
+    return SqliteProcessedEvents(SqliteDatabase(settings.database_path))
+
+
+@pytest.fixture
+def app(settings: Settings, processed: SqliteProcessedEvents) -> Flask:
+    return create_app(settings, SubscriberAdapters(processed))
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def push_body(event: GradingCompleted, message_id: str = "201") -> dict[str, Any]:
+    data, attributes = to_pubsub(event)
+    return {
+        "message": {
+            "data": base64.b64encode(data).decode(),
+            "attributes": attributes,
+            "messageId": message_id,
+            "publishTime": "2025-03-04T05:06:13.5Z",
+        },
+        "subscription": "projects/local/subscriptions/analytics",
+    }
+
+
+def test_an_event_is_recorded_with_its_publish_time(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    event = sample_event()
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 204
+    [record] = processed.records("analytics")
+    assert record == {
+        **event.data(),
+        "event_id": event.event_id,
+        "occurred_at": "2025-03-04T05:06:12.373456+00:00",
+        "publish_time": "2025-03-04T05:06:13.500000+00:00",
+    }
+
+
+def test_duplicates_are_recorded_once(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    event = sample_event()
+    for message_id in ("1", "2", "3"):
+        response = client.post("/pubsub/push", json=push_body(event, message_id), headers=AUTH)
+        assert response.status_code == 204
+    assert len(processed.records("analytics")) == 1
+
+
+def test_stats_count_outcomes_and_take_medians(client: FlaskClient) -> None:
+    events = [
+        sample_event(Outcome.SUCCEEDED, key="a"),
+        sample_event(Outcome.SUCCEEDED, key="b"),
+        sample_event(Outcome.FAILED, key="c"),
+        sample_event(Outcome.CANCELLED, key="d"),
+    ]
+    for event in [*events, events[0]]:
+        client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    stats = client.get("/v1/stats").json
+    assert stats == {
+        "events": 4,
+        "by_outcome": {"succeeded": 2, "failed": 1, "cancelled": 1},
+        "median_processing_ms": 3250.0,
+        "median_queue_wait_ms": 2000.0,
+    }
+
+
+def test_summary_of_nothing_and_of_an_even_count() -> None:
+    assert summarize([]) == {
+        "events": 0,
+        "by_outcome": {"succeeded": 0, "failed": 0, "cancelled": 0},
+        "median_processing_ms": None,
+        "median_queue_wait_ms": None,
+    }
+    timed = [
+        {"outcome": "succeeded", "timings": {"processing_ms": ms, "queue_wait_ms": None}}
+        for ms in (100, 200, 400, 1000)
+    ]
+    summary = summarize(timed)
+    assert (summary["median_processing_ms"], summary["median_queue_wait_ms"]) == (300.0, None)
+
+
+def test_stats_need_a_store_that_lists_records(settings: Settings) -> None:
+    client = create_app(settings, SubscriberAdapters(FakeProcessedEvents())).test_client()
+    response = client.get("/v1/stats")
+    assert response.status_code == 501
+    assert response.mimetype == "application/problem+json"
+
+
+def test_pushes_without_the_token_are_refused(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    response = client.post("/pubsub/push", json=push_body(sample_event()))
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+    assert processed.records("analytics") == []
+
+
+def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
+    response = client.post("/pubsub/push", data="not json", headers=AUTH)
+    assert response.status_code == 400
+    assert response.json is not None
+    assert response.json["type"].endswith("/invalid-push-envelope")
+
+
+def test_probes(client: FlaskClient) -> None:
+    assert client.get("/healthz").json == {"status": "ok"}
+    assert client.get("/readyz").json == {"status": "ready"}
