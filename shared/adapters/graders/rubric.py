@@ -17,7 +17,42 @@ from shared.domain.job import GradeResult, GradingRequest
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is", "it", "its", "of", "on", "or", "that", "the", "to", "was", "were", "with", "mentions", "mention", "explains", "explain", "describes", "describe", "states", "state", "uses", "use"]
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "to",
+        "was",
+        "were",
+        "with",
+        "mentions",
+        "mention",
+        "explains",
+        "explain",
+        "describes",
+        "describe",
+        "states",
+        "state",
+        "uses",
+        "use",
+    }
 )
 _FAILURES = ("transient", "permanent", "hang")
 
