@@ -6,6 +6,7 @@ directly instead of touching the environment.
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.queue_config import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
+
+_EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
 
 
 class Backend(StrEnum):
@@ -25,6 +28,7 @@ class PushAuth(StrEnum):
 
     OIDC = "oidc"  # Google-signed ID token (production)
     SHARED_TOKEN = "shared-token"  # noqa: S105 - a bearer secret shared with the local dispatcher/bus
+    NONE = "none"  # only against the emulators: the Pub/Sub emulator pushes without a token
 
 
 class Settings(BaseSettings):
@@ -74,8 +78,11 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.backend is Backend.GOOGLE and not self.project_id:
             raise ValueError("GRADEQ_PROJECT_ID is required with GRADEQ_BACKEND=google")
-        if self.push_auth is PushAuth.SHARED_TOKEN and self.backend is Backend.GOOGLE:
-            raise ValueError("GRADEQ_PUSH_AUTH=shared-token is for local runs; use oidc")
+        emulated = any(os.environ.get(v) for v in _EMULATOR_VARIABLES)
+        if self.push_auth is not PushAuth.OIDC and self.backend is Backend.GOOGLE and not emulated:
+            raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
+        if self.push_auth is PushAuth.NONE and not emulated:
+            raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         if self.queue not in self.queues():
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
         deadline = self.queue_config().dispatch_deadline.total_seconds()
