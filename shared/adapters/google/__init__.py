@@ -1,0 +1,1 @@
+"""Google Cloud adapters: Firestore, Cloud Tasks and Pub/Sub (see `factory`)."""

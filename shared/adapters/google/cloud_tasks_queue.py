@@ -95,5 +95,9 @@ class CloudTasksQueue:
         try:
             # No retry: a health check answers within its own timeout.
             self._client.get_queue(name=self._queue_path, retry=None, timeout=self._timeout_s)
+        except gexc.PermissionDenied:
+            # Reachable: the enqueuer role lacks cloudtasks.queues.get, and a probe must
+            # not need more rights than the work itself.
+            return
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
             raise DependencyUnavailable(f"Cloud Tasks queue unreachable: {exc}") from exc

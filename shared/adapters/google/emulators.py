@@ -7,16 +7,22 @@ leaves java running.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 #: Where the Google Cloud CLI keeps its platform components; override with this variable.
 SDK_ROOT_ENV = "GRADEQ_GCLOUD_SDK_ROOT"
@@ -38,14 +44,14 @@ class Emulator:
     host: str
     process: subprocess.Popen[bytes]
     log_path: Path
-    _log_file: object = field(repr=False, default=None)
+    _log_file: IO[bytes] | None = field(repr=False, default=None)
 
     @property
     def port(self) -> int:
         return int(self.host.rpartition(":")[2])
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the emulator (SIGTERM, then SIGKILL) and close its log."""
+    def stop(self, timeout_s: float = 10.0, keep_log: bool = False) -> None:
+        """Stop the emulator (SIGTERM, then SIGKILL); delete its log unless asked to keep it."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -53,9 +59,10 @@ class Emulator:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=timeout_s)
-        close = getattr(self._log_file, "close", None)
-        if close is not None:
-            close()
+        if self._log_file is not None:
+            self._log_file.close()
+        if not keep_log:
+            self.log_path.unlink(missing_ok=True)
 
     def log_tail(self, chars: int = 2000) -> str:
         """The end of the emulator's output, for error messages."""
@@ -145,10 +152,10 @@ def _wait_ready(emulator: Emulator, timeout_s: float) -> None:
                     return
         except (urllib.error.URLError, OSError):
             time.sleep(0.1)
-    emulator.stop()
+    emulator.stop(keep_log=True)
     raise EmulatorUnavailable(
-        f"{emulator.name} emulator did not start on {emulator.host} within {timeout_s:.0f}s:\n"
-        + emulator.log_tail()
+        f"{emulator.name} emulator did not start on {emulator.host} within {timeout_s:.0f}s "
+        f"(log: {emulator.log_path}):\n{emulator.log_tail()}"
     )
 
 
@@ -202,3 +209,41 @@ def reset_pubsub(host: str) -> None:
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
         if response.status != 200:
             raise RuntimeError(f"Pub/Sub emulator reset answered {response.status}")
+
+
+@contextmanager
+def running_emulators(project: str) -> Iterator[dict[str, str]]:
+    """Run both emulators for the block; yield the `*_EMULATOR_HOST` variables to export."""
+    firestore = start_firestore(project)
+    try:
+        pubsub = start_pubsub()
+        try:
+            yield {FIRESTORE_HOST_ENV: firestore.host, PUBSUB_HOST_ENV: pubsub.host}
+        finally:
+            pubsub.stop()
+    finally:
+        firestore.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start both emulators, print their variables as shell exports, run until signalled.
+
+    python -m shared.adapters.google.emulators --project demo-gradeq > emulators.env
+    """
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--project", default="demo-gradeq")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with running_emulators(args.project) as variables:
+            for name, value in variables.items():
+                print(f"export {name}={value}", flush=True)
+            stop.wait()
+    except EmulatorUnavailable as exc:
+        raise SystemExit(f"emulators unavailable: {exc}") from exc
+
+
+if __name__ == "__main__":
+    main()

@@ -23,6 +23,8 @@ from shared.domain.job import Job, JobStatus
 #: Whole transactions retried when a read is aborted under contention (the client
 #: itself only retries ABORTED at commit).
 _ABORTED_READ_RETRIES = 3
+#: A readiness probe answers within this, without the client's long default retries.
+PING_TIMEOUT_S = 5.0
 
 
 class FirestoreJobStore:
@@ -116,6 +118,6 @@ class FirestoreJobStore:
     def ping(self) -> None:
         try:
             # One document read (of a name no job can have) proves reachability and rights.
-            self._jobs.document("_ping").get()
+            self._jobs.document("_ping").get(retry=None, timeout=PING_TIMEOUT_S)
         except gexc.GoogleAPICallError as exc:
             raise DependencyUnavailable(f"Firestore unreachable: {exc}") from exc

@@ -68,6 +68,11 @@ class PubSubEventPublisher:
 
     def ping(self) -> None:
         try:
-            self._client.get_topic(topic=self._topic_path, timeout=self._timeout_s)
+            # No retry: a readiness probe answers within its own timeout.
+            self._client.get_topic(topic=self._topic_path, retry=None, timeout=self._timeout_s)
+        except gexc.PermissionDenied:
+            # Reachable: the publisher role lacks pubsub.topics.get, and a probe must
+            # not need more rights than the work itself.
+            return
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
             raise DependencyUnavailable(f"Pub/Sub topic unreachable: {exc}") from exc

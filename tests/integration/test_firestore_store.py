@@ -1,0 +1,147 @@
+"""FirestoreJobStore and FirestoreProcessedEvents on the official Firestore emulator.
+
+The behaviour every JobStore shares is in tests/contract; these tests pin what is
+Firestore's own: the document layout (TTL field, server timestamps), the operations
+each call costs, and create-once semantics of the dedup records.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shared.adapters.google import metering
+from shared.adapters.google.firestore_processed import FirestoreProcessedEvents
+from shared.adapters.google.firestore_store import FirestoreJobStore
+from shared.domain.errors import JobLocked, JobNotFound
+from shared.domain.job import GradingRequest, Job, JobStatus
+from tests.google_fixtures import JOB_TTL
+
+pytestmark = pytest.mark.emulator
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+
+
+def make_job(job_id: str = "j-1", now: datetime = T0, answer: str = "an answer") -> Job:
+    request = GradingRequest(submission_id="s-1", answer=answer, rubric="be right")
+    return Job.new(job_id, "client-a", request, "fp-" + answer, now)
+
+
+def raw(client: Any, job_id: str) -> dict[str, Any]:
+    snapshot = client.collection("grading_jobs").document(job_id).get()
+    assert snapshot.exists
+    data: dict[str, Any] = snapshot.to_dict()
+    return data
+
+
+def test_document_is_named_by_job_id_and_carries_ttl_and_server_times(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any
+) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    firestore_job_store.create(make_job())
+    doc = raw(firestore_clean, "j-1")
+    assert doc["status"] == "PENDING"
+    assert doc["client_id"] == "client-a" and doc["fingerprint"] == "fp-an answer"
+    assert doc["expire_at"] == T0 + JOB_TTL
+    assert doc["server_created_at"] >= before and doc["server_updated_at"] >= before
+    assert "id" not in doc  # the id is the document's name
+
+
+def test_update_keeps_server_created_at_and_the_ttl(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any
+) -> None:
+    firestore_job_store.create(make_job())
+    created = raw(firestore_clean, "j-1")
+    firestore_job_store.update("j-1", lambda j: j.claim("w1", T0 + LEASE, LEASE))
+    updated = raw(firestore_clean, "j-1")
+    assert updated["server_created_at"] == created["server_created_at"]
+    assert updated["server_updated_at"] >= created["server_updated_at"]
+    assert updated["expire_at"] == T0 + JOB_TTL  # rewrites never postpone expiry
+    assert updated["status"] == "RUNNING" and updated["lease_owner"] == "w1"
+
+
+def test_each_call_costs_the_minimum_operations(firestore_job_store: FirestoreJobStore) -> None:
+    meter = firestore_job_store.meter
+    firestore_job_store.create(make_job())
+    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 1}
+    meter.reset()
+    firestore_job_store.update("j-1", lambda j: j.claim("w1", T0, LEASE))
+    assert meter.snapshot() == {
+        metering.FIRESTORE_TRANSACTIONS: 1,
+        metering.FIRESTORE_READS: 1,
+        metering.FIRESTORE_WRITES: 1,
+    }
+    meter.reset()
+    _, created = firestore_job_store.create(make_job())
+    assert not created
+    # The failed create is billed as a write attempt; reading the winner is one read.
+    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 1, metering.FIRESTORE_READS: 1}
+
+
+def test_a_refused_transition_is_one_read_and_no_write(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any
+) -> None:
+    firestore_job_store.create(make_job())
+    firestore_job_store.update("j-1", lambda j: j.claim("w1", T0, LEASE))
+    before = raw(firestore_clean, "j-1")
+    firestore_job_store.meter.reset()
+    with pytest.raises(JobLocked):
+        firestore_job_store.update("j-1", lambda j: j.claim("w2", T0, LEASE))
+    assert firestore_job_store.meter.snapshot().get(metering.FIRESTORE_WRITES, 0) == 0
+    assert raw(firestore_clean, "j-1") == before
+
+
+def test_unknown_job_update_is_not_found_and_creates_nothing(
+    firestore_job_store: FirestoreJobStore,
+) -> None:
+    with pytest.raises(JobNotFound):
+        firestore_job_store.update("ghost", lambda j: j)
+    assert firestore_job_store.get("ghost") is None
+
+
+def test_find_counts_one_read_even_when_empty(firestore_job_store: FirestoreJobStore) -> None:
+    assert firestore_job_store.find(JobStatus.RUNNING, T0, 10) == []
+    assert firestore_job_store.meter.snapshot()[metering.FIRESTORE_READS] == 1
+
+
+def test_find_skips_jobs_updated_after_the_cutoff(firestore_job_store: FirestoreJobStore) -> None:
+    firestore_job_store.create(make_job("old", now=T0 - timedelta(hours=2)))
+    firestore_job_store.create(make_job("new", now=T0))
+    found = firestore_job_store.find(JobStatus.PENDING, T0 - timedelta(hours=1), 10)
+    assert [j.id for j in found] == ["old"]
+    assert found[0] == make_job("old", now=T0 - timedelta(hours=2))
+
+
+def test_lease_expiry_lets_another_owner_finish(firestore_job_store: FirestoreJobStore) -> None:
+    tiny = timedelta(milliseconds=5)
+    firestore_job_store.create(make_job())
+    firestore_job_store.update("j-1", lambda j: j.claim("w1", T0, tiny))
+    taken = firestore_job_store.update("j-1", lambda j: j.claim("w2", T0 + tiny * 2, LEASE))
+    assert taken.lease_owner == "w2" and taken.attempts == 2
+    assert taken.lease_expires_at == T0 + tiny * 2 + LEASE  # microseconds survive the trip
+
+
+def test_processed_events_first_add_wins_under_concurrency(
+    google_processed_events: FirestoreProcessedEvents,
+) -> None:
+    outcomes: list[bool] = []
+    lock = threading.Lock()
+
+    def add(i: int) -> None:
+        added = google_processed_events.add("notification", "e-1", {"attempt": i})
+        with lock:
+            outcomes.append(added)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == [False] * 4 + [True]
+    assert google_processed_events.contains("notification", "e-1")
+    assert not google_processed_events.contains("analytics", "e-1")
+    assert google_processed_events.add("analytics", "e-1", {}) is True
