@@ -17,6 +17,9 @@ install: $(STAMP)
 run: install
 	$(PY) -m services.local
 
+run-google-emulators: install
+	$(PY) -m services.local --backend google-emulators --data-dir data/google-emulators
+
 lint: install
 	$(VENV)/bin/ruff check shared services tests bench
 	$(VENV)/bin/ruff format --check shared services tests bench

@@ -1,6 +1,7 @@
 """`make run`: the whole pipeline on this machine, a sample job, and curl commands to try.
 
-    python -m services.local [--data-dir data] [--no-sample]
+    python -m services.local [--backend embedded|google-emulators] [--data-dir data]
+        [--no-sample]
 
 Ctrl-C (SIGINT) or SIGTERM stops every process cleanly.
 """
@@ -18,7 +19,7 @@ from types import FrameType
 
 import requests
 
-from services.local.stack import LocalStack, StackConfig
+from services.local.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 
 SAMPLE = {
     "submission_id": "sub-001",
@@ -41,7 +42,7 @@ def banner(stack: LocalStack) -> str:
     intake = stack.config.url("intake")
     body = json.dumps(SAMPLE)
     return f"""
-Gradeq is running locally (embedded backend, data in {stack.config.data_dir}/).
+Gradeq is running locally ({stack.config.backend} backend, data in {stack.config.data_dir}/).
   intake        {intake}
   worker        {stack.config.url("worker")}
   notification  {stack.config.url("notification")}
@@ -89,9 +90,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m services.local", description=__doc__)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--no-sample", action="store_true", help="do not submit a sample job")
+    parser.add_argument(
+        "--backend",
+        choices=(EMBEDDED, GOOGLE_EMULATORS),
+        default=EMBEDDED,
+        help="embedded (SQLite, local bus) or the Google adapters on the official emulators",
+    )
     args = parser.parse_args()
 
-    stack = LocalStack(StackConfig(data_dir=args.data_dir.resolve()))
+    stack = LocalStack(StackConfig(data_dir=args.data_dir.resolve(), backend=args.backend))
     stopped = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,8 +1,11 @@
-"""The whole pipeline as local processes on the embedded default (no account, no Docker).
+"""The whole pipeline as local processes (no account, no Docker).
 
-`LocalStack` starts intake, worker, notification and analytics under gunicorn, plus the
-local Cloud Tasks dispatcher, the local Pub/Sub bus and a recovery ticker, all on one
-SQLite file. `make run` and the end-to-end tests both use it.
+`LocalStack` starts intake, worker, notification and analytics under gunicorn, the local
+Cloud Tasks dispatcher and a recovery ticker. On the embedded backend (the default)
+everything shares one SQLite file and the local bus delivers events. On the
+`google-emulators` backend the services use the Google adapters against the official
+Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API.
+`make run`, `make run-google-emulators` and the end-to-end tests all use it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,13 @@ from typing import IO
 
 import requests
 
+from shared.adapters.google.emulators import Emulator
+
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
-PROCESS_ORDER = ("intake", "worker", "notification", "analytics", "dispatcher", "bus")
+SUBSCRIBERS = ("notification", "analytics")
+EMBEDDED = "embedded"
+GOOGLE_EMULATORS = "google-emulators"
+EMULATOR_PROJECT = "demo-gradeq"
 
 
 def free_port() -> int:
@@ -50,6 +58,7 @@ class StackConfig:
             "dispatcher_grpc": 8123,
         }
     )
+    backend: str = EMBEDDED
     client_keys: str = "demo=demo-key"
     worker_threads: int = 16
     recover_every_s: float = 30.0
@@ -73,14 +82,21 @@ class LocalStack:
         self.webhook_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self._output = output or sys.stdout
-        self._lines: dict[str, list[str]] = {name: [] for name in PROCESS_ORDER}
+        self._lines: dict[str, list[str]] = {name: [] for name in self.process_names()}
+        self._emulators: list[Emulator] = []
+        self._emulator_env: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
     # --- process management ------------------------------------------------------------
 
-    def environment(self) -> dict[str, str]:
+    def process_names(self) -> tuple[str, ...]:
+        """The processes of this backend, in start order."""
+        local_bus = ("bus",) if self.config.backend == EMBEDDED else ()
+        return (*HTTP_SERVICES, "dispatcher", *local_bus)
+
+    def environment(self, name: str) -> dict[str, str]:
         cfg = self.config
         env = {
             **os.environ,
@@ -93,6 +109,16 @@ class LocalStack:
             "GRADEQ_PUSH_TOKEN": self.push_token,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
         }
+        if cfg.backend == GOOGLE_EMULATORS:
+            env.update(self._emulator_env)
+            env.update(
+                GRADEQ_BACKEND="google",
+                GRADEQ_PROJECT_ID=EMULATOR_PROJECT,
+                CLOUD_TASKS_EMULATOR_HOST=f"127.0.0.1:{cfg.ports['dispatcher_grpc']}",
+            )
+            if name in SUBSCRIBERS:
+                # The Pub/Sub emulator pushes without any token.
+                env["GRADEQ_PUSH_AUTH"] = "none"
         env.update(cfg.env)
         return env
 
@@ -120,8 +146,11 @@ class LocalStack:
             ]  # fmt: skip
         raise ValueError(f"unknown process {name!r}")
 
-    def start(self, names: tuple[str, ...] = PROCESS_ORDER, wait: bool = True) -> None:
+    def start(self, wait: bool = True) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.backend == GOOGLE_EMULATORS:
+            self._start_emulators()
+        names = self.process_names()
         for name in names:
             self._spawn(name)
         if wait:
@@ -133,7 +162,7 @@ class LocalStack:
     def _spawn(self, name: str) -> None:
         process = subprocess.Popen(
             self.command(name),
-            env=self.environment(),
+            env=self.environment(name),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -179,6 +208,31 @@ class LocalStack:
         if name in HTTP_SERVICES:
             self.wait_healthy([name])
 
+    def _start_emulators(self) -> None:
+        from google.cloud import pubsub_v1
+
+        from shared.adapters.google.emulator_topology import create_pubsub_topology
+        from shared.adapters.google.emulators import start_firestore, start_pubsub
+        from shared.events.subscriptions import load_subscriptions
+
+        self._emulators.append(start_firestore(EMULATOR_PROJECT))
+        self._emulators.append(start_pubsub())
+        firestore, pubsub = self._emulators
+        self._emulator_env = {
+            "FIRESTORE_EMULATOR_HOST": firestore.host,
+            "PUBSUB_EMULATOR_HOST": pubsub.host,
+        }
+        os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host  # read by the clients below
+        try:
+            publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+            endpoints = {n: self.config.url(n) + "/pubsub/push" for n in SUBSCRIBERS}
+            create_pubsub_topology(
+                publisher, subscriber, EMULATOR_PROJECT, load_subscriptions(), endpoints
+            )
+            subscriber.close()
+        finally:
+            del os.environ["PUBSUB_EMULATOR_HOST"]
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM every process, then SIGKILL what is still running after the timeout."""
         self._stop.set()
@@ -192,6 +246,8 @@ class LocalStack:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        for emulator in self._emulators:
+            emulator.stop()
 
     def lines(self, name: str) -> list[str]:
         with self._lock:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.adapters.google import metering
 from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD
@@ -47,6 +49,16 @@ class FirestoreProcessedEvents:
         except gexc.GoogleAPICallError as exc:
             raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
         return True
+
+    def records(self, subscriber: str) -> list[dict[str, Any]]:
+        """Every record the subscriber stored (local reporting; BigQuery serves production)."""
+        query = self._events.where(filter=FieldFilter("subscriber", "==", subscriber))
+        try:
+            snapshots = list(query.stream())
+        except gexc.GoogleAPICallError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
+        return [dict(s.get("record")) for s in snapshots]
 
     def contains(self, subscriber: str, event_id: str) -> bool:
         self.meter.add(metering.FIRESTORE_READS)
