@@ -33,6 +33,7 @@ unit: install
 
 bench: install
 	$(PY) bench/bench_enqueue.py
+	$(PY) bench/cost_per_job.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

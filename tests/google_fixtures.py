@@ -7,21 +7,18 @@ the tests that need them skip, naming what is missing.
 
 from __future__ import annotations
 
-import json
-import queue
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.adapters.google import emulators
+from tests.support.http_target import ReceivedRequest, RecordingTarget, replies
 
 PROJECT = "demo-gradeq"  # "demo-" projects never reach real Google Cloud
 LOCATION = "europe-west1"
@@ -45,73 +42,10 @@ def _emulator_env(name: str, host: str) -> Iterator[None]:
 # --- a local HTTP target for pushes and tasks ----------------------------------------
 
 
-@dataclass(frozen=True)
-class ReceivedRequest:
-    """One request the receiver got."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-class HttpReceiver:
-    """A threaded HTTP server that records every request and answers `status`."""
-
-    def __init__(self, status: int = 204) -> None:
-        self.status = status
-        self.requests: queue.Queue[ReceivedRequest] = queue.Queue()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                receiver.requests.put(
-                    ReceivedRequest("POST", self.path, dict(self.headers), self.rfile.read(length))
-                )
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> HttpReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def received(self, n: int, timeout: float) -> list[ReceivedRequest]:
-        """Wait for `n` requests in total (fails the test on timeout)."""
-        got: list[ReceivedRequest] = []
-        deadline = time.monotonic() + timeout
-        while len(got) < n:
-            remaining = deadline - time.monotonic()
-            try:
-                got.append(self.requests.get(timeout=max(0.01, remaining)))
-            except queue.Empty:
-                pytest.fail(f"received {len(got)} of {n} requests within {timeout}s")
-        return got
-
-
 @pytest.fixture
-def http_receiver() -> Iterator[HttpReceiver]:
-    """A local HTTP target answering 204 (set `.status` to change)."""
-    with HttpReceiver() as receiver:
+def http_receiver() -> Iterator[RecordingTarget]:
+    """A local recording HTTP target answering 204 (set `.responder` to change)."""
+    with RecordingTarget(replies(204)) as receiver:
         yield receiver
 
 
@@ -279,11 +213,12 @@ class GoogleTaskQueueHarness:
     queue: Any
     client: Any
     queue_path: str
-    target: HttpReceiver
+    target: RecordingTarget
     dispatcher: Any
 
-    def received(self, n: int, timeout: float) -> list[ReceivedRequest]:
-        return self.target.received(n, timeout)
+    def wait_for_deliveries(self, n: int, timeout: float) -> list[ReceivedRequest]:
+        """Wait until the target received at least `n` requests; return them all."""
+        return self.target.wait_for(n, timeout)
 
 
 @contextmanager
@@ -325,7 +260,7 @@ def cloud_tasks_queue(client: Any, target_url: str, service_account: str = "") -
 
 @pytest.fixture
 def google_task_queue_harness(
-    tmp_path: Path, http_receiver: HttpReceiver
+    tmp_path: Path, http_receiver: RecordingTarget
 ) -> Iterator[GoogleTaskQueueHarness]:
     """CloudTasksQueue -> local dispatcher (gRPC) -> a local HTTP target answering 204."""
     from shared.adapters.google.factory import cloud_tasks_client

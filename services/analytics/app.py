@@ -15,7 +15,11 @@ from services.analytics.stats import summarize
 from shared.bootstrap import build_adapters
 from shared.domain.errors import GradeqError
 from shared.events.envelope import ReceivedEvent
-from shared.events.subscriber import SubscriberAdapters, health_blueprint, push_blueprint
+from shared.events.subscriber import (
+    SubscriberAdapters,
+    push_blueprint,
+    register_subscriber_health,
+)
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.logs import configure_logging
@@ -69,7 +73,7 @@ def create_app(
 
     app = Flask(__name__)
     register_error_handlers(app)
-    app.register_blueprint(health_blueprint(processed))
+    register_subscriber_health(app, processed)
     app.register_blueprint(push_blueprint(verifier, handle))
     app.register_blueprint(_stats_blueprint(processed))
     return app

@@ -12,7 +12,11 @@ from services.notification.notifier import Notifier
 from services.notification.webhook import WebhookSender
 from shared.bootstrap import build_adapters
 from shared.events.envelope import ReceivedEvent
-from shared.events.subscriber import SubscriberAdapters, health_blueprint, push_blueprint
+from shared.events.subscriber import (
+    SubscriberAdapters,
+    push_blueprint,
+    register_subscriber_health,
+)
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.logs import configure_logging
@@ -35,6 +39,6 @@ def create_app(
 
     app = Flask(__name__)
     register_error_handlers(app)
-    app.register_blueprint(health_blueprint(processed))
+    register_subscriber_health(app, processed)
     app.register_blueprint(push_blueprint(verifier, handle))
     return app

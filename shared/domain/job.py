@@ -308,3 +308,15 @@ class Job:
             error=JobError(**error) if error else None,
             event_published=bool(record.get("event_published", False)),
         )
+
+
+#: The keys of `Job.to_record` whose values are datetimes (or None); a store that cannot
+#: keep datetimes as they are converts these on write, and back before `Job.from_record`.
+DATETIME_FIELDS: tuple[str, ...] = (
+    "created_at",
+    "updated_at",
+    "started_at",
+    "attempt_started_at",
+    "completed_at",
+    "lease_expires_at",
+)

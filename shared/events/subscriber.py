@@ -11,10 +11,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Protocol
 
-from flask import Blueprint, Response, g, jsonify, request
+from flask import Blueprint, Flask, Response, g, request
 
-from shared.domain.errors import DependencyUnavailable
 from shared.events.envelope import ReceivedEvent, from_push_envelope
+from shared.http.health import register_health
 from shared.http.push_auth import PushVerifier, require_push_token
 from shared.logs import job_context
 from shared.ports import ProcessedEvents
@@ -53,20 +53,10 @@ def push_blueprint(verifier: PushVerifier, handle: Callable[[ReceivedEvent], Non
     return blueprint
 
 
-def health_blueprint(processed: ProcessedEvents) -> Blueprint:
-    """Serve /healthz (the process is up) and /readyz (the processed-events store answers)."""
-    blueprint = Blueprint("health", __name__)
+def register_subscriber_health(app: Flask, processed: ProcessedEvents) -> None:
+    """Serve /healthz and /readyz; ready when the processed-events store answers."""
+    register_health(app, [("processed_events", lambda: _probe(processed))])
 
-    @blueprint.get("/healthz")
-    def healthz() -> Response:
-        return jsonify(status="ok")
 
-    @blueprint.get("/readyz")
-    def readyz() -> Response:
-        try:
-            processed.contains("readyz", "probe")
-        except Exception as exc:
-            raise DependencyUnavailable(f"processed-events store: {exc}") from exc
-        return jsonify(status="ready")
-
-    return blueprint
+def _probe(processed: ProcessedEvents) -> None:
+    processed.contains("readyz", "probe")

@@ -11,15 +11,10 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
-from shared.ports import JobStore, TaskQueue
+from shared.ports import JobStore
 from shared.queue_config import load_queues
-from tests.contract.harness import (
-    ReceivedRequest,
-    RecordingTarget,
-    TargetHarness,
-    TaskQueueHarness,
-    running_dispatcher,
-)
+from tests.contract.harness import TargetHarness, TaskQueueHarness, running_dispatcher
+from tests.support.http_target import RecordingTarget
 
 
 @pytest.fixture(params=["embedded", "google"])
@@ -34,21 +29,6 @@ def job_store(request: pytest.FixtureRequest, tmp_path: Path) -> JobStore:
 # --- task_queue ----------------------------------------------------------------------
 
 
-class _ReceiverHarness:
-    """Present a harness with `received(n, timeout)` (draining) as a TaskQueueHarness."""
-
-    def __init__(self, inner: Any) -> None:
-        self.queue: TaskQueue = inner.queue
-        self._inner = inner
-        self._got: list[ReceivedRequest] = []
-
-    def wait_for_deliveries(self, n: int, timeout: float) -> list[ReceivedRequest]:
-        if len(self._got) < n:
-            for r in self._inner.received(n - len(self._got), timeout):
-                self._got.append(ReceivedRequest(r.method, r.path, dict(r.headers), r.body))
-        return list(self._got)
-
-
 @pytest.fixture(params=["embedded", "google"])
 def task_queue_harness(
     request: pytest.FixtureRequest, tmp_path: Path
@@ -56,10 +36,10 @@ def task_queue_harness(
     """A TaskQueue delivering to a recording target: SQLite + dispatcher, or Cloud Tasks API."""
     if request.param == "google":
         try:
-            google = request.getfixturevalue("google_task_queue_harness")
+            google: TaskQueueHarness = request.getfixturevalue("google_task_queue_harness")
         except pytest.FixtureLookupError:
             pytest.skip("Cloud Tasks adapter not available")
-        yield _ReceiverHarness(google)
+        yield google
         return
     db = SqliteDatabase(tmp_path / "tasks.sqlite3")
     queue = load_queues()["grading"]

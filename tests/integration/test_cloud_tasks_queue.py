@@ -27,12 +27,12 @@ from tests.google_fixtures import (
     LOCATION,
     PROJECT,
     GoogleTaskQueueHarness,
-    HttpReceiver,
     PubSubClients,
     cloud_tasks_queue,
     create_topic,
     local_dispatcher,
 )
+from tests.support.http_target import RecordingTarget
 
 
 def spec(job_id: str = "j-1", generation: int = 0, **kwargs: datetime) -> TaskSpec:
@@ -43,10 +43,10 @@ def test_task_posts_the_job_id_as_json_to_the_worker(
     google_task_queue_harness: GoogleTaskQueueHarness,
 ) -> None:
     assert google_task_queue_harness.queue.enqueue(spec()) is True
-    [request] = google_task_queue_harness.received(1, timeout=10)
+    [request] = google_task_queue_harness.wait_for_deliveries(1, timeout=10)
     assert request.path == "/tasks/grade"
     assert request.headers["Content-Type"] == "application/json"
-    assert request.json() == {"job_id": "j-1"}
+    assert request.json == {"job_id": "j-1"}
     assert request.headers["X-CloudTasks-TaskName"] == task_name_for("j-1", 0)
     assert request.headers["X-CloudTasks-QueueName"] == "grading"
 
@@ -97,12 +97,10 @@ def test_already_exists_is_success_and_delivers_once(
     assert queue.enqueue(spec()) is True
     assert queue.enqueue(spec()) is False
     assert queue.enqueue(spec(generation=1)) is True  # a replay gets a fresh name
-    requests = google_task_queue_harness.received(2, timeout=10)
+    requests = google_task_queue_harness.target.received_exactly(2, timeout=10, settle_s=0.3)
     assert sorted(r.headers["X-CloudTasks-TaskName"] for r in requests) == sorted(
         [task_name_for("j-1", 0), task_name_for("j-1", 1)]
     )
-    time.sleep(0.3)
-    assert google_task_queue_harness.target.requests.empty()
     assert queue.meter.snapshot() == {
         metering.TASKS_CREATE_CALLS: 3,
         metering.TASKS_CREATED: 2,
@@ -110,7 +108,7 @@ def test_already_exists_is_success_and_delivers_once(
 
 
 def test_create_is_retried_while_the_api_is_unavailable(
-    tmp_path: Path, http_receiver: HttpReceiver
+    tmp_path: Path, http_receiver: RecordingTarget
 ) -> None:
     port = free_port()
     queue = cloud_tasks_queue(cloud_tasks_client(f"127.0.0.1:{port}"), http_receiver.url)
@@ -120,7 +118,7 @@ def test_create_is_retried_while_the_api_is_unavailable(
         time.sleep(1.0)  # the first create attempts meet a closed port: UNAVAILABLE
         with local_dispatcher(tmp_path / "tasks.sqlite3", grpc_port=port):
             started.set()
-            http_receiver.received(1, timeout=15)
+            http_receiver.wait_for(1, timeout=15)
 
     server = threading.Thread(target=start_late)
     server.start()
@@ -132,7 +130,7 @@ def test_create_is_retried_while_the_api_is_unavailable(
         server.join(timeout=30)
 
 
-def test_retries_are_bounded_then_dependency_unavailable(http_receiver: HttpReceiver) -> None:
+def test_retries_are_bounded_then_dependency_unavailable(http_receiver: RecordingTarget) -> None:
     queue = CloudTasksQueue(
         cloud_tasks_client(f"127.0.0.1:{free_port()}"),
         GRADING_QUEUE_PATH,
@@ -160,7 +158,7 @@ def test_ping_reads_the_queue(google_task_queue_harness: GoogleTaskQueueHarness)
 def test_factory_builds_every_adapter_on_the_emulator_hosts(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    http_receiver: HttpReceiver,
+    http_receiver: RecordingTarget,
     firestore_emulator: str,
     pubsub_emulator: str,
     pubsub_clients: PubSubClients,
@@ -184,8 +182,8 @@ def test_factory_builds_every_adapter_on_the_emulator_hosts(
         adapters.store.ping()
         adapters.queue.ping()
         assert adapters.queue.enqueue(spec("factory-job")) is True
-        [request] = http_receiver.received(1, timeout=10)
-        assert request.path == "/tasks/grade" and request.json() == {"job_id": "factory-job"}
+        [request] = http_receiver.wait_for(1, timeout=10)
+        assert request.path == "/tasks/grade" and request.json == {"job_id": "factory-job"}
         assert isinstance(adapters.queue, CloudTasksQueue)
         oidc = adapters.queue.build_task(spec()).http_request.oidc_token
         assert oidc.audience == http_receiver.url  # the worker's base URL, no trailing "/"

@@ -21,11 +21,11 @@ from shared.events.envelope import from_push_envelope
 from tests.google_fixtures import (
     PROJECT,
     GoogleEventBusHarness,
-    HttpReceiver,
     PubSubClients,
     create_pull_subscription,
     create_topic,
 )
+from tests.support.http_target import RecordingTarget, replies
 
 pytestmark = pytest.mark.emulator
 
@@ -71,7 +71,7 @@ def test_republishing_keeps_the_event_id_so_subscribers_can_dedupe(
 
 
 def test_push_subscription_delivers_the_standard_envelope(
-    pubsub_clients: PubSubClients, http_receiver: HttpReceiver
+    pubsub_clients: PubSubClients, http_receiver: RecordingTarget
 ) -> None:
     topic = create_topic(pubsub_clients, "grading-completed")
     pubsub_clients.subscriber.create_subscription(
@@ -83,18 +83,18 @@ def test_push_subscription_delivers_the_standard_envelope(
     )
     event = completed()
     message_id = PubSubEventPublisher(pubsub_clients.publisher, topic, 10.0).publish(event)
-    [push] = http_receiver.received(1, timeout=20)
+    [push] = http_receiver.wait_for(1, timeout=20)
     assert push.path == "/pubsub/push"
-    received = from_push_envelope(push.json())
+    received = from_push_envelope(push.json)
     assert received.event == event
     assert received.message_id == message_id
     assert received.subscription == f"projects/{PROJECT}/subscriptions/notification"
 
 
 def test_failed_pushes_end_on_the_dead_letter_topic(
-    pubsub_clients: PubSubClients, http_receiver: HttpReceiver
+    pubsub_clients: PubSubClients, http_receiver: RecordingTarget
 ) -> None:
-    http_receiver.status = 500
+    http_receiver.responder = replies(500)
     topic = create_topic(pubsub_clients, "grading-completed")
     dead_topic = create_topic(pubsub_clients, "grading-completed-dead")
     parked = create_pull_subscription(pubsub_clients, dead_topic, "dead-letters")
@@ -115,11 +115,10 @@ def test_failed_pushes_end_on_the_dead_letter_topic(
     [(data, attributes)] = parked.received(1, timeout=60)
     assert attributes["ce-id"] == event.event_id and from_pubsub(data, attributes) == event
     assert attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5"
-    pushes = http_receiver.received(5, timeout=1)
-    assert http_receiver.requests.empty()  # exactly max_delivery_attempts pushes
+    pushes = http_receiver.received_exactly(5, timeout=1)  # max_delivery_attempts pushes
     # The emulator omits the envelope's deliveryAttempt (Pub/Sub sends it with a
     # dead-letter policy); the parser treats it as optional.
-    assert all(from_push_envelope(p.json()).event == event for p in pushes)
+    assert all(from_push_envelope(p.json).event == event for p in pushes)
 
 
 def test_publish_to_a_missing_topic_is_dependency_unavailable(
@@ -140,7 +139,7 @@ def test_ping_passes_when_the_topic_exists(
 
 
 def test_topology_from_subscriptions_json_is_created_idempotently(
-    pubsub_clients: PubSubClients, http_receiver: HttpReceiver
+    pubsub_clients: PubSubClients, http_receiver: RecordingTarget
 ) -> None:
     from shared.adapters.google.emulator_topology import create_pubsub_topology
     from shared.events.subscriptions import load_subscriptions
@@ -156,7 +155,7 @@ def test_topology_from_subscriptions_json_is_created_idempotently(
     assert notification.dead_letter_policy.max_delivery_attempts == 10
     assert notification.retry_policy.minimum_backoff == timedelta(seconds=10)
     PubSubEventPublisher(pubsub_clients.publisher, names["topic"], 10.0).publish(completed())
-    paths = sorted(r.path for r in http_receiver.received(2, timeout=20))
+    paths = sorted(r.path for r in http_receiver.wait_for(2, timeout=20))
     assert paths == ["/analytics/pubsub/push", "/notification/pubsub/push"]
 
 

@@ -1,17 +1,24 @@
-"""Apps built through their factories on a temporary SQLite file and recording fakes."""
+"""Apps built through their factories on a temporary SQLite file and recording fakes.
+
+The subscriber apps' tests share `processed`; the dispatcher tests share `db` (a SQLite
+file) and `target` (a recording HTTP server).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.settings import Settings
 from tests.fakes import FakeProcessedEvents, FakePublisher, FakeTaskQueue
+from tests.support.http_target import RecordingTarget
 
 API_KEY = "key-of-client-a"
 OTHER_KEY = "key-of-client-b"
@@ -42,3 +49,25 @@ def adapters(settings: Settings) -> Adapters:
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock()
+
+
+@pytest.fixture
+def processed(settings: Settings) -> SqliteProcessedEvents:
+    """The subscriber apps' processed-events store, in the settings' database."""
+    return SqliteProcessedEvents(SqliteDatabase(settings.database_path))
+
+
+# --- the dispatcher tests --------------------------------------------------------------
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> SqliteDatabase:
+    """A SQLite file for the dispatcher's task table."""
+    return SqliteDatabase(tmp_path / "gradeq.sqlite3")
+
+
+@pytest.fixture
+def target() -> Iterator[RecordingTarget]:
+    """A recording HTTP target answering 200."""
+    with RecordingTarget() as t:
+        yield t

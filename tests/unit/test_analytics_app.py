@@ -2,44 +2,34 @@
 
 from __future__ import annotations
 
-import base64
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 
 from services.analytics.app import create_app
 from services.analytics.stats import summarize
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
-from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.events import GradingCompleted, Outcome
-from shared.events.cloudevent import to_pubsub
 from shared.settings import Settings
 from tests.contract.harness_events import sample_event
 from tests.fakes import FakeProcessedEvents
-
-PUSH_TOKEN = "push-token-for-tests"
-AUTH = {"Authorization": f"Bearer {PUSH_TOKEN}"}
-
-
-@dataclass(frozen=True)
-class SubscriberAdapters:
-    processed: Any
+from tests.support.push import (
+    AUTH,
+    PUSH_TOKEN,
+    SubscriberAdapters,
+    pubsub_push_body,
+    restored_root_logger,
+)
 
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """create_app configures the root logger; give the next test the logger it had."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    with restored_root_logger():
+        yield
 
 
 @pytest.fixture
@@ -48,31 +38,12 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def processed(settings: Settings) -> SqliteProcessedEvents:
-    return SqliteProcessedEvents(SqliteDatabase(settings.database_path))
-
-
-@pytest.fixture
-def app(settings: Settings, processed: SqliteProcessedEvents) -> Flask:
-    return create_app(settings, SubscriberAdapters(processed))
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
+    return create_app(settings, SubscriberAdapters(processed)).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "201") -> dict[str, Any]:
-    data, attributes = to_pubsub(event)
-    return {
-        "message": {
-            "data": base64.b64encode(data).decode(),
-            "attributes": attributes,
-            "messageId": message_id,
-            "publishTime": "2025-03-04T05:06:13.5Z",
-        },
-        "subscription": "projects/local/subscriptions/analytics",
-    }
+    return pubsub_push_body(event, "analytics", message_id)
 
 
 def test_an_event_is_recorded_with_its_publish_time(
@@ -158,4 +129,4 @@ def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
 
 def test_probes(client: FlaskClient) -> None:
     assert client.get("/healthz").json == {"status": "ok"}
-    assert client.get("/readyz").json == {"status": "ready"}
+    assert client.get("/readyz").json == {"status": "ok", "checks": {"processed_events": "ok"}}

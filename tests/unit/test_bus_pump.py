@@ -6,7 +6,7 @@ import base64
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -19,8 +19,9 @@ from shared.adapters.embedded.event_bus import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.events.cloudevent import to_pubsub
 from shared.events.subscriptions import SubscriptionConfig, TopicConfig
-from tests.contract.harness import ReceivedRequest, RecordingTarget, Reply, eventually
+from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
+from tests.support.http_target import RecordingTarget, Reply, replies
 
 TOKEN = "bus-push-token"
 
@@ -67,16 +68,6 @@ def running_bus(db: SqliteDatabase, *endpoints: Endpoint, token: str = TOKEN) ->
         yield bus
     finally:
         bus.stop(timeout_s=5)
-
-
-def replies(*statuses: int) -> Callable[[ReceivedRequest], Reply]:
-    """Answer with each status in turn, then keep answering the last one."""
-    pending = list(statuses)
-
-    def respond(_request: ReceivedRequest) -> Reply:
-        return Reply(status=pending.pop(0) if len(pending) > 1 else pending[0])
-
-    return respond
 
 
 def test_push_envelope_matches_pubsub(db: SqliteDatabase) -> None:
@@ -155,10 +146,9 @@ def test_failures_are_redelivered_with_growing_backoff(db: SqliteDatabase) -> No
 def test_other_outcomes_are_failures(
     db: SqliteDatabase, first: Reply, config: SubscriptionConfig
 ) -> None:
-    answers = [first, Reply(status=204)]
     publisher(db, config).publish(sample_event())
     with (
-        RecordingTarget(lambda _r: answers.pop(0) if len(answers) > 1 else answers[0]) as target,
+        RecordingTarget(replies(first, Reply(status=204))) as target,
         running_bus(db, Endpoint(config, target.url)) as bus,
     ):
         requests = target.wait_for(2, timeout=5)

@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -17,39 +16,16 @@ from shared.adapters.embedded.task_queue import SqliteTaskQueue, TaskState
 from shared.domain.errors import DependencyUnavailable
 from shared.ports import TaskSpec
 from shared.queue_config import QueueConfig
-from tests.contract.harness import (
-    RecordingTarget,
-    Reply,
-    Responder,
-    eventually,
-    fast_queue,
-    running_dispatcher,
-)
+from tests.contract.harness import eventually, fast_queue, running_dispatcher
+from tests.support.http_target import RecordingTarget, Reply, replies
 
 TOKEN = "local-push-secret"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> SqliteDatabase:
-    return SqliteDatabase(tmp_path / "gradeq.sqlite3")
-
-
-@pytest.fixture
-def target() -> Iterator[RecordingTarget]:
-    with RecordingTarget() as t:
-        yield t
 
 
 @contextmanager
 def running(db: SqliteDatabase, queue: QueueConfig) -> Iterator[Dispatcher]:
     with running_dispatcher(db, queue, push_token=TOKEN) as dispatcher:
         yield dispatcher
-
-
-def replies(*sequence: Reply) -> Responder:
-    """A responder answering with `sequence` in order, then 200 forever."""
-    it = iter(sequence)
-    return lambda _request: next(it, Reply())
 
 
 def queue_for(db: SqliteDatabase, queue: QueueConfig, target: RecordingTarget) -> SqliteTaskQueue:
@@ -66,7 +42,7 @@ def tombstone(db: SqliteDatabase, name: str) -> tuple[str, str]:
 
 
 def test_headers_and_counters_across_retries(db: SqliteDatabase, target: RecordingTarget) -> None:
-    target.responder = replies(Reply(500), Reply(503))
+    target.responder = replies(Reply(500), Reply(503), Reply())
     queue = fast_queue(min_backoff_s=0.1, max_doublings=2)
     tq = queue_for(db, queue, target)
     assert tq.enqueue(TaskSpec(name="t-abc", job_id="job-1")) is True
@@ -103,7 +79,9 @@ def test_headers_and_counters_across_retries(db: SqliteDatabase, target: Recordi
 def test_retry_after_is_honoured_for_429_and_503_only(
     db: SqliteDatabase, target: RecordingTarget
 ) -> None:
-    target.responder = replies(Reply(429, {"Retry-After": "1"}), Reply(500, {"Retry-After": "30"}))
+    target.responder = replies(
+        Reply(429, {"Retry-After": "1"}), Reply(500, {"Retry-After": "30"}), Reply()
+    )
     queue = fast_queue(min_backoff_s=0.1)
     queue_for(db, queue, target).enqueue(TaskSpec(name="t-ra", job_id="job-ra"))
     with running(db, queue):
@@ -116,7 +94,7 @@ def test_retry_after_is_honoured_for_429_and_503_only(
 def test_deadline_passed_means_retry_while_the_first_attempt_still_runs(
     db: SqliteDatabase, target: RecordingTarget
 ) -> None:
-    target.responder = replies(Reply(200, delay_s=1.5))
+    target.responder = replies(Reply(200, delay_s=1.5), Reply())
     queue = fast_queue(deadline_s=0.4, min_backoff_s=0.1)
     queue_for(db, queue, target).enqueue(TaskSpec(name="t-slow", job_id="job-slow"))
     with running(db, queue):

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue, TaskState, TaskTable
 from shared.ports import TaskSpec
-from tests.contract.harness import (
-    RecordingTarget,
-    Reply,
-    eventually,
-    fast_queue,
-    running_dispatcher,
-)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> SqliteDatabase:
-    return SqliteDatabase(tmp_path / "gradeq.sqlite3")
-
-
-@pytest.fixture
-def target() -> Iterator[RecordingTarget]:
-    with RecordingTarget() as t:
-        yield t
+from tests.contract.harness import eventually, fast_queue, running_dispatcher
+from tests.support.http_target import RecordingTarget, Reply
 
 
 def state_of(db: SqliteDatabase, name: str) -> str:

@@ -15,16 +15,11 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 
 from services.dispatcher.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from tests.contract.harness import RecordingTarget, fast_queue, running_dispatcher
+from tests.contract.harness import fast_queue, running_dispatcher
+from tests.support.http_target import RecordingTarget
 
 QUEUE = "projects/demo/locations/europe-west1/queues/grading"
 TOKEN = "local-push-secret"
-
-
-@pytest.fixture
-def target() -> Iterator[RecordingTarget]:
-    with RecordingTarget() as t:
-        yield t
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
-from tests.contract.harness import RecordingTarget
+from tests.support.http_target import RecordingTarget
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = {

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from services.dispatcher.rate_limit import TokenBucket, burst_size
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.ports import TaskSpec
-from tests.contract.harness import RecordingTarget, Reply, fast_queue, running_dispatcher
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> SqliteDatabase:
-    return SqliteDatabase(tmp_path / "gradeq.sqlite3")
-
-
-@pytest.fixture
-def target() -> Iterator[RecordingTarget]:
-    with RecordingTarget() as t:
-        yield t
+from tests.contract.harness import fast_queue, running_dispatcher
+from tests.support.http_target import RecordingTarget, Reply
 
 
 def test_dispatch_rate_is_limited(db: SqliteDatabase, target: RecordingTarget) -> None:

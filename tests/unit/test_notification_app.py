@@ -4,45 +4,38 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 import requests_mock as rm
-from flask import Flask
 from flask.testing import FlaskClient
 from standardwebhooks.webhooks import Webhook
 
 from services.notification.app import create_app
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
-from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.events import GradingCompleted
-from shared.events.cloudevent import EVENT_SOURCE, EVENT_TYPE, to_pubsub
+from shared.events.cloudevent import EVENT_SOURCE, EVENT_TYPE
 from shared.settings import Settings
 from tests.contract.harness_events import CALLBACK_URL, sample_event
+from tests.support.push import (
+    AUTH,
+    PUSH_TOKEN,
+    SubscriberAdapters,
+    pubsub_push_body,
+    restored_root_logger,
+)
 
-PUSH_TOKEN = "push-token-for-tests"
 SECRET = "whsec_" + base64.b64encode(b"gradeq-test-webhook-secret-32byt").decode()
-AUTH = {"Authorization": f"Bearer {PUSH_TOKEN}"}
-
-
-@dataclass(frozen=True)
-class SubscriberAdapters:
-    processed: SqliteProcessedEvents
 
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """create_app configures the root logger; give the next test the logger it had."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    with restored_root_logger():
+        yield
 
 
 @pytest.fixture
@@ -56,31 +49,12 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def processed(settings: Settings) -> SqliteProcessedEvents:
-    return SqliteProcessedEvents(SqliteDatabase(settings.database_path))
-
-
-@pytest.fixture
-def app(settings: Settings, processed: SqliteProcessedEvents) -> Flask:
-    return create_app(settings, SubscriberAdapters(processed))
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
+def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
+    return create_app(settings, SubscriberAdapters(processed)).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "101") -> dict[str, Any]:
-    data, attributes = to_pubsub(event)
-    return {
-        "message": {
-            "data": base64.b64encode(data).decode(),
-            "attributes": attributes,
-            "messageId": message_id,
-            "publishTime": "2025-03-04T05:06:13.5Z",
-        },
-        "subscription": "projects/local/subscriptions/notification",
-    }
+    return pubsub_push_body(event, "notification", message_id)
 
 
 def test_the_webhook_is_signed_and_carries_the_cloudevent(

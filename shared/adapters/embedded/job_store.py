@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.errors import DependencyUnavailable, JobNotFound
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import DATETIME_FIELDS, Job, JobStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -23,15 +23,6 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at)
 """
 
-_DATETIME_KEYS = (
-    "created_at",
-    "updated_at",
-    "started_at",
-    "attempt_started_at",
-    "completed_at",
-    "lease_expires_at",
-)
-
 
 def _sortable(moment: datetime) -> str:
     """Fixed-width UTC text, so SQL string order is time order."""
@@ -40,7 +31,7 @@ def _sortable(moment: datetime) -> str:
 
 def _encode(job: Job) -> str:
     record = job.to_record()
-    for key in _DATETIME_KEYS:
+    for key in DATETIME_FIELDS:
         if record[key] is not None:
             record[key] = record[key].isoformat()
     return json.dumps(record, separators=(",", ":"))
@@ -48,7 +39,7 @@ def _encode(job: Job) -> str:
 
 def _decode(text: str) -> Job:
     record: dict[str, Any] = json.loads(text)
-    for key in _DATETIME_KEYS:
+    for key in DATETIME_FIELDS:
         if record.get(key) is not None:
             record[key] = datetime.fromisoformat(record[key])
     return Job.from_record(record)

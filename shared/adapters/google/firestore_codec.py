@@ -7,21 +7,12 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.domain.job import Job
+from shared.domain.job import DATETIME_FIELDS, Job
 
 #: Fields the store adds to the job record (never read back into the domain).
 TTL_FIELD = "expire_at"
 SERVER_CREATED_FIELD = "server_created_at"
 SERVER_UPDATED_FIELD = "server_updated_at"
-
-_DATETIME_KEYS = (
-    "created_at",
-    "updated_at",
-    "started_at",
-    "attempt_started_at",
-    "completed_at",
-    "lease_expires_at",
-)
 
 
 def to_document(job: Job, ttl: timedelta, *, created: bool) -> dict[str, Any]:
@@ -56,7 +47,7 @@ def from_document(job_id: str, data: dict[str, Any]) -> Job:
     """Rebuild the job from a document snapshot's data."""
     record = dict(data)
     record["id"] = job_id
-    for key in _DATETIME_KEYS:
+    for key in DATETIME_FIELDS:
         if record.get(key) is not None:
             record[key] = _plain(record[key])
     return Job.from_record(record)
