@@ -40,14 +40,7 @@ def register_error_handlers(app: Flask) -> None:
     def _gradeq_error(error: GradeqError) -> Response:
         if error.status >= 500:
             log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
-        headers = (
-            {"Retry-After": str(error.extensions.pop("retry_after"))}
-            if ("retry_after" in error.extensions)
-            else None
-        )
-        return problem(
-            error.status, error.slug, error.title, error.detail, headers, **error.extensions
-        )
+        return problem(error.status, error.slug, error.title, error.detail, **error.extensions)
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:

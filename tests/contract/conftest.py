@@ -1,4 +1,8 @@
-"""Each contract fixture is parametrized by adapter family: the same tests run on both."""
+"""Each contract fixture is parametrized by adapter family: the same tests run on both.
+
+The "google" fixtures (tests/google_fixtures.py) start the official emulators and skip,
+naming what is missing, where java or the emulator jars are absent.
+"""
 
 from __future__ import annotations
 
@@ -35,10 +39,7 @@ def task_queue_harness(
 ) -> Iterator[TaskQueueHarness]:
     """A TaskQueue delivering to a recording target: SQLite + dispatcher, or Cloud Tasks API."""
     if request.param == "google":
-        try:
-            google: TaskQueueHarness = request.getfixturevalue("google_task_queue_harness")
-        except pytest.FixtureLookupError:
-            pytest.skip("Cloud Tasks adapter not available")
+        google: TaskQueueHarness = request.getfixturevalue("google_task_queue_harness")
         yield google
         return
     db = SqliteDatabase(tmp_path / "tasks.sqlite3")
@@ -56,10 +57,7 @@ def event_bus_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     from tests.contract.harness_events import EmbeddedEventBusHarness
 
     if request.param == "google":
-        try:
-            return request.getfixturevalue("google_event_bus_harness")
-        except pytest.FixtureLookupError:
-            pytest.skip("Pub/Sub adapter not available")
+        return request.getfixturevalue("google_event_bus_harness")
     return EmbeddedEventBusHarness.on(SqliteDatabase(tmp_path / "events.sqlite3"))
 
 
@@ -69,8 +67,5 @@ def processed_events(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 
     if request.param == "google":
-        try:
-            return request.getfixturevalue("google_processed_events")
-        except pytest.FixtureLookupError:
-            pytest.skip("Firestore processed-events adapter not available")
+        return request.getfixturevalue("google_processed_events")
     return SqliteProcessedEvents(SqliteDatabase(tmp_path / "processed.sqlite3"))
