@@ -15,14 +15,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(PY) -m services.local
+	$(PY) -m localcloud
 
 run-google-emulators: install
-	$(PY) -m services.local --backend google-emulators --data-dir data/google-emulators
+	$(PY) -m localcloud --backend google-emulators --data-dir data/google-emulators
 
 lint: install
-	$(VENV)/bin/ruff check shared services tests bench
-	$(VENV)/bin/ruff format --check shared services tests bench
+	$(VENV)/bin/ruff check shared services localcloud tests bench
+	$(VENV)/bin/ruff format --check shared services localcloud tests bench
 	$(VENV)/bin/mypy
 
 test: lint

@@ -22,11 +22,11 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.dispatcher.dispatcher import Dispatcher
+from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.config.queues import load_queues
 from shared.ports import TaskSpec
-from shared.queue_config import load_queues
 
 PARENT = "projects/bench/locations/local/queues/grading"
 TARGET = "http://127.0.0.1:8081/tasks/grade"

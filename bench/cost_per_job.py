@@ -21,18 +21,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.dispatcher.dispatcher import Dispatcher
+from localcloud import emulators
+from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.adapters.google import emulators, metering
-from shared.adapters.google.factory import cloud_tasks_client
+from shared.adapters.google import metering
+from shared.adapters.google.clients import cloud_tasks_client
 from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
+from shared.config.queues import load_queues
+from shared.config.subscriptions import load_subscriptions
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest
-from shared.events.subscriptions import load_subscriptions
-from shared.queue_config import load_queues
-from shared.service.intake import IntakeService
-from shared.service.worker import Delivery, Verdict, WorkerService
+from shared.service_layer.intake import IntakeService
+from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
 
 PROJECT = "demo-gradeq-cost"
 
@@ -96,11 +97,12 @@ def run() -> list[JobCost]:
 def _measure(tmp: Path) -> list[JobCost]:
     from google.cloud import firestore, pubsub_v1
 
-    from shared.adapters.google.cloud_tasks_queue import CloudTasksQueue
-    from shared.adapters.google.firestore_processed import FirestoreProcessedEvents
-    from shared.adapters.google.firestore_store import FirestoreJobStore
-    from shared.adapters.google.pubsub_publisher import PubSubEventPublisher, publisher_client
-    from shared.events.cloudevent import from_pubsub
+    from shared.adapters.google.clients import publisher_client
+    from shared.adapters.google.event_publisher import PubSubEventPublisher
+    from shared.adapters.google.job_store import FirestoreJobStore
+    from shared.adapters.google.processed_events import FirestoreProcessedEvents
+    from shared.adapters.google.task_queue import CloudTasksQueue
+    from shared.codecs.cloudevent import from_pubsub
 
     queues = load_queues()
     grading = queues["grading"]
@@ -151,7 +153,7 @@ def _measure(tmp: Path) -> list[JobCost]:
             verdict = Verdict.RETRY
             while verdict is Verdict.RETRY:  # Cloud Tasks redelivers the same task
                 outcome = worker.handle(
-                    Delivery(job.id, task_name_for(job.id, 0), retry_count=deliveries)
+                    TaskDelivery(job.id, task_name_for(job.id, 0), retry_count=deliveries)
                 )
                 deliveries += 1
                 verdict = outcome.verdict

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
@@ -107,4 +107,15 @@ class ProcessedEvents(Protocol):
 
     def contains(self, subscriber: str, event_id: str) -> bool:
         """Whether the subscriber has handled this event."""
+        ...
+
+
+class EventRecords(Protocol):
+    """The records a subscriber stored, read back by the analytics service's local reports.
+
+    Deployed on Google Cloud, analytics is a BigQuery subscription and nothing reads this.
+    """
+
+    def records(self, subscriber: str) -> list[dict[str, Any]]:
+        """Every record the subscriber stored, oldest first."""
         ...

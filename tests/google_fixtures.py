@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.google import emulators
+from localcloud import emulators
 from tests.support.http_target import ReceivedRequest, RecordingTarget, replies
 
 PROJECT = "demo-gradeq"  # "demo-" projects never reach real Google Cloud
@@ -84,7 +84,7 @@ def firestore_clean(firestore_emulator: str, firestore_client: Any) -> Any:
 @pytest.fixture
 def firestore_job_store(firestore_clean: Any) -> Any:
     """A FirestoreJobStore on an empty emulator database."""
-    from shared.adapters.google.firestore_store import FirestoreJobStore
+    from shared.adapters.google.job_store import FirestoreJobStore
 
     return FirestoreJobStore(firestore_clean, "grading_jobs", JOB_TTL)
 
@@ -92,7 +92,7 @@ def firestore_job_store(firestore_clean: Any) -> Any:
 @pytest.fixture
 def google_processed_events(firestore_clean: Any) -> Any:
     """A FirestoreProcessedEvents on an empty emulator database."""
-    from shared.adapters.google.firestore_processed import FirestoreProcessedEvents
+    from shared.adapters.google.processed_events import FirestoreProcessedEvents
 
     return FirestoreProcessedEvents(firestore_clean, "processed_events", JOB_TTL)
 
@@ -123,7 +123,7 @@ class PubSubClients:
 def pubsub_session_clients(pubsub_emulator: str) -> Iterator[PubSubClients]:
     from google.cloud import pubsub_v1
 
-    from shared.adapters.google.pubsub_publisher import publisher_client
+    from shared.adapters.google.clients import publisher_client
 
     with _emulator_env(emulators.PUBSUB_HOST_ENV, pubsub_emulator):
         clients = PubSubClients(publisher_client(), pubsub_v1.SubscriberClient())
@@ -195,7 +195,7 @@ class GoogleEventBusHarness:
 @pytest.fixture
 def google_event_bus_harness(pubsub_clients: PubSubClients) -> GoogleEventBusHarness:
     """PubSubEventPublisher on a fresh emulator topic, plus a pull subscription on it."""
-    from shared.adapters.google.pubsub_publisher import PubSubEventPublisher
+    from shared.adapters.google.event_publisher import PubSubEventPublisher
 
     topic = create_topic(pubsub_clients, "grading-completed")
     subscription = create_pull_subscription(pubsub_clients, topic, "assertions")
@@ -224,9 +224,9 @@ class GoogleTaskQueueHarness:
 @contextmanager
 def local_dispatcher(db_path: Path, grpc_port: int | None = None) -> Iterator[Any]:
     """Run the project's dispatcher (Cloud Tasks v2 over gRPC) on a SQLite file."""
-    from services.dispatcher.dispatcher import Dispatcher
+    from localcloud.tasks.dispatcher import Dispatcher
     from shared.adapters.embedded.sqlite import SqliteDatabase
-    from shared.queue_config import load_queues
+    from shared.config.queues import load_queues
 
     port = grpc_port or emulators.free_port()
     dispatcher = Dispatcher(
@@ -244,8 +244,8 @@ GRADING_QUEUE_PATH = f"projects/{PROJECT}/locations/{LOCATION}/queues/grading"
 
 def cloud_tasks_queue(client: Any, target_url: str, service_account: str = "") -> Any:
     """A CloudTasksQueue for the `grading` queue whose tasks POST to `target_url`."""
-    from shared.adapters.google.cloud_tasks_queue import CloudTasksQueue
-    from shared.queue_config import load_queues
+    from shared.adapters.google.task_queue import CloudTasksQueue
+    from shared.config.queues import load_queues
 
     config = load_queues()["grading"]
     return CloudTasksQueue(
@@ -263,7 +263,7 @@ def google_task_queue_harness(
     tmp_path: Path, http_receiver: RecordingTarget
 ) -> Iterator[GoogleTaskQueueHarness]:
     """CloudTasksQueue -> local dispatcher (gRPC) -> a local HTTP target answering 204."""
-    from shared.adapters.google.factory import cloud_tasks_client
+    from shared.adapters.google.clients import cloud_tasks_client
 
     with local_dispatcher(tmp_path / "tasks.sqlite3") as dispatcher:
         client = cloud_tasks_client(f"127.0.0.1:{dispatcher.grpc_port}")

@@ -6,32 +6,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
-
 from flask import Blueprint, Flask, Response, jsonify
 
 from services.analytics.recorder import SUBSCRIBER, record_event
 from services.analytics.stats import summarize
-from shared.bootstrap import build_adapters
+from shared.bootstrap import adapter_family
+from shared.codecs.push_envelope import ReceivedEvent
+from shared.config.settings import Settings
 from shared.domain.errors import GradeqError
-from shared.events.envelope import ReceivedEvent
-from shared.events.subscriber import (
-    SubscriberAdapters,
-    push_blueprint,
-    register_subscriber_health,
-)
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
+from shared.http.subscriber import push_blueprint, register_subscriber_health
 from shared.logs import configure_logging
-from shared.ports import ProcessedEvents
-from shared.settings import Settings
-
-
-@runtime_checkable
-class EventRecords(Protocol):
-    """A processed-events store that can also list what a subscriber recorded."""
-
-    def records(self, subscriber: str) -> list[dict[str, Any]]: ...
+from shared.ports import EventRecords, ProcessedEvents
 
 
 class StatsUnavailable(GradeqError):
@@ -40,33 +27,38 @@ class StatsUnavailable(GradeqError):
     status = 501
 
 
-def _stats_blueprint(processed: ProcessedEvents) -> Blueprint:
+def _stats_blueprint(records: EventRecords | None) -> Blueprint:
     blueprint = Blueprint("stats", __name__, url_prefix="/v1")
+
+    def _records() -> EventRecords:
+        if records is None:
+            raise StatsUnavailable("this store cannot list records; query BigQuery instead")
+        return records
 
     @blueprint.get("/stats")
     def stats() -> Response:
-        if not isinstance(processed, EventRecords):
-            raise StatsUnavailable("this store cannot list records; query BigQuery instead")
-        return jsonify(summarize(processed.records(SUBSCRIBER)))
+        return jsonify(summarize(_records().records(SUBSCRIBER)))
 
     @blueprint.get("/events/<job_id>")
     def events_of_job(job_id: str) -> Response:
-        if not isinstance(processed, EventRecords):
-            raise StatsUnavailable("this store cannot list records; query BigQuery instead")
-        records = [r for r in processed.records(SUBSCRIBER) if r.get("job_id") == job_id]
-        return jsonify(job_id=job_id, events=records)
+        found = [r for r in _records().records(SUBSCRIBER) if r.get("job_id") == job_id]
+        return jsonify(job_id=job_id, events=found)
 
     return blueprint
 
 
 def create_app(
-    settings: Settings | None = None, adapters: SubscriberAdapters | None = None
+    settings: Settings | None = None,
+    processed: ProcessedEvents | None = None,
+    records: EventRecords | None = None,
 ) -> Flask:
-    """Build the analytics app; adapters come from the settings unless given."""
+    """Build the analytics app; both stores come from the settings unless `processed` is given."""
     settings = settings or Settings()
     configure_logging("analytics", settings.log_level)
     verifier = build_verifier(settings)
-    processed = (adapters or build_adapters(settings)).processed
+    if processed is None:
+        family = adapter_family(settings)
+        processed, records = family.processed_events(), family.event_records()
 
     def handle(received: ReceivedEvent) -> None:
         record_event(processed, received)
@@ -75,5 +67,5 @@ def create_app(
     register_error_handlers(app)
     register_subscriber_health(app, processed)
     app.register_blueprint(push_blueprint(verifier, handle))
-    app.register_blueprint(_stats_blueprint(processed))
+    app.register_blueprint(_stats_blueprint(records))
     return app

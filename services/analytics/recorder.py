@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shared.events.envelope import ReceivedEvent
+from shared.codecs.push_envelope import ReceivedEvent
 from shared.ports import ProcessedEvents
 
 SUBSCRIBER = "analytics"

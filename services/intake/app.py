@@ -6,15 +6,14 @@ from flask import Flask
 
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.routes import bp
-from shared.bootstrap import Adapters, build_adapters
-from shared.clock import SystemClock
+from shared.bootstrap import Adapters, build_adapters, build_clock
+from shared.config.settings import Settings
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock
-from shared.service.intake import IntakeService
-from shared.settings import Settings
+from shared.service_layer.intake import IntakeService
 
 MAX_BODY_BYTES = 160 * 1024
 
@@ -32,7 +31,7 @@ def create_app(
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
     app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(settings.client_key_map())
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock or SystemClock()
+        adapters.store, adapters.queue, adapters.publisher, clock or build_clock()
     )
     register_error_handlers(app)
     register_trace_context(app, settings.project_id)

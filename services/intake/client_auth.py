@@ -7,7 +7,7 @@ import hmac
 
 from flask import request
 
-from shared.domain.errors import Unauthenticated
+from shared.http.errors import Unauthenticated
 
 
 class ApiKeyAuthenticator:

@@ -10,9 +10,10 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.schemas import parse_grading_request
 from services.intake.views import job_view
-from shared.domain.errors import IdempotencyKeyInvalid, UnsupportedMediaType, ValidationFailed
+from shared.domain.errors import ValidationFailed
 from shared.domain.job import Job
-from shared.service.intake import IntakeService
+from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
+from shared.service_layer.intake import IntakeService
 
 bp = Blueprint("grading_jobs", __name__, url_prefix="/v1/grading-jobs")
 

@@ -10,28 +10,23 @@ from flask import Flask
 
 from services.notification.notifier import Notifier
 from services.notification.webhook import WebhookSender
-from shared.bootstrap import build_adapters
-from shared.events.envelope import ReceivedEvent
-from shared.events.subscriber import (
-    SubscriberAdapters,
-    push_blueprint,
-    register_subscriber_health,
-)
+from shared.bootstrap import adapter_family
+from shared.codecs.push_envelope import ReceivedEvent
+from shared.config.settings import Settings
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
+from shared.http.subscriber import push_blueprint, register_subscriber_health
 from shared.logs import configure_logging
-from shared.settings import Settings
+from shared.ports import ProcessedEvents
 
 
-def create_app(
-    settings: Settings | None = None, adapters: SubscriberAdapters | None = None
-) -> Flask:
-    """Build the notification app; adapters come from the settings unless given."""
+def create_app(settings: Settings | None = None, processed: ProcessedEvents | None = None) -> Flask:
+    """Build the notification app; the processed-events store comes from the settings."""
     settings = settings or Settings()
     configure_logging("notification", settings.log_level)
     sender = WebhookSender(settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s)
     verifier = build_verifier(settings)
-    processed = (adapters or build_adapters(settings)).processed
+    processed = processed or adapter_family(settings).processed_events()
     notifier = Notifier(processed, sender)
 
     def handle(received: ReceivedEvent) -> None:

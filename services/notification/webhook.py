@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 import requests
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
+from shared.codecs.cloudevent import STRUCTURED_CONTENT_TYPE, to_structured_json
 from shared.domain.errors import GradeqError
 from shared.domain.events import GradingCompleted
-from shared.events.cloudevent import STRUCTURED_CONTENT_TYPE, to_structured_json
 
 USER_AGENT = "Gradeq-Webhooks/1"
 

@@ -7,18 +7,16 @@ from datetime import timedelta
 from flask import Flask
 
 from services.worker.routes import build_blueprint
-from shared.adapters.graders.factory import build_grader
-from shared.bootstrap import Adapters, build_adapters
-from shared.clock import SystemClock
+from shared.bootstrap import Adapters, build_adapters, build_clock, build_grader
+from shared.config.settings import Settings
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier, require_push_token
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
-from shared.service.recovery import RecoveryService
-from shared.service.worker import WorkerService
-from shared.settings import Settings
+from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.worker import WorkerService
 
 
 def create_app(
@@ -31,7 +29,7 @@ def create_app(
     settings = settings or Settings()
     configure_logging("worker", settings.log_level)
     adapters = adapters or build_adapters(settings)
-    clock = clock or SystemClock()
+    clock = clock or build_clock()
     queue_config = settings.queue_config()
     app = Flask(__name__)
     app.extensions["gradeq.worker"] = WorkerService(

@@ -7,9 +7,11 @@ from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from services.worker.replies import reply
+from shared.codecs.task_body import MalformedTaskBody, decode_task_body
 from shared.logs import job_context
-from shared.service.recovery import RecoveryService
-from shared.service.worker import Delivery, Verdict, WorkerService
+from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +31,13 @@ def _int_header(name: str) -> int:
 
 
 def grade() -> Response:
-    payload = request.get_json(silent=True)
-    if not isinstance(payload, dict) or set(payload) != {"job_id"}:
-        payload = {}
-    job_id = payload.get("job_id")
-    if not isinstance(job_id, str) or not job_id:
+    try:
+        job_id = decode_task_body(request.get_data(cache=False))
+    except MalformedTaskBody as exc:
         # Retrying a malformed task cannot help: acknowledge it so the queue drops it.
-        log.error("malformed task body; dropping the task")
-        return jsonify(dropped='the body must be {"job_id": "..."}')
-    delivery = Delivery(
+        log.error("malformed task body; dropping the task", extra={"reason": exc.detail})
+        return reply(None, DeliveryResult(Verdict.DROPPED, None, reason=exc))
+    delivery = TaskDelivery(
         job_id=job_id,
         task_name=request.headers.get("X-CloudTasks-TaskName", ""),
         retry_count=_int_header("X-CloudTasks-TaskRetryCount"),
@@ -49,15 +49,7 @@ def grade() -> Response:
             extra={"retry_count": delivery.retry_count, "task_name": delivery.task_name},
         )
     service: WorkerService = current_app.extensions["gradeq.worker"]
-    result = service.handle(delivery)
-    body = {"job_id": job_id, "status": result.job.status.value if result.job else None}
-    response = jsonify(body)
-    if result.verdict is Verdict.RETRY:
-        # 503 asks Cloud Tasks to back off; Retry-After passes on the provider's hint.
-        response.status_code = 503
-        if result.retry_after_s is not None:
-            response.headers["Retry-After"] = str(max(1, round(result.retry_after_s)))
-    return response
+    return reply(job_id, service.handle(delivery))
 
 
 def recover() -> Response:

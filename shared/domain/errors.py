@@ -41,34 +41,10 @@ class ValidationFailed(GradeqError):
     status = 400
 
 
-class IdempotencyKeyInvalid(GradeqError):
-    slug = "idempotency-key-invalid"
-    title = "Idempotency-Key header missing or malformed"
-    status = 400
-
-
 class IdempotencyConflict(GradeqError):
     slug = "idempotency-key-reused"
     title = "Idempotency-Key already used with a different request"
     status = 422
-
-
-class UnsupportedMediaType(GradeqError):
-    slug = "unsupported-media-type"
-    title = "The request body must be application/json"
-    status = 415
-
-
-class PayloadTooLarge(GradeqError):
-    slug = "payload-too-large"
-    title = "The request body is too large"
-    status = 413
-
-
-class Unauthenticated(GradeqError):
-    slug = "unauthenticated"
-    title = "Missing or invalid credentials"
-    status = 401
 
 
 class JobNotFound(GradeqError):

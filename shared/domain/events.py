@@ -1,4 +1,4 @@
-"""Domain events: plain data. Serialisation (CloudEvents) lives in `shared.events`."""
+"""Domain events: plain data. Serialisation (CloudEvents) lives in `shared.codecs`."""
 
 from __future__ import annotations
 

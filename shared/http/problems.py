@@ -8,7 +8,8 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from shared.domain.errors import PROBLEM_BASE, GradeqError, PayloadTooLarge
+from shared.domain.errors import PROBLEM_BASE, GradeqError
+from shared.http.errors import PayloadTooLarge
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -33,6 +34,13 @@ def problem(
     return response
 
 
+def problem_for(error: GradeqError, status: int | None = None) -> Response:
+    """Render a Gradeq error (with its own status unless one is given)."""
+    return problem(
+        status or error.status, error.slug, error.title, error.detail, **error.extensions
+    )
+
+
 def register_error_handlers(app: Flask) -> None:
     """Answer every error of this app as a problem document."""
 
@@ -40,7 +48,7 @@ def register_error_handlers(app: Flask) -> None:
     def _gradeq_error(error: GradeqError) -> Response:
         if error.status >= 500:
             log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
-        return problem(error.status, error.slug, error.title, error.detail, **error.extensions)
+        return problem_for(error)
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:

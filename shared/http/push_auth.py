@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from flask import request
 
-from shared.domain.errors import Unauthenticated
-from shared.settings import PushAuth, Settings
+from shared.config.settings import PushAuth, Settings
+from shared.http.errors import Unauthenticated
 
 log = logging.getLogger(__name__)
 

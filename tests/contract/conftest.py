@@ -15,8 +15,8 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.config.queues import load_queues
 from shared.ports import JobStore
-from shared.queue_config import load_queues
 from tests.contract.harness import TargetHarness, TaskQueueHarness, running_dispatcher
 from tests.support.http_target import RecordingTarget
 

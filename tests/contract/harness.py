@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from services.dispatcher.dispatcher import Dispatcher
+from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.config.queues import QueueConfig, RateLimits, RetryConfig
 from shared.ports import TaskQueue
-from shared.queue_config import QueueConfig, RateLimits, RetryConfig
 from tests.support.http_target import ReceivedRequest, RecordingTarget
 
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from services.bus.deliveries import SqliteDeliveryStore
-from shared.adapters.embedded.event_bus import SqliteEventPublisher
+from localcloud.pubsub.deliveries import SqliteDeliveryStore
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from shared.domain.events import GradingCompleted, Outcome
 from shared.domain.ids import job_id_for
 from shared.domain.job import GradeResult, GradingRequest, Job, JobError
-from shared.events.subscriptions import SubscriptionConfig, TopicConfig
 from shared.ports import EventPublisher
 
 Message = tuple[bytes, dict[str, str]]

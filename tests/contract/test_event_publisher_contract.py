@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE, from_pubsub
+from shared.codecs.event_schema import schema_id
 from shared.domain.events import Outcome
-from shared.events.cloudevent import EVENT_SOURCE, EVENT_TYPE, from_pubsub
-from shared.events.schema import schema_id
 from tests.contract.harness_events import EventBusHarness, sample_event
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import requests
 
-from services.local.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
-from shared.adapters.google.emulators import missing_reason
+from localcloud.emulators import missing_reason
+from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 
 pytestmark = pytest.mark.e2e
 

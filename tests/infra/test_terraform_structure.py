@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.queue_config import DEFAULT_QUEUES_FILE, DEFAULT_SUBSCRIPTIONS_FILE
+from shared.config.queues import DEFAULT_QUEUES_FILE
+from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
 from tests.infra.tfconfig import Evaluator, Terraform, block, path_of, references
 

@@ -14,14 +14,14 @@ from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 from google.cloud import tasks_v2
 
+from localcloud.emulators import free_port
 from shared.adapters.google import metering
-from shared.adapters.google.cloud_tasks_queue import CloudTasksQueue
-from shared.adapters.google.emulators import free_port
-from shared.adapters.google.factory import cloud_tasks_client
+from shared.adapters.google.clients import cloud_tasks_client
+from shared.adapters.google.task_queue import CloudTasksQueue
+from shared.config.queues import load_queues
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.ids import task_name_for
 from shared.ports import TaskSpec
-from shared.queue_config import load_queues
 from tests.google_fixtures import (
     GRADING_QUEUE_PATH,
     LOCATION,
@@ -163,8 +163,8 @@ def test_factory_builds_every_adapter_on_the_emulator_hosts(
     pubsub_emulator: str,
     pubsub_clients: PubSubClients,
 ) -> None:
-    from shared.adapters.google.factory import build_google_adapters
-    from shared.settings import Backend, PushAuth, Settings
+    from shared.bootstrap import build_adapters
+    from shared.config.settings import Backend, PushAuth, Settings
 
     with local_dispatcher(tmp_path / "tasks.sqlite3") as dispatcher:
         monkeypatch.setenv("CLOUD_TASKS_EMULATOR_HOST", f"127.0.0.1:{dispatcher.grpc_port}")
@@ -178,7 +178,7 @@ def test_factory_builds_every_adapter_on_the_emulator_hosts(
             worker_url=http_receiver.url + "/",
             tasks_service_account="tasks@demo-gradeq.iam.gserviceaccount.com",
         )
-        adapters = build_google_adapters(settings)
+        adapters = build_adapters(settings)
         adapters.store.ping()
         adapters.queue.ping()
         assert adapters.queue.enqueue(spec("factory-job")) is True

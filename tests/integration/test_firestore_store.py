@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from shared.adapters.google import metering
-from shared.adapters.google.firestore_processed import FirestoreProcessedEvents
-from shared.adapters.google.firestore_store import FirestoreJobStore
+from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.domain.errors import JobLocked, JobNotFound
 from shared.domain.job import GradingRequest, Job, JobStatus
 from tests.google_fixtures import JOB_TTL

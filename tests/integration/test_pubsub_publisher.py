@@ -12,12 +12,12 @@ from google.api_core import exceptions as gexc
 from google.cloud.pubsub_v1 import types
 
 from shared.adapters.google import metering
-from shared.adapters.google.pubsub_publisher import PubSubEventPublisher
+from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.codecs.cloudevent import EVENT_TYPE, from_pubsub
+from shared.codecs.push_envelope import from_push_envelope
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobError
-from shared.events.cloudevent import EVENT_TYPE, from_pubsub
-from shared.events.envelope import from_push_envelope
 from tests.google_fixtures import (
     PROJECT,
     GoogleEventBusHarness,
@@ -141,8 +141,8 @@ def test_ping_passes_when_the_topic_exists(
 def test_topology_from_subscriptions_json_is_created_idempotently(
     pubsub_clients: PubSubClients, http_receiver: RecordingTarget
 ) -> None:
-    from shared.adapters.google.emulator_topology import create_pubsub_topology
-    from shared.events.subscriptions import load_subscriptions
+    from localcloud.topology import create_pubsub_topology
+    from shared.config.subscriptions import load_subscriptions
 
     config = load_subscriptions()
     endpoints = {name: f"{http_receiver.url}/{name}/pubsub/push" for name in config.subscriptions}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,20 +17,15 @@ from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from services.analytics.app import create_app
-from shared.adapters.google.firestore_processed import FirestoreProcessedEvents
-from shared.adapters.google.pubsub_publisher import PubSubEventPublisher
-from shared.settings import Settings
+from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.config.settings import Settings
 from tests.google_fixtures import PROJECT, PubSubClients, create_topic
 from tests.integration.test_pubsub_publisher import completed
 
 pytestmark = pytest.mark.emulator
 
 PUSH_TOKEN = "local-push-token"
-
-
-@dataclass
-class _Adapters:
-    processed: FirestoreProcessedEvents
 
 
 class BearerShim:
@@ -59,7 +53,7 @@ def analytics_endpoint(
     google_processed_events: FirestoreProcessedEvents,
 ) -> Iterator[tuple[str, BearerShim]]:
     settings = Settings(push_token=SecretStr(PUSH_TOKEN))
-    shim = BearerShim(create_app(settings, _Adapters(google_processed_events)))
+    shim = BearerShim(create_app(settings, google_processed_events))
     server = make_server("127.0.0.1", 0, shim, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -6,22 +6,14 @@ import base64
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from shared.codecs.cloudevent import to_pubsub
 from shared.domain.events import GradingCompleted
-from shared.events.cloudevent import to_pubsub
 
 PUSH_TOKEN = "push-token-for-tests"
 AUTH = {"Authorization": f"Bearer {PUSH_TOKEN}"}
 PUBLISH_TIME = "2025-03-04T05:06:13.5Z"
-
-
-@dataclass(frozen=True)
-class SubscriberAdapters:
-    """What a subscriber app is built on: its processed-events store."""
-
-    processed: Any
 
 
 def pubsub_push_body(event: GradingCompleted, subscription: str, message_id: str) -> dict[str, Any]:

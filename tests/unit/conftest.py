@@ -16,8 +16,8 @@ from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
-from shared.settings import Settings
-from tests.fakes import FakeProcessedEvents, FakePublisher, FakeTaskQueue
+from shared.config.settings import Settings
+from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.support.http_target import RecordingTarget
 
 API_KEY = "key-of-client-a"
@@ -42,7 +42,6 @@ def adapters(settings: Settings) -> Adapters:
         store=SqliteJobStore(SqliteDatabase(settings.database_path)),
         queue=FakeTaskQueue(),
         publisher=FakePublisher(),
-        processed=FakeProcessedEvents(),
     )
 
 

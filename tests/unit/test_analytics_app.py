@@ -12,14 +12,13 @@ from flask.testing import FlaskClient
 from services.analytics.app import create_app
 from services.analytics.stats import summarize
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted, Outcome
-from shared.settings import Settings
 from tests.contract.harness_events import sample_event
 from tests.fakes import FakeProcessedEvents
 from tests.support.push import (
     AUTH,
     PUSH_TOKEN,
-    SubscriberAdapters,
     pubsub_push_body,
     restored_root_logger,
 )
@@ -39,7 +38,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
-    return create_app(settings, SubscriberAdapters(processed)).test_client()
+    return create_app(settings, processed, processed).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "201") -> dict[str, Any]:
@@ -105,7 +104,7 @@ def test_summary_of_nothing_and_of_an_even_count() -> None:
 
 
 def test_stats_need_a_store_that_lists_records(settings: Settings) -> None:
-    client = create_app(settings, SubscriberAdapters(FakeProcessedEvents())).test_client()
+    client = create_app(settings, FakeProcessedEvents()).test_client()
     response = client.get("/v1/stats")
     assert response.status_code == 501
     assert response.mimetype == "application/problem+json"

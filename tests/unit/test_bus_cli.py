@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from services.bus.cli import main
-from services.bus.deliveries import SqliteDeliveryStore
-from shared.adapters.embedded.event_bus import SqliteEventPublisher
+from localcloud.pubsub.cli import main
+from localcloud.pubsub.deliveries import SqliteDeliveryStore
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.events.subscriptions import SubscriptionConfig, TopicConfig
+from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from tests.contract.harness_events import sample_event
 
 ONE_SHOT = SubscriptionConfig(
@@ -76,7 +76,13 @@ def test_bad_subscriptions_are_refused(
 def test_sigterm_stops_the_bus_gracefully(tmp_path: Path) -> None:
     env = {**os.environ, "GRADEQ_DATA_DIR": str(tmp_path), "GRADEQ_PUSH_TOKEN": "t"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.bus", "--subscription", "notification=http://127.0.0.1:9"],
+        [
+            sys.executable,
+            "-m",
+            "localcloud.pubsub",
+            "--subscription",
+            "notification=http://127.0.0.1:9",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from services.bus.deliveries import LEASE_EXPIRED, SqliteDeliveryStore
-from services.bus.pump import Bus, Endpoint, backoff_delay
-from shared.adapters.embedded.event_bus import SqliteEventPublisher
+from localcloud.pubsub.deliveries import LEASE_EXPIRED, SqliteDeliveryStore
+from localcloud.pubsub.push_bus import Bus, Endpoint, backoff_delay
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.events.cloudevent import to_pubsub
-from shared.events.subscriptions import SubscriptionConfig, TopicConfig
+from shared.codecs.cloudevent import to_pubsub
+from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
 from tests.support.http_target import RecordingTarget, Reply, replies

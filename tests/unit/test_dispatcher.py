@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.dispatcher.dispatcher import Dispatcher
+from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.adapters.embedded.task_queue import SqliteTaskQueue, TaskState
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.adapters.embedded.task_table import TaskState
+from shared.config.queues import QueueConfig
 from shared.domain.errors import DependencyUnavailable
 from shared.ports import TaskSpec
-from shared.queue_config import QueueConfig
 from tests.contract.harness import eventually, fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget, Reply, replies
 

@@ -6,7 +6,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.adapters.embedded.task_queue import SqliteTaskQueue, TaskState, TaskTable
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.adapters.embedded.task_table import TaskState, TaskTable
 from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget, Reply

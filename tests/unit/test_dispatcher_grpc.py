@@ -13,7 +13,7 @@ from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 
-from services.dispatcher.dispatcher import Dispatcher
+from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from tests.contract.harness import fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget

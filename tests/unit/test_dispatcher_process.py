@@ -1,4 +1,4 @@
-"""`python -m services.dispatcher` runs, logs JSON, serves gRPC, and stops on SIGTERM."""
+"""`python -m localcloud.tasks` runs, logs JSON, serves gRPC, and stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], LogReader]]
     args = [
         sys.executable,
         "-m",
-        "services.dispatcher",
+        "localcloud.tasks",
         "--queues-file",
         str(queues_file),
         "--grpc-port",

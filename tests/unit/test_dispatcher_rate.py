@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.dispatcher.rate_limit import TokenBucket, burst_size
+from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.ports import TaskSpec

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.domain.events import GradingCompleted, Outcome
-from shared.events.cloudevent import (
+from shared.codecs.cloudevent import (
     EVENT_SOURCE,
     EVENT_TYPE,
     InvalidEvent,
@@ -17,8 +16,9 @@ from shared.events.cloudevent import (
     to_pubsub,
     to_structured_json,
 )
-from shared.events.envelope import InvalidPushEnvelope, from_push_envelope
-from shared.events.schema import schema, schema_errors, schema_id
+from shared.codecs.event_schema import schema, schema_errors, schema_id
+from shared.codecs.push_envelope import InvalidPushEnvelope, from_push_envelope
+from shared.domain.events import GradingCompleted, Outcome
 from tests.contract.harness_events import sample_event
 
 

@@ -10,8 +10,8 @@ from flask.testing import FlaskClient
 from services.intake.app import create_app
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
+from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
-from shared.settings import Settings
 from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 

@@ -16,14 +16,13 @@ from standardwebhooks.webhooks import Webhook
 
 from services.notification.app import create_app
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE
+from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
-from shared.events.cloudevent import EVENT_SOURCE, EVENT_TYPE
-from shared.settings import Settings
 from tests.contract.harness_events import CALLBACK_URL, sample_event
 from tests.support.push import (
     AUTH,
     PUSH_TOKEN,
-    SubscriberAdapters,
     pubsub_push_body,
     restored_root_logger,
 )
@@ -50,7 +49,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
-    return create_app(settings, SubscriberAdapters(processed)).test_client()
+    return create_app(settings, processed).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "101") -> dict[str, Any]:
@@ -176,7 +175,7 @@ def test_log_lines_carry_the_job_id_and_no_secret(
     processed: SqliteProcessedEvents,
     requests_mock: rm.Mocker,
 ) -> None:
-    client = create_app(settings, SubscriberAdapters(processed)).test_client()
+    client = create_app(settings, processed).test_client()
     event = sample_event()
     requests_mock.post(CALLBACK_URL, status_code=500)
     client.post("/pubsub/push", json=push_body(event), headers=AUTH)
@@ -198,5 +197,5 @@ def test_the_app_needs_a_valid_webhook_secret(
 ) -> None:
     broken = Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secret=secret)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="GRADEQ_WEBHOOK_SECRET") as caught:
-        create_app(broken, SubscriberAdapters(processed))
+        create_app(broken, processed)
     assert "not-base64" not in str(caught.value)

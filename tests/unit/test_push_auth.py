@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
-from shared.domain.errors import Unauthenticated
+from shared.config.settings import Backend, PushAuth, Settings
+from shared.http.errors import Unauthenticated
 from shared.http.push_auth import OidcVerifier, SharedTokenVerifier
-from shared.settings import Backend, PushAuth, Settings
 
 AUDIENCE = "https://worker-123.europe-west1.run.app"
 TASKS_SA = "tasks-invoker@proj.iam.gserviceaccount.com"

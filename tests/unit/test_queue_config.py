@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.queue_config import RetryConfig, load_queues, parse_duration
+from shared.config.queues import RetryConfig, load_queues, parse_duration
 
 
 def config(max_attempts: int = 5, max_retry_duration: float = 0) -> RetryConfig:

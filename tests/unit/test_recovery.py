@@ -8,10 +8,10 @@ import pytest
 
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
+from shared.config.settings import Settings
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
-from shared.service.recovery import RecoveryService
-from shared.settings import Settings
+from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakePublisher, FakeTaskQueue
 
 LEASE = timedelta(seconds=10)

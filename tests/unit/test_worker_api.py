@@ -13,10 +13,10 @@ from flask.testing import FlaskClient
 from services.worker.app import create_app
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
+from shared.config.settings import Settings
 from shared.domain.errors import PermanentGradingError, TransientGradingError
 from shared.domain.ids import job_id_for
 from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobStatus
-from shared.settings import Settings
 from tests.fakes import FakePublisher, ScriptedGrader
 from tests.unit.conftest import PUSH_TOKEN
 

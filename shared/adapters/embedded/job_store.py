@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.domain.errors import DependencyUnavailable, JobNotFound
+from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, Job, JobStatus
 
 SCHEMA = """
@@ -53,7 +53,7 @@ class SqliteJobStore:
         db.ensure_schema(SCHEMA)
 
     def create(self, job: Job) -> tuple[Job, bool]:
-        with self._db.transaction() as conn:
+        with unavailable_on_error("create job"), self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
             if row is not None:
                 return _decode(row["record"]), False
@@ -61,15 +61,16 @@ class SqliteJobStore:
         return job, True
 
     def get(self, job_id: str) -> Job | None:
-        row = (
-            self._db.connection()
-            .execute("SELECT record FROM jobs WHERE id = ?", (job_id,))
-            .fetchone()
-        )
+        with unavailable_on_error("read job"):
+            row = (
+                self._db.connection()
+                .execute("SELECT record FROM jobs WHERE id = ?", (job_id,))
+                .fetchone()
+            )
         return _decode(row["record"]) if row else None
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
-        with self._db.transaction() as conn:
+        with unavailable_on_error("update job"), self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(f"no job {job_id}")
@@ -78,22 +79,21 @@ class SqliteJobStore:
         return updated
 
     def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
-        rows = (
-            self._db.connection()
-            .execute(
-                "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
-                " ORDER BY updated_at LIMIT ?",
-                (status.value, _sortable(updated_before), limit),
+        with unavailable_on_error("find jobs"):
+            rows = (
+                self._db.connection()
+                .execute(
+                    "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
+                    " ORDER BY updated_at LIMIT ?",
+                    (status.value, _sortable(updated_before), limit),
+                )
+                .fetchall()
             )
-            .fetchall()
-        )
         return [_decode(r["record"]) for r in rows]
 
     def ping(self) -> None:
-        try:
+        with unavailable_on_error("ping"):
             self._db.connection().execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
-        except sqlite3.Error as exc:
-            raise DependencyUnavailable(f"job database unusable: {exc}") from exc
 
     @staticmethod
     def _write(conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:

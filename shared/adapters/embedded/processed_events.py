@@ -6,8 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.adapters.embedded.event_bus import unavailable_on_error
-from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS processed_events (

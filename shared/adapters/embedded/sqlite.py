@@ -12,6 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from shared.domain.errors import DependencyUnavailable
+
+
+@contextmanager
+def unavailable_on_error(what: str) -> Iterator[None]:
+    """Turn any SQLite error (locked, unreadable, gone) into DependencyUnavailable (503)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise DependencyUnavailable(f"embedded store: {what} failed: {exc}") from exc
+
 
 class SqliteDatabase:
     """A thread-local connection per thread to one database file."""

@@ -1,0 +1,223 @@
+"""The embedded bus's pump: push due deliveries the way a Pub/Sub push subscription does.
+
+Success is HTTP 102, 200, 201, 202 or 204. Anything else, a timeout (the ack deadline)
+or a connection error is redelivered after an exponential backoff between the retry
+policy's minimum and maximum, shortened by a random jitter of up to `jitter` (20%) so
+messages that failed together do not all come back together, never below the minimum.
+After `max_delivery_attempts` failed pushes the message is moved to the dead letters.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import random
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.config.subscriptions import SubscriptionConfig
+from shared.domain.errors import DependencyUnavailable
+from shared.logs import job_context
+
+log = logging.getLogger(__name__)
+
+SUCCESS_CODES = frozenset({102, 200, 201, 202, 204})
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one subscription pushes, with its delivery policy."""
+
+    config: SubscriptionConfig
+    url: str
+
+    @property
+    def push_url(self) -> str:
+        """The URL, with the subscription's push_path when only a base URL was given."""
+        if urlsplit(self.url).path in ("", "/"):
+            return self.url.rstrip("/") + self.config.push_path
+        return self.url
+
+
+def backoff_delay(config: SubscriptionConfig, failed_attempts: int, jitter: float) -> float:
+    """Seconds to wait before the next push: exponential, up to `jitter` shorter."""
+    base = config.backoff(failed_attempts).total_seconds()
+    jittered = base * (1 - random.uniform(0, jitter))
+    return max(jittered, config.minimum_backoff.total_seconds())
+
+
+def push_envelope(delivery: PushDelivery, project: str = "local") -> dict[str, Any]:
+    """Build the JSON body Pub/Sub POSTs to a push endpoint."""
+    data = base64.b64encode(delivery.data).decode("ascii")
+    return {
+        "message": {
+            "data": data,
+            "attributes": delivery.attributes,
+            "messageId": delivery.message_id,
+            "message_id": delivery.message_id,
+            "publishTime": delivery.publish_time,
+            "publish_time": delivery.publish_time,
+        },
+        "subscription": f"projects/{project}/subscriptions/{delivery.subscription}",
+        "deliveryAttempt": delivery.attempt,
+    }
+
+
+class Bus:
+    """Pushes deliveries from the shared SQLite file until stopped; start()/stop() in-process."""
+
+    def __init__(
+        self,
+        db: SqliteDatabase,
+        endpoints: Mapping[str, Endpoint],
+        push_token: str = "",
+        concurrency: int = 8,
+        poll_interval_s: float = 0.2,
+        jitter: float = 0.2,
+        lease_grace_s: float = 5.0,
+    ) -> None:
+        self._store = SqliteDeliveryStore(db)
+        self._endpoints = dict(endpoints)
+        self._configs = {name: e.config for name, e in self._endpoints.items()}
+        self._push_token = push_token
+        self._concurrency = concurrency
+        self._poll_interval_s = poll_interval_s
+        self._jitter = jitter
+        self._lease_grace_s = lease_grace_s
+        self._stopping = threading.Event()
+        self._inflight: set[Future[None]] = set()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def store(self) -> SqliteDeliveryStore:
+        return self._store
+
+    def start(self) -> None:
+        """Start pumping on a background thread."""
+        if self._thread is not None:
+            raise RuntimeError("the bus is already running")
+        self._stopping.clear()
+        self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="bus-push")
+        self._thread = threading.Thread(target=self._run, name="bus-pump", daemon=True)
+        self._thread.start()
+        log.info("bus started", extra={"subscriptions": sorted(self._endpoints)})
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop claiming, let in-flight pushes finish (their leases cover the rest)."""
+        if self._thread is None or self._pool is None:
+            return
+        self._stopping.set()
+        self._thread.join(timeout_s)
+        with self._lock:
+            pending = set(self._inflight)
+        wait_for(pending, timeout=timeout_s)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._thread = None
+        self._pool = None
+        log.info("bus stopped")
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            claimed = 0
+            try:
+                claimed = self.pump_once()
+            except DependencyUnavailable as exc:
+                log.warning("bus store unavailable, will retry: %s", exc.detail)
+            if not claimed:
+                self._stopping.wait(self._poll_interval_s)
+
+    def pump_once(self) -> int:
+        """Claim what is due and hand it to the push threads; return how many."""
+        assert self._pool is not None
+        with self._lock:
+            free = self._concurrency - len(self._inflight)
+        deliveries, dead = self._store.claim(self._configs, free, time.time(), self._lease_grace_s)
+        for letter in dead:
+            _log_dead_letter(letter)
+        for delivery in deliveries:
+            future = self._pool.submit(self._deliver, delivery)
+            with self._lock:
+                self._inflight.add(future)
+            future.add_done_callback(self._finished)
+        return len(deliveries)
+
+    def _finished(self, future: Future[None]) -> None:
+        with self._lock:
+            self._inflight.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("push failed unexpectedly", exc_info=future.exception())
+
+    def _deliver(self, delivery: PushDelivery) -> None:
+        endpoint = self._endpoints[delivery.subscription]
+        with job_context(delivery.attributes.get("ce-subject")):
+            status, error = self._push(endpoint, delivery)
+            if status in SUCCESS_CODES:
+                self._store.ack(delivery)
+                log.info("delivered", extra=_facts(delivery, status))
+            elif delivery.attempt >= endpoint.config.max_delivery_attempts:
+                letter = self._store.dead_letter(delivery, status, error)
+                if letter is not None:
+                    _log_dead_letter(letter)
+            else:
+                delay = backoff_delay(endpoint.config, delivery.attempt, self._jitter)
+                self._store.retry_at(delivery, time.time() + delay, status, error)
+                log.warning(
+                    "delivery failed, retrying in %.1fs: %s",
+                    delay,
+                    error,
+                    extra=_facts(delivery, status),
+                )
+
+    def _push(self, endpoint: Endpoint, delivery: PushDelivery) -> tuple[int | None, str | None]:
+        headers = {"Authorization": f"Bearer {self._push_token}"} if self._push_token else {}
+        try:
+            response = requests.post(
+                endpoint.push_url,
+                json=push_envelope(delivery),
+                headers=headers,
+                timeout=endpoint.config.ack_deadline.total_seconds(),
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+        if response.status_code in SUCCESS_CODES:
+            return response.status_code, None
+        return response.status_code, f"HTTP {response.status_code}: {response.text[:300]}"
+
+
+def _facts(delivery: PushDelivery, status: int | None) -> dict[str, object]:
+    return {
+        "subscription": delivery.subscription,
+        "message_id": delivery.message_id,
+        "event_id": delivery.attributes.get("ce-id"),
+        "attempt": delivery.attempt,
+        "status": status,
+    }
+
+
+def _log_dead_letter(letter: DeadLetter) -> None:
+    with job_context(letter.job_id):
+        log.error(
+            "message dead-lettered after %d attempts: %s",
+            letter.attempts,
+            letter.last_error,
+            extra={
+                "subscription": letter.subscription,
+                "message_id": letter.message_id,
+                "event_id": letter.event_id,
+                "attempts": letter.attempts,
+                "status": letter.last_status,
+            },
+        )

@@ -1,0 +1,275 @@
+"""The whole pipeline as local processes (no account, no Docker).
+
+`LocalStack` starts intake, worker, notification and analytics under gunicorn, the local
+Cloud Tasks dispatcher and a recovery ticker. On the embedded backend (the default)
+everything shares one SQLite file and the local bus delivers events. On the
+`google-emulators` backend the services use the Google adapters against the official
+Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API.
+`make run`, `make run-google-emulators` and the end-to-end tests all use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import requests
+
+from localcloud.emulators import Emulator
+
+HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
+SUBSCRIBERS = ("notification", "analytics")
+EMBEDDED = "embedded"
+GOOGLE_EMULATORS = "google-emulators"
+EMULATOR_PROJECT = "demo-gradeq"
+
+
+def free_port() -> int:
+    """Ask the OS for a free loopback port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class StackConfig:
+    """Ports, folders and settings of one local stack."""
+
+    data_dir: Path
+    ports: dict[str, int] = field(
+        default_factory=lambda: {
+            "intake": 8080,
+            "worker": 8081,
+            "notification": 8082,
+            "analytics": 8083,
+            "dispatcher_grpc": 8123,
+        }
+    )
+    backend: str = EMBEDDED
+    client_keys: str = "demo=demo-key"
+    worker_threads: int = 16
+    recover_every_s: float = 30.0
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
+        names = (*HTTP_SERVICES, "dispatcher_grpc")
+        return cls(data_dir=data_dir, ports={n: free_port() for n in names}, **kwargs)  # type: ignore[arg-type]
+
+    def url(self, service: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}"
+
+
+class LocalStack:
+    """Start, watch, kill and restart the local processes; stream their prefixed output."""
+
+    def __init__(self, config: StackConfig, output: IO[str] | None = None) -> None:
+        self.config = config
+        self.push_token = secrets.token_urlsafe(24)
+        self.webhook_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        self.processes: dict[str, subprocess.Popen[str]] = {}
+        self._output = output or sys.stdout
+        self._lines: dict[str, list[str]] = {name: [] for name in self.process_names()}
+        self._emulators: list[Emulator] = []
+        self._emulator_env: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # --- process management ------------------------------------------------------------
+
+    def process_names(self) -> tuple[str, ...]:
+        """The processes of this backend, in start order."""
+        local_bus = ("bus",) if self.config.backend == EMBEDDED else ()
+        return (*HTTP_SERVICES, "dispatcher", *local_bus)
+
+    def environment(self, name: str) -> dict[str, str]:
+        cfg = self.config
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "GRADEQ_BACKEND": "embedded",
+            "GRADEQ_DATA_DIR": str(cfg.data_dir),
+            "GRADEQ_WORKER_URL": cfg.url("worker"),
+            "GRADEQ_CLIENT_KEYS": cfg.client_keys,
+            "GRADEQ_PUSH_AUTH": "shared-token",
+            "GRADEQ_PUSH_TOKEN": self.push_token,
+            "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
+        }
+        if cfg.backend == GOOGLE_EMULATORS:
+            env.update(self._emulator_env)
+            env.update(
+                GRADEQ_BACKEND="google",
+                GRADEQ_PROJECT_ID=EMULATOR_PROJECT,
+                CLOUD_TASKS_EMULATOR_HOST=f"127.0.0.1:{cfg.ports['dispatcher_grpc']}",
+            )
+            if name in SUBSCRIBERS:
+                # The Pub/Sub emulator pushes without any token.
+                env["GRADEQ_PUSH_AUTH"] = "none"
+        env.update(cfg.env)
+        return env
+
+    def command(self, name: str) -> list[str]:
+        cfg = self.config
+        if name in HTTP_SERVICES:
+            threads = cfg.worker_threads if name == "worker" else 4
+            return [
+                sys.executable, "-m", "gunicorn",
+                "--bind", f"127.0.0.1:{cfg.ports[name]}",
+                "--workers", "1", "--worker-class", "gthread", "--threads", str(threads),
+                "--timeout", "0", "--graceful-timeout", "5", "--log-level", "warning",
+                f"services.{name}.app:create_app()",
+            ]  # fmt: skip
+        if name == "dispatcher":
+            return [
+                sys.executable, "-m", "localcloud.tasks",
+                "--grpc-port", str(cfg.ports["dispatcher_grpc"]),
+            ]  # fmt: skip
+        if name == "bus":
+            return [
+                sys.executable, "-m", "localcloud.pubsub", "run",
+                "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
+                "--subscription", f"analytics={cfg.url('analytics')}/pubsub/push",
+            ]  # fmt: skip
+        raise ValueError(f"unknown process {name!r}")
+
+    def start(self, wait: bool = True) -> None:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.backend == GOOGLE_EMULATORS:
+            self._start_emulators()
+        names = self.process_names()
+        for name in names:
+            self._spawn(name)
+        if wait:
+            self.wait_healthy([n for n in names if n in HTTP_SERVICES])
+        if self._ticker is None and self.config.recover_every_s > 0:
+            self._ticker = threading.Thread(target=self._recover_loop, daemon=True)
+            self._ticker.start()
+
+    def _spawn(self, name: str) -> None:
+        process = subprocess.Popen(
+            self.command(name),
+            env=self.environment(name),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,  # Ctrl-C reaches the supervisor, which stops each child
+        )
+        self.processes[name] = process
+        threading.Thread(target=self._pump, args=(name, process), daemon=True).start()
+
+    def _pump(self, name: str, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        with process.stdout:
+            for line in process.stdout:
+                with self._lock:
+                    self._lines[name].append(line)
+                    self._output.write(f"{name:>12} | {line}")
+                    self._output.flush()
+
+    def wait_healthy(self, names: list[str], timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for name in names:
+            while True:
+                process = self.processes[name]
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {process.returncode}")
+                try:
+                    if requests.get(self.config.url(name) + "/healthz", timeout=1).ok:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not become healthy in {timeout_s}s")
+                time.sleep(0.1)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one process group, as a crashed container would die."""
+        process = self.processes[name]
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def restart(self, name: str) -> None:
+        self._spawn(name)
+        if name in HTTP_SERVICES:
+            self.wait_healthy([name])
+
+    def _start_emulators(self) -> None:
+        from google.cloud import pubsub_v1
+
+        from localcloud.emulators import start_firestore, start_pubsub
+        from localcloud.topology import create_pubsub_topology
+        from shared.config.subscriptions import load_subscriptions
+
+        self._emulators.append(start_firestore(EMULATOR_PROJECT))
+        self._emulators.append(start_pubsub())
+        firestore, pubsub = self._emulators
+        self._emulator_env = {
+            "FIRESTORE_EMULATOR_HOST": firestore.host,
+            "PUBSUB_EMULATOR_HOST": pubsub.host,
+        }
+        os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host  # read by the clients below
+        try:
+            publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+            endpoints = {n: self.config.url(n) + "/pubsub/push" for n in SUBSCRIBERS}
+            create_pubsub_topology(
+                publisher, subscriber, EMULATOR_PROJECT, load_subscriptions(), endpoints
+            )
+            subscriber.close()
+        finally:
+            del os.environ["PUBSUB_EMULATOR_HOST"]
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM every process, then SIGKILL what is still running after the timeout."""
+        self._stop.set()
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for emulator in self._emulators:
+            emulator.stop()
+
+    def lines(self, name: str) -> list[str]:
+        with self._lock:
+            return list(self._lines[name])
+
+    def watch(self, stopped: Callable[[], bool]) -> str | None:
+        """Block until `stopped()` or a process dies; return the dead process's name."""
+        while not stopped():
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    return name
+            time.sleep(0.2)
+        return None
+
+    # --- recovery ticker ---------------------------------------------------------------
+
+    def _recover_loop(self) -> None:
+        # Stands in for the Cloud Scheduler job that calls /tasks/recover in production.
+        while not self._stop.wait(self.config.recover_every_s):
+            with contextlib.suppress(requests.RequestException):
+                requests.post(
+                    self.config.url("worker") + "/tasks/recover",
+                    headers={"Authorization": f"Bearer {self.push_token}"},
+                    timeout=30,
+                )

@@ -1,0 +1,73 @@
+"""One delivery attempt: the request Cloud Tasks would send, and what came back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import requests
+
+from shared.adapters.embedded.task_table import TaskRow
+
+USER_AGENT = "Google-Cloud-Tasks"
+# Retry reasons the next attempt reports in X-CloudTasks-TaskRetryReason.
+HTTP_ERROR = "HTTP_ERROR"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+UNREACHABLE = "UNREACHABLE"
+DISPATCHER_STOPPED = "DISPATCHER_STOPPED"
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """The target's HTTP status (None: no response) and why a retry is needed."""
+
+    status: int | None
+    reason: str
+    retry_after: str | None = None
+    detail: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+def build_headers(task: TaskRow, push_token: str | None) -> dict[str, str]:
+    """The task's own headers plus those Cloud Tasks adds, for the attempt after `task`."""
+    added = {
+        "User-Agent": USER_AGENT,
+        "X-CloudTasks-QueueName": task.queue,
+        "X-CloudTasks-TaskName": task.name,
+        "X-CloudTasks-TaskRetryCount": str(task.dispatch_count),
+        "X-CloudTasks-TaskExecutionCount": str(task.response_count),
+        "X-CloudTasks-TaskETA": f"{task.schedule_time:.6f}",
+    }
+    if task.dispatch_count > 0:
+        # 0 stands for "no response" (timeout, connection error, abandoned attempt).
+        added["X-CloudTasks-TaskPreviousResponse"] = str(task.last_response_code or 0)
+        added["X-CloudTasks-TaskRetryReason"] = task.last_retry_reason or HTTP_ERROR
+    if push_token:
+        # Stands in for the OIDC token Cloud Tasks signs; the worker checks it as a secret.
+        added["Authorization"] = f"Bearer {push_token}"
+    overridden = {name.lower() for name in added}
+    own = {k: v for k, v in task.headers.items() if k.lower() not in overridden}
+    return own | added
+
+
+def send(task: TaskRow, headers: dict[str, str], timeout_s: float) -> AttemptResult:
+    """Send the task's request; redirects are not followed (a 3xx is a failed attempt)."""
+    try:
+        response = requests.request(
+            task.http_method,
+            task.url,
+            headers=headers,
+            data=task.body,
+            timeout=timeout_s,
+            allow_redirects=False,
+        )
+    except requests.Timeout as exc:
+        return AttemptResult(None, DEADLINE_EXCEEDED, detail=str(exc))
+    except requests.RequestException as exc:
+        return AttemptResult(None, UNREACHABLE, detail=str(exc))
+    response.close()
+    return AttemptResult(
+        response.status_code, HTTP_ERROR, retry_after=response.headers.get("Retry-After")
+    )

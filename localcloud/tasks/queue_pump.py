@@ -1,0 +1,178 @@
+"""One queue's pump: claims due tasks within the rate limits and delivers each on a thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from localcloud.tasks.attempt import AttemptResult, build_headers, send
+from localcloud.tasks.rate_limit import TokenBucket, burst_size
+from localcloud.tasks.retry import describe, exhausted, retry_delay
+from shared.adapters.embedded.task_table import TaskRow, TaskTable
+from shared.codecs.task_body import MalformedTaskBody, decode_task_body
+from shared.config.queues import QueueConfig
+from shared.logs import job_context
+
+log = logging.getLogger(__name__)
+
+_CLAIM_BATCH = 50
+_PURGE_EVERY_S = 60.0
+
+
+def _job_id(task: TaskRow) -> str | None:
+    try:
+        return decode_task_body(task.body)
+    except MalformedTaskBody:
+        return None
+
+
+class QueuePump:
+    """Dispatches one queue's tasks: rate-limited, capped in flight, retried per its config."""
+
+    def __init__(
+        self,
+        table: TaskTable,
+        queue: QueueConfig,
+        owner: str,
+        *,
+        push_token: str | None,
+        poll_interval_s: float,
+        lease_margin_s: float,
+        name_reservation_s: float,
+    ) -> None:
+        self.table = table
+        self.queue = queue
+        self.owner = owner
+        self.push_token = push_token
+        self.poll_interval_s = poll_interval_s
+        self.lease_margin_s = lease_margin_s
+        self.name_reservation_s = name_reservation_s
+        rate = queue.rate_limits.max_dispatches_per_second
+        self.bucket = TokenBucket(rate, burst_size(rate))
+        self._cap = queue.rate_limits.max_concurrent_dispatches
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
+        self._next_purge = 0.0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look for due tasks now (a task was just created in this process)."""
+        self._wake.set()
+
+    def stop_claiming(self) -> None:
+        """Claim no more tasks; attempts in flight carry on."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def wait_idle(self, until: float) -> int:
+        """Wait until no attempt is in flight or `until` (monotonic); return those left."""
+        with self._idle:
+            while self._in_flight and (left := until - time.monotonic()) > 0:
+                self._idle.wait(left)
+            return self._in_flight
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                delay = self._tick()
+            except Exception:
+                # Keep pumping (a locked or briefly unavailable database heals itself).
+                log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
+                delay = 1.0
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def _tick(self) -> float:
+        """Start what may start now; return how long to sleep before looking again."""
+        now = time.time()
+        if now >= self._next_purge:
+            self.table.purge_tombstones(self.queue.name, now - self.name_reservation_s)
+            self._next_purge = now + _PURGE_EVERY_S
+        with self._idle:
+            free = self._cap - self._in_flight
+        if free <= 0:
+            return self.poll_interval_s  # an attempt that ends wakes the pump
+        tokens = self.bucket.available()
+        if tokens < 1:
+            return self.bucket.wait_time()
+        claimed = self.table.claim_due(
+            self.queue.name,
+            now,
+            min(free, tokens, _CLAIM_BATCH),
+            self.owner,
+            self.queue.dispatch_deadline.total_seconds(),
+            self.lease_margin_s,
+        )
+        if not claimed:
+            due = self.table.next_due(self.queue.name)
+            wait = self.poll_interval_s if due is None else due - time.time()
+            return min(max(wait, 0.0), self.poll_interval_s)
+        for task in claimed:
+            self.bucket.take()
+            self._start(task, now)
+        return 0.0
+
+    def _start(self, task: TaskRow, claimed_at: float) -> None:
+        first = task.first_attempt_at or claimed_at
+        if task.lease_owner and exhausted(
+            self.queue.retry_config, task.dispatch_count, first, claimed_at
+        ):
+            # Its last attempt was lost with a dispatcher that died: nothing left to try.
+            reason = f"retries exhausted after {task.dispatch_count} attempts; last: lease expired"
+            self.table.finish(task, self.owner, False, reason, claimed_at)
+            log.warning("task %s deleted: %s", task.name, reason, extra={"job_id": _job_id(task)})
+            return
+        with self._idle:
+            self._in_flight += 1
+        threading.Thread(
+            target=self._attempt, args=(task, first), name=f"dispatch-{task.name}", daemon=True
+        ).start()
+
+    def _attempt(self, task: TaskRow, first_attempt_at: float) -> None:
+        try:
+            with job_context(_job_id(task)):
+                deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
+                result = send(task, build_headers(task, self.push_token), deadline)
+                self._record(task, result, first_attempt_at)
+        except Exception:
+            # The lease expires and the task is claimed again: nothing is lost.
+            log.exception("task %s: recording the attempt failed", task.name)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+            self._wake.set()
+
+    def _record(self, task: TaskRow, result: AttemptResult, first_attempt_at: float) -> None:
+        now = time.time()
+        attempts = task.dispatch_count + 1
+        fields = {
+            "queue": self.queue.name,
+            "task": task.name,
+            "attempt": attempts,
+            "status": result.status,
+        }
+        if result.succeeded:
+            if self.table.finish(task, self.owner, True, "succeeded", now):
+                log.info("task %s delivered", task.name, extra=fields)
+            return
+        config = self.queue.retry_config
+        what = f"{result.reason} {result.status or ''} {result.detail}".strip()
+        if exhausted(config, attempts, first_attempt_at, now):
+            reason = f"retries exhausted after {attempts} attempts; last: {what}"
+            if self.table.finish(task, self.owner, result.status is not None, reason, now):
+                log.warning("task %s deleted: %s", task.name, reason, extra=fields)
+            return
+        at = now + retry_delay(config, attempts, result, now)
+        if self.table.retry_later(task, self.owner, result.status, result.reason, at):
+            log.info(
+                "task %s failed (%s); retry at %s", task.name, what, describe(at), extra=fields
+            )

@@ -1,0 +1,39 @@
+"""The worker's answer to the queue: one mapping from the service's verdict to HTTP.
+
+Cloud Tasks deletes a task on any 2xx and retries anything else; 503 and 429 make the
+queue back off harder and honour Retry-After.
+"""
+
+from __future__ import annotations
+
+from flask import Response, jsonify
+
+from shared.http.problems import problem_for
+from shared.service_layer.worker import DeliveryResult, Verdict
+
+#: The status each verdict answers with.
+STATUS = {
+    Verdict.DONE: 200,  # final and announced: the task is deleted
+    Verdict.DROPPED: 200,  # can never succeed: acknowledged so the queue drops it
+    Verdict.RETRY: 503,  # transient failure: the queue backs off and retries
+    Verdict.LOCKED: 409,  # another attempt holds the job: the queue retries later
+}
+
+
+def reply(job_id: str | None, result: DeliveryResult) -> Response:
+    """Render `result` as the HTTP answer the queue acts on."""
+    status = STATUS[result.verdict]
+    if result.verdict is Verdict.LOCKED and result.reason is not None:
+        return problem_for(result.reason, status)
+    body: dict[str, object] = {
+        "job_id": job_id,
+        "status": result.job.status.value if result.job else None,
+    }
+    if result.verdict is Verdict.DROPPED and result.reason is not None:
+        body["dropped"] = result.reason.detail
+    response = jsonify(body)
+    response.status_code = status
+    if result.verdict is Verdict.RETRY and result.retry_after_s is not None:
+        # Passes on the provider's hint (e.g. an LLM API's 429 Retry-After).
+        response.headers["Retry-After"] = str(max(1, round(result.retry_after_s)))
+    return response

@@ -1,0 +1,74 @@
+"""The composition root: build what each service needs, from the settings.
+
+Clients and connections are made here when an app factory runs, never at import time.
+Each service asks for its own ports only: a subscriber builds a processed-events store and
+nothing else. Adapters never import this package; it imports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.clock import SystemClock
+from shared.config.settings import Backend, Settings
+from shared.ports import (
+    Clock,
+    EventPublisher,
+    EventRecords,
+    Grader,
+    JobStore,
+    ProcessedEvents,
+    TaskQueue,
+)
+
+
+class AdapterFamily(Protocol):
+    """One backend's adapters, each built on first use and shared after."""
+
+    def job_store(self) -> JobStore: ...
+
+    def task_queue(self) -> TaskQueue: ...
+
+    def event_publisher(self) -> EventPublisher: ...
+
+    def processed_events(self) -> ProcessedEvents: ...
+
+    def event_records(self) -> EventRecords: ...
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """The ports the intake and the worker use."""
+
+    store: JobStore
+    queue: TaskQueue
+    publisher: EventPublisher
+
+
+def adapter_family(settings: Settings) -> AdapterFamily:
+    """The embedded (SQLite) or the Google Cloud family, as the settings choose."""
+    if settings.backend is Backend.GOOGLE:
+        from shared.bootstrap.google import GoogleFamily
+
+        return GoogleFamily(settings)
+    from shared.bootstrap.embedded import EmbeddedFamily
+
+    return EmbeddedFamily(settings)
+
+
+def build_adapters(settings: Settings) -> Adapters:
+    """The job store, task queue and event publisher of the configured backend."""
+    family = adapter_family(settings)
+    return Adapters(family.job_store(), family.task_queue(), family.event_publisher())
+
+
+def build_clock() -> Clock:
+    return SystemClock()
+
+
+def build_grader(settings: Settings) -> Grader:
+    """The grader named by GRADEQ_GRADER."""
+    from shared.bootstrap.graders import grader_for
+
+    return grader_for(settings)

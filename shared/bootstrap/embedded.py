@@ -1,0 +1,46 @@
+"""The embedded family: every port on one local SQLite file, no account needed."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.config.settings import Settings
+from shared.ports import EventRecords
+
+
+class EmbeddedFamily:
+    """Builds the SQLite adapters on first use; they share one database object."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    @cached_property
+    def _db(self) -> SqliteDatabase:
+        return SqliteDatabase(self._settings.database_path, self._settings.store_wait_s)
+
+    def job_store(self) -> SqliteJobStore:
+        return SqliteJobStore(self._db)
+
+    def task_queue(self) -> SqliteTaskQueue:
+        queue = self._settings.queue_config()
+        return SqliteTaskQueue(
+            self._db, queue, self._settings.worker_url.rstrip("/") + queue.target_path
+        )
+
+    def event_publisher(self) -> SqliteEventPublisher:
+        return SqliteEventPublisher(self._db)
+
+    def processed_events(self) -> SqliteProcessedEvents:
+        return self._processed
+
+    def event_records(self) -> EventRecords:
+        return self._processed
+
+    @cached_property
+    def _processed(self) -> SqliteProcessedEvents:
+        return SqliteProcessedEvents(self._db)

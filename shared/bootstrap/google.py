@@ -1,0 +1,72 @@
+"""The Google Cloud family: Firestore, Cloud Tasks and Pub/Sub through the official clients.
+
+Emulators are honoured through the standard variables: `FIRESTORE_EMULATOR_HOST` and
+`PUBSUB_EMULATOR_HOST` (read by the client libraries themselves) and
+`CLOUD_TASKS_EMULATOR_HOST` (read in `shared.adapters.google.clients`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+
+from google.cloud import firestore
+
+from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.adapters.google.task_queue import CloudTasksQueue
+from shared.config.settings import Settings
+
+#: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
+#: lets Cloud Tasks retry the job); well inside the task's dispatch deadline.
+PUBLISH_TIMEOUT_S = 30.0
+
+
+class GoogleFamily:
+    """Builds each Google adapter on first use; one Firestore client serves both stores."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._ttl = timedelta(days=settings.job_ttl_days)
+
+    @cached_property
+    def _firestore(self) -> firestore.Client:
+        s = self._settings
+        return firestore.Client(project=s.project_id, database=s.firestore_database)
+
+    def job_store(self) -> FirestoreJobStore:
+        return FirestoreJobStore(self._firestore, self._settings.jobs_collection, self._ttl)
+
+    def task_queue(self) -> CloudTasksQueue:
+        s = self._settings
+        worker_url = s.worker_url.rstrip("/")
+        queue = s.queue_config()
+        return CloudTasksQueue(
+            cloud_tasks_client(),
+            queue_path(s.project_id, s.location, s.queue),
+            target_url=worker_url + queue.target_path,
+            queue=queue,
+            service_account=s.tasks_service_account,
+            audience=worker_url,
+        )
+
+    def event_publisher(self) -> PubSubEventPublisher:
+        client = publisher_client()
+        return PubSubEventPublisher(
+            client,
+            client.topic_path(self._settings.project_id, self._settings.topic),
+            timeout_s=PUBLISH_TIMEOUT_S,
+        )
+
+    def processed_events(self) -> FirestoreProcessedEvents:
+        return self._processed
+
+    def event_records(self) -> FirestoreProcessedEvents:
+        return self._processed
+
+    @cached_property
+    def _processed(self) -> FirestoreProcessedEvents:
+        s = self._settings
+        return FirestoreProcessedEvents(self._firestore, s.processed_events_collection, self._ttl)

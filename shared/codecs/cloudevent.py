@@ -1,0 +1,132 @@
+"""GradingCompleted <-> CloudEvent, and the CloudEvents binary mode on Pub/Sub messages.
+
+Binary mode follows the CloudEvents Pub/Sub binding: each context attribute becomes a
+`ce-` message attribute, `datacontenttype` becomes `content-type`, and the message data
+is the JSON event data. The attribute mapping is the same as the HTTP binding's header
+mapping, so the SDK's HTTP binding does the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from cloudevents.core.base import BaseCloudEvent
+from cloudevents.core.bindings.http import (
+    HTTPMessage,
+    from_binary,
+    to_binary,
+    to_structured,
+)
+from cloudevents.core.exceptions import BaseCloudEventException
+from cloudevents.core.formats.json import JSONFormat
+from cloudevents.core.v1.event import CloudEvent
+
+from shared.codecs.event_schema import schema_errors, schema_id
+from shared.domain.errors import GradeqError
+from shared.domain.events import GradingCompleted, Outcome
+
+EVENT_TYPE: Final = "dev.gradeq.grading.completed.v1"
+EVENT_SOURCE: Final = "//gradeq/worker"
+DATA_CONTENT_TYPE: Final = "application/json"
+
+#: Plain (non-CloudEvents) attributes, so subscriptions can filter without decoding data.
+FILTER_ATTRIBUTES: Final = ("outcome", "client_id")
+
+_FORMAT = JSONFormat()
+STRUCTURED_CONTENT_TYPE: Final = _FORMAT.get_content_type()
+_REQUIRED_ATTRIBUTES: Final = ("ce-id", "ce-specversion", "ce-type", "ce-source", "ce-time")
+
+
+class InvalidEvent(GradeqError):
+    """A message that is not a valid GradingCompleted v1 CloudEvent."""
+
+    slug = "invalid-event"
+    title = "The message is not a valid GradingCompleted event"
+    status = 400
+
+
+def to_cloudevent(event: GradingCompleted) -> CloudEvent:
+    """Wrap the domain event in a CloudEvent (the id is the stable event id)."""
+    return CloudEvent(
+        {
+            "id": event.event_id,
+            "type": EVENT_TYPE,
+            "source": EVENT_SOURCE,
+            "time": event.occurred_at,
+            "subject": event.job_id,
+            "datacontenttype": DATA_CONTENT_TYPE,
+            "dataschema": schema_id(),
+        },
+        event.data(),
+    )
+
+
+def from_cloudevent(cloudevent: BaseCloudEvent) -> GradingCompleted:
+    """Check the CloudEvent's type and data against the schema and rebuild the event."""
+    if cloudevent.get_type() != EVENT_TYPE:
+        raise InvalidEvent(f"unexpected event type {cloudevent.get_type()!r}")
+    occurred_at = cloudevent.get_time()
+    if occurred_at is None:
+        raise InvalidEvent("the event has no time")
+    data = cloudevent.get_data()
+    if not isinstance(data, dict):
+        raise InvalidEvent("the event data is not a JSON object")
+    errors = schema_errors(data)
+    if errors:
+        raise InvalidEvent("the event data does not match its schema", errors=errors)
+    return _event(cloudevent.get_id(), occurred_at, data)
+
+
+def _event(event_id: str, occurred_at: datetime, data: dict[str, Any]) -> GradingCompleted:
+    score = data["score"]
+    return GradingCompleted(
+        event_id=event_id,
+        job_id=data["job_id"],
+        client_id=data["client_id"],
+        submission_id=data["submission_id"],
+        assignment_id=data["assignment_id"],
+        outcome=Outcome(data["outcome"]),
+        score=None if score is None else float(score),
+        max_score=float(data["max_score"]),
+        attempts=int(data["attempts"]),
+        timings=dict(data["timings"]),
+        occurred_at=occurred_at,
+        callback_url=data["callback_url"],
+        error=dict(data["error"]) if data["error"] is not None else None,
+    )
+
+
+def to_pubsub(event: GradingCompleted) -> tuple[bytes, dict[str, str]]:
+    """Encode the event for a Pub/Sub publish: (data, attributes) in binary mode."""
+    message = to_binary(to_cloudevent(event), _FORMAT)
+    attributes = dict(message.headers)
+    attributes["outcome"] = event.outcome.value
+    attributes["client_id"] = event.client_id
+    return message.body, attributes
+
+
+def from_pubsub(data: bytes, attributes: Mapping[str, str]) -> GradingCompleted:
+    """Decode a binary-mode Pub/Sub message; raise InvalidEvent when it is not one."""
+    # Attribute names are case-insensitive in the binding; some producers also spell
+    # the content type as ce-datacontenttype instead of content-type.
+    headers = {name.lower(): value for name, value in attributes.items()}
+    content_type = headers.pop("ce-datacontenttype", None)
+    headers.setdefault("content-type", content_type or DATA_CONTENT_TYPE)
+    for name in FILTER_ATTRIBUTES:
+        headers.pop(name, None)
+    # The SDK would invent a missing id or time; a message without them is not ours.
+    missing = [name for name in _REQUIRED_ATTRIBUTES if not headers.get(name)]
+    if missing:
+        raise InvalidEvent(f"the message lacks CloudEvents attributes: {', '.join(missing)}")
+    try:
+        cloudevent = from_binary(HTTPMessage(headers=headers, body=data), _FORMAT, CloudEvent)
+    except (BaseCloudEventException, ValueError, TypeError) as exc:
+        raise InvalidEvent(f"invalid CloudEvents attributes: {exc}") from exc
+    return from_cloudevent(cloudevent)
+
+
+def to_structured_json(event: GradingCompleted) -> bytes:
+    """Render the event as one structured-mode CloudEvent JSON document (webhook bodies)."""
+    return to_structured(to_cloudevent(event), _FORMAT).body

@@ -1,0 +1,123 @@
+"""One typed, frozen settings object, read from `GRADEQ_*` environment variables once.
+
+Every variable is listed in the README's configuration table. Tests build `Settings`
+directly instead of touching the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
+
+_EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
+
+
+class Backend(StrEnum):
+    EMBEDDED = "embedded"
+    GOOGLE = "google"
+
+
+class PushAuth(StrEnum):
+    """How the worker and subscribers authenticate pushes from the queue and the bus."""
+
+    OIDC = "oidc"  # Google-signed ID token (production)
+    SHARED_TOKEN = "shared-token"  # noqa: S105 - a bearer secret shared with the local dispatcher/bus
+    NONE = "none"  # only against the emulators: the Pub/Sub emulator pushes without a token
+
+
+class Settings(BaseSettings):
+    """Gradeq configuration."""
+
+    model_config = SettingsConfigDict(env_prefix="GRADEQ_", frozen=True, extra="ignore")
+
+    backend: Backend = Backend.EMBEDDED
+    data_dir: Path = Path("data")
+    queues_file: Path = DEFAULT_QUEUES_FILE
+    queue: str = "grading"
+
+    # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
+    worker_url: str = "http://127.0.0.1:8081"
+    # Client credentials: "client_id=api_key" pairs separated by commas.
+    client_keys: SecretStr = SecretStr("")
+    retry_after_s: int = Field(default=2, ge=1)
+    # How long a request waits for a busy embedded store before answering 503.
+    store_wait_s: float = Field(default=30.0, gt=0)
+
+    # Worker behaviour.
+    grader: str = "rubric"
+    grader_timeout_s: float = Field(default=540.0, gt=0)
+    lease_margin_s: float = Field(default=30.0, ge=0)
+    grader_latency_s: float = Field(default=0.5, ge=0)
+
+    # Push authentication for /tasks/* and /pubsub/*.
+    push_auth: PushAuth = PushAuth.SHARED_TOKEN
+    push_token: SecretStr = SecretStr("")
+    push_audience: str = ""
+    push_service_accounts: str = ""
+
+    # Notification subscriber.
+    webhook_secret: SecretStr = SecretStr("")
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
+
+    # Google Cloud.
+    project_id: str = ""
+    location: str = "europe-west1"
+    tasks_service_account: str = ""
+    firestore_database: str = "(default)"
+    jobs_collection: str = "grading_jobs"
+    # Shared with terraform's TTL policy (var.processed_events_collection).
+    processed_events_collection: str = "processed_events"
+    topic: str = "grading-completed"
+    job_ttl_days: int = Field(default=30, ge=1)
+
+    log_level: str = "INFO"
+
+    _queues: dict[str, QueueConfig] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.backend is Backend.GOOGLE and not self.project_id:
+            raise ValueError("GRADEQ_PROJECT_ID is required with GRADEQ_BACKEND=google")
+        emulated = any(os.environ.get(v) for v in _EMULATOR_VARIABLES)
+        if self.push_auth is not PushAuth.OIDC and self.backend is Backend.GOOGLE and not emulated:
+            raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
+        if self.push_auth is PushAuth.NONE and not emulated:
+            raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
+        self._queues = load_queues(self.queues_file)
+        if self.queue not in self._queues:
+            raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
+        deadline = self.queue_config().dispatch_deadline.total_seconds()
+        if self.grader_timeout_s >= deadline:
+            raise ValueError(
+                f"GRADEQ_GRADER_TIMEOUT_S ({self.grader_timeout_s}) must be below the "
+                f"queue's dispatch_deadline ({deadline}s)"
+            )
+        return self
+
+    def queues(self) -> dict[str, QueueConfig]:
+        """Every queue of the queues file, read once when the settings were made."""
+        return dict(self._queues)
+
+    def queue_config(self) -> QueueConfig:
+        return self._queues[self.queue]
+
+    def client_key_map(self) -> dict[str, str]:
+        """Return {api_key: client_id} from GRADEQ_CLIENT_KEYS."""
+        pairs = [p.strip() for p in self.client_keys.get_secret_value().split(",") if p.strip()]
+        mapping = {}
+        for pair in pairs:
+            client_id, sep, key = pair.partition("=")
+            if not sep or not client_id or not key:
+                raise ValueError("GRADEQ_CLIENT_KEYS must look like 'client=key,other=key2'")
+            mapping[key] = client_id
+        return mapping
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "gradeq.sqlite3"

@@ -1,0 +1,76 @@
+"""Accept grading requests idempotently and answer where to poll."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+from shared.domain.errors import IdempotencyConflict, JobNotFound
+from shared.domain.ids import job_id_for, task_name_for
+from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.logs import job_context
+from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
+from shared.service_layer.completion import announce
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(request: GradingRequest) -> str:
+    """Hash the request canonically, to tell a retry from a different reuse of a key."""
+    canonical = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The job a request maps to, and whether this request created it."""
+
+    job: Job
+    created: bool
+
+
+class IntakeService:
+    """Submit, read and cancel grading jobs for one authenticated client."""
+
+    def __init__(
+        self, store: JobStore, queue: TaskQueue, publisher: EventPublisher, clock: Clock
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._publisher = publisher
+        self._clock = clock
+
+    def submit(self, client_id: str, idempotency_key: str, request: GradingRequest) -> Submission:
+        """Store the job once per key, then make sure its task exists."""
+        job_id = job_id_for(client_id, idempotency_key)
+        with job_context(job_id):
+            digest = fingerprint(request)
+            new = Job.new(job_id, client_id, request, digest, self._clock.now())
+            job, created = self._store.create(new)
+            if not created and job.fingerprint != digest:
+                raise IdempotencyConflict(
+                    "this Idempotency-Key was already used with a different request body"
+                )
+            if job.status is JobStatus.PENDING:
+                # Also on a retried request: the first one may have died before enqueueing.
+                # The task name is derived from the job, so the queue dedupes it.
+                self._queue.enqueue(TaskSpec(task_name_for(job.id, job.generation), job.id))
+            log.info("job accepted" if created else "job request replayed")
+            return Submission(job, created)
+
+    def get(self, client_id: str, job_id: str) -> Job:
+        """Return the client's job; another client's job is as unknown as a missing one."""
+        job = self._store.get(job_id)
+        if job is None or job.client_id != client_id:
+            raise JobNotFound(f"no grading job {job_id}")
+        return job
+
+    def cancel(self, client_id: str, job_id: str) -> Job:
+        """Cancel a job that has not finished; announce it like any final state."""
+        self.get(client_id, job_id)
+        with job_context(job_id):
+            job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
+            log.info("job cancelled")
+            return announce(job, self._store, self._publisher, self._clock)
