@@ -16,7 +16,7 @@ resource "google_bigquery_dataset" "analytics" {
   description = "Gradeq GradingCompleted events, written by a Pub/Sub BigQuery subscription."
   labels      = var.labels
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_bigquery_table" "events" {
@@ -91,4 +91,16 @@ resource "google_bigquery_table_iam_member" "pubsub_metadata_viewer" {
   table_id   = google_bigquery_table.events.table_id
   role       = "roles/bigquery.metadataViewer"
   member     = local.pubsub_service_agent
+}
+
+# Pub/Sub checks its agent's access to the table when the BigQuery subscription is
+# created; a grant made seconds earlier may not be visible yet (403 in a share of first
+# applies). IAM changes usually propagate within two minutes.
+resource "time_sleep" "bigquery_iam" {
+  create_duration = "120s"
+
+  triggers = {
+    data_editor     = google_bigquery_table_iam_member.pubsub_data_editor.id
+    metadata_viewer = google_bigquery_table_iam_member.pubsub_metadata_viewer.id
+  }
 }

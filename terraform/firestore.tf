@@ -1,3 +1,6 @@
+# The project's "(default)" database may exist already (created in the console, by App
+# Engine, or abandoned by an earlier destroy: deletion_policy ABANDON). Then import it
+# before applying; docs/deploy.md says how.
 resource "google_firestore_database" "main" {
   name                              = var.firestore_database
   location_id                       = coalesce(var.firestore_location, var.region)
@@ -7,7 +10,7 @@ resource "google_firestore_database" "main" {
   delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 # Recovery of stuck jobs: where status == X and updated_at < T order by updated_at.

@@ -3,6 +3,11 @@ provider "google" {
   region  = var.region
 }
 
+provider "google-beta" {
+  project = var.project_id
+  region  = var.region
+}
+
 data "google_project" "main" {
   project_id = var.project_id
 }
@@ -31,7 +36,9 @@ locals {
     key => "https://${name}-${data.google_project.main.number}.${var.region}.run.app"
   }
 
-  pubsub_service_agent = "serviceAccount:service-${data.google_project.main.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  # The Pub/Sub service agent (service-PROJECT_NUMBER@gcp-sa-pubsub...) is created lazily
+  # by Google; the identity resource makes it exist before anything grants it a role.
+  pubsub_service_agent = "serviceAccount:${google_project_service_identity.pubsub.email}"
 
   # Settings every service reads on Google Cloud.
   common_env = {
@@ -49,7 +56,9 @@ locals {
   }
 
   required_apis = toset([
+    "artifactregistry.googleapis.com",
     "bigquery.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "firestore.googleapis.com",
@@ -68,4 +77,28 @@ resource "google_project_service" "main" {
   project            = var.project_id
   service            = each.value
   disable_on_destroy = false
+}
+
+# An API answers "has not been used in project ... or it is disabled" for a while after
+# its enablement finished. Every resource waits for this (directly or through a resource
+# it references); a changed API list sleeps again.
+resource "time_sleep" "apis" {
+  create_duration = "60s"
+
+  triggers = {
+    apis = join(",", sort(tolist(local.required_apis)))
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+# Generates the Pub/Sub service agent if it does not exist yet, so the grants to it
+# (BigQuery writes, dead-lettering, push tokens) never race its lazy creation.
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [time_sleep.apis]
 }

@@ -72,7 +72,7 @@ resource "google_cloud_run_v2_service" "intake" {
   }
 
   depends_on = [
-    google_project_service.main,
+    time_sleep.apis,
     google_secret_manager_secret_iam_member.intake_client_keys,
   ]
 }
@@ -151,7 +151,7 @@ resource "google_cloud_run_v2_service" "worker" {
     }
   }
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_cloud_run_v2_service" "notification" {
@@ -226,7 +226,7 @@ resource "google_cloud_run_v2_service" "notification" {
   }
 
   depends_on = [
-    google_project_service.main,
+    time_sleep.apis,
     google_secret_manager_secret_iam_member.notification_webhook_secret,
   ]
 }

@@ -178,7 +178,7 @@ def test_every_dead_letter_topic_has_a_subscription(tf: Terraform) -> None:
 
 def test_pubsub_service_agent_can_dead_letter(tf: Terraform) -> None:
     agent = "${local.pubsub_service_agent}"
-    assert "gcp-sa-pubsub.iam.gserviceaccount.com" in tf.locals["pubsub_service_agent"]
+    assert "google_project_service_identity.pubsub" in tf.locals["pubsub_service_agent"]
     publishers = {
         path_of(b["topic"])[1]  # type: ignore[index]
         for b in tf.of_type("google_pubsub_topic_iam_member").values()
@@ -414,12 +414,18 @@ API_OF = {
     "google_monitoring": "monitoring.googleapis.com",
     "google_logging": "logging.googleapis.com",
     "google_service_account": "iam.googleapis.com",
+    "google_project_iam": "cloudresourcemanager.googleapis.com",
+    "google_project_service_identity": "serviceusage.googleapis.com",
 }
+# Service Usage must already be on to enable anything (it is on in every new project);
+# docs/deploy.md enables it, with Resource Manager, before the first apply.
+PREREQUISITE_APIS = {"serviceusage.googleapis.com"}
 
 
 def test_required_apis_are_enabled(tf: Terraform) -> None:
     enabled = set(re.findall(r'"([a-z]+\.googleapis\.com)"', tf.locals["required_apis"]))
     enabled |= set(re.findall(r'\\"([a-z]+\.googleapis\.com)\\"', tf.locals["required_apis"]))
+    enabled |= PREREQUISITE_APIS
     for rtype, _ in tf.resources:
         for prefix, api in API_OF.items():
             if rtype.startswith(prefix):
