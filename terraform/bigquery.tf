@@ -12,7 +12,7 @@
 resource "google_bigquery_dataset" "analytics" {
   #checkov:skip=CKV_GCP_81:Grading outcomes and scores only; Google-managed encryption is enough. Add default_encryption_configuration for CMEK.
   dataset_id  = var.analytics_dataset_id
-  location    = var.bigquery_location
+  location    = local.bigquery_location
   description = "Gradeq GradingCompleted events, written by a Pub/Sub BigQuery subscription."
   labels      = var.labels
 

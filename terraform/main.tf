@@ -40,19 +40,42 @@ locals {
   # by Google; the identity resource makes it exist before anything grants it a role.
   pubsub_service_agent = "serviceAccount:${google_project_service_identity.pubsub.email}"
 
+  # Analytics data stays in the services' region unless a location is chosen.
+  bigquery_location = coalesce(var.bigquery_location, var.region)
+
   # Settings every service reads on Google Cloud.
   common_env = {
-    GRADEQ_BACKEND               = "google"
-    GRADEQ_PROJECT_ID            = var.project_id
-    GRADEQ_LOCATION              = var.region
-    GRADEQ_QUEUE                 = var.queue
-    GRADEQ_WORKER_URL            = local.service_urls.worker
-    GRADEQ_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
-    GRADEQ_FIRESTORE_DATABASE    = google_firestore_database.main.name
-    GRADEQ_JOBS_COLLECTION       = var.jobs_collection
-    GRADEQ_TOPIC                 = google_pubsub_topic.events.name
-    GRADEQ_PUSH_AUTH             = "oidc"
-    GRADEQ_LOG_LEVEL             = var.log_level
+    GRADEQ_BACKEND                     = "google"
+    GRADEQ_PROJECT_ID                  = var.project_id
+    GRADEQ_LOCATION                    = var.region
+    GRADEQ_QUEUE                       = var.queue
+    GRADEQ_WORKER_URL                  = local.service_urls.worker
+    GRADEQ_TASKS_SERVICE_ACCOUNT       = google_service_account.tasks_invoker.email
+    GRADEQ_FIRESTORE_DATABASE          = google_firestore_database.main.name
+    GRADEQ_JOBS_COLLECTION             = var.jobs_collection
+    GRADEQ_PROCESSED_EVENTS_COLLECTION = var.processed_events_collection
+    GRADEQ_TOPIC                       = google_pubsub_topic.events.name
+    GRADEQ_PUSH_AUTH                   = "oidc"
+    GRADEQ_LOG_LEVEL                   = var.log_level
+  }
+
+  # What the push receivers check. Both services require authentication, so Cloud Run
+  # itself verifies each caller's ID token (signature, audience, run.invoker) and hands it
+  # on with the signature replaced: the app checks the claims only
+  # (GRADEQ_PUSH_VERIFY_SIGNATURE=false). The audience is the value the queue, the
+  # scheduler job and the push subscription put in their tokens (tasks.tf, pubsub.tf); the
+  # accounts are exactly the callers that hold run.invoker on the service (iam.tf).
+  push_env = {
+    worker = {
+      GRADEQ_PUSH_AUDIENCE         = local.service_urls.worker
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.tasks_invoker.email, google_service_account.scheduler.email])
+      GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
+    }
+    notification = {
+      GRADEQ_PUSH_AUDIENCE         = local.service_urls.notification
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.pubsub_push.email])
+      GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
+    }
   }
 
   required_apis = toset([
