@@ -30,6 +30,34 @@ resource "google_firestore_index" "jobs_status_updated_at" {
   }
 }
 
+# Recovery sweep for completion events not yet published:
+# where event_published == false and status in [final statuses] and updated_at < T
+# order by updated_at. Equality and IN fields come first, the range/order field last.
+resource "google_firestore_index" "jobs_unpublished_final" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "event_published"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "updated_at"
+    order      = "ASCENDING"
+  }
+
+  # Concurrent index changes on one collection can fail with 409 (contention), which the
+  # provider does not retry in every case: build the two jobs indexes one after the other.
+  depends_on = [google_firestore_index.jobs_status_updated_at]
+}
+
 # TTL: Firestore deletes a document (usually within 24 h) once expire_at has passed.
 # The TTL field is also exempted from single-field indexing: a timestamp that grows with
 # time would otherwise cap write throughput.

@@ -10,7 +10,7 @@ import pytest
 
 from shared.queue_config import DEFAULT_QUEUES_FILE, DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
-from tests.infra.tfconfig import Evaluator, Terraform, block, path_of, references
+from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_of, references
 
 pytestmark = pytest.mark.infra
 
@@ -262,6 +262,20 @@ def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
     ):
         assert f"AS {name}" in query, name
     assert "dev.gradeq.grading.completed.v1" in query
+
+
+def test_typed_view_keeps_one_row_per_event_id(tf: Terraform) -> None:
+    query = block(tf.resource("google_bigquery_table", "events_v1"), "view")["query"]  # type: ignore[index]
+    # The event id is the ce-id attribute; message_id differs between two publishes of
+    # one event (a publish that timed out may land after its retry).
+    qualify = re.search(
+        r"QUALIFY\s+ROW_NUMBER\(\)\s+OVER\s*\(\s*PARTITION BY (.+?)\s+ORDER BY (.+?)\s*\)\s*=\s*1",
+        query,
+        re.S,
+    )
+    assert qualify, "the typed view does not dedupe"
+    assert qualify.group(1).startswith("COALESCE(JSON_VALUE(attributes, '$.\"ce-id\"')")
+    assert qualify.group(2).split(",")[0].strip() == "publish_time"
 
 
 def test_bigquery_location_follows_the_region_unless_set(tf: Terraform) -> None:
@@ -581,6 +595,22 @@ def test_firestore_index_and_ttl(tf: Terraform) -> None:
         ("${var.processed_events_collection}", "expire_at"),
     }
     assert tf.variables["jobs_collection"]["default"] == "grading_jobs"
+
+
+def test_firestore_index_for_the_unpublished_events_sweep(tf: Terraform) -> None:
+    # event_published == false AND status IN [final] AND updated_at < T ORDER BY updated_at
+    index = tf.resource("google_firestore_index", "jobs_unpublished_final")
+    assert index["collection"] == "${var.jobs_collection}"
+    assert index["query_scope"] == "COLLECTION"
+    assert index["database"] == "${google_firestore_database.main.name}"
+    assert [(f["field_path"], f["order"]) for f in index["fields"]] == [
+        ("event_published", "ASCENDING"),
+        ("status", "ASCENDING"),
+        ("updated_at", "ASCENDING"),
+    ]
+    assert len(tf.of_type("google_firestore_index")) == 2
+    # Built after the other jobs index, not concurrently (409 contention).
+    assert ("google_firestore_index", "jobs_status_updated_at") in depends_on(index)
 
 
 API_OF = {
