@@ -7,16 +7,18 @@
 #   attributes).
 # Every event version lands, even one whose fields changed, and nothing is lost to a
 # schema mismatch. The view grading_completed_v1 gives analysts typed columns that match
-# shared/schemas/grading_completed.v1.json.
+# shared/schemas/grading_completed.v1.json, one row per event: a publish that timed out
+# on the worker's side may still land, and the retry then lands a second message with the
+# same ce-id (and another message_id).
 
 resource "google_bigquery_dataset" "analytics" {
   #checkov:skip=CKV_GCP_81:Grading outcomes and scores only; Google-managed encryption is enough. Add default_encryption_configuration for CMEK.
   dataset_id  = var.analytics_dataset_id
-  location    = var.bigquery_location
+  location    = local.bigquery_location
   description = "Gradeq GradingCompleted events, written by a Pub/Sub BigQuery subscription."
   labels      = var.labels
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_bigquery_table" "events" {
@@ -74,6 +76,11 @@ resource "google_bigquery_table" "events_v1" {
         message_id
       FROM `${google_bigquery_table.events.project}.${google_bigquery_table.events.dataset_id}.${google_bigquery_table.events.table_id}`
       WHERE JSON_VALUE(attributes, '$."ce-type"') = 'dev.gradeq.grading.completed.v1'
+      -- One row per event id, the first published; a row without ce-id stays on its own.
+      QUALIFY ROW_NUMBER() OVER (
+        PARTITION BY COALESCE(JSON_VALUE(attributes, '$."ce-id"'), message_id)
+        ORDER BY publish_time, message_id
+      ) = 1
     SQL
   }
 }
@@ -91,4 +98,16 @@ resource "google_bigquery_table_iam_member" "pubsub_metadata_viewer" {
   table_id   = google_bigquery_table.events.table_id
   role       = "roles/bigquery.metadataViewer"
   member     = local.pubsub_service_agent
+}
+
+# Pub/Sub checks its agent's access to the table when the BigQuery subscription is
+# created; a grant made seconds earlier may not be visible yet (403 in a share of first
+# applies). IAM changes usually propagate within two minutes.
+resource "time_sleep" "bigquery_iam" {
+  create_duration = "120s"
+
+  triggers = {
+    data_editor     = google_bigquery_table_iam_member.pubsub_data_editor.id
+    metadata_viewer = google_bigquery_table_iam_member.pubsub_metadata_viewer.id
+  }
 }

@@ -1,3 +1,6 @@
+# The project's "(default)" database may exist already (created in the console, by App
+# Engine, or abandoned by an earlier destroy: deletion_policy ABANDON). Then import it
+# before applying; docs/deploy.md says how.
 resource "google_firestore_database" "main" {
   name                              = var.firestore_database
   location_id                       = coalesce(var.firestore_location, var.region)
@@ -7,7 +10,7 @@ resource "google_firestore_database" "main" {
   delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 # Recovery of stuck jobs: where status == X and updated_at < T order by updated_at.
@@ -25,6 +28,34 @@ resource "google_firestore_index" "jobs_status_updated_at" {
     field_path = "updated_at"
     order      = "ASCENDING"
   }
+}
+
+# Recovery sweep for completion events not yet published:
+# where event_published == false and status in [final statuses] and updated_at < T
+# order by updated_at. Equality and IN fields come first, the range/order field last.
+resource "google_firestore_index" "jobs_unpublished_final" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "event_published"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "updated_at"
+    order      = "ASCENDING"
+  }
+
+  # Concurrent index changes on one collection can fail with 409 (contention), which the
+  # provider does not retry in every case: build the two jobs indexes one after the other.
+  depends_on = [google_firestore_index.jobs_status_updated_at]
 }
 
 # TTL: Firestore deletes a document (usually within 24 h) once expire_at has passed.

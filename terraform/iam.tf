@@ -1,40 +1,54 @@
 # One service account per workload and per push identity; every grant below is the
-# smallest role on the narrowest resource that the design needs.
+# smallest role on the narrowest resource that the design needs. Service accounts wait
+# for the IAM API (time_sleep.apis); every grant references an account or a resource that
+# already waits.
 
 resource "google_service_account" "intake" {
   account_id   = "${var.name_prefix}-intake"
   display_name = "Gradeq intake API"
   description  = "Runs the intake service: reads/writes jobs and enqueues grading tasks."
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "worker" {
   account_id   = "${var.name_prefix}-worker"
   display_name = "Gradeq worker"
   description  = "Runs the worker service: grades jobs, updates them and publishes GradingCompleted."
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "notification" {
   account_id   = "${var.name_prefix}-notification"
   display_name = "Gradeq notification subscriber"
   description  = "Runs the notification service: delivers signed webhooks."
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "tasks_invoker" {
   account_id   = "${var.name_prefix}-tasks"
   display_name = "Gradeq Cloud Tasks invoker"
   description  = "Identity in the OIDC tokens Cloud Tasks sends to the worker."
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "scheduler" {
   account_id   = "${var.name_prefix}-scheduler"
   display_name = "Gradeq recovery scheduler"
   description  = "Identity in the OIDC tokens Cloud Scheduler sends to the worker's /tasks/recover."
+
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_service_account" "pubsub_push" {
   account_id   = "${var.name_prefix}-push"
   display_name = "Gradeq Pub/Sub push"
   description  = "Identity in the OIDC tokens Pub/Sub sends to the notification service."
+
+  depends_on = [time_sleep.apis]
 }
 
 # --- Firestore: project-wide is the narrowest scope Firestore IAM offers; a condition

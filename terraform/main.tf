@@ -3,6 +3,11 @@ provider "google" {
   region  = var.region
 }
 
+provider "google-beta" {
+  project = var.project_id
+  region  = var.region
+}
+
 data "google_project" "main" {
   project_id = var.project_id
 }
@@ -31,25 +36,52 @@ locals {
     key => "https://${name}-${data.google_project.main.number}.${var.region}.run.app"
   }
 
-  pubsub_service_agent = "serviceAccount:service-${data.google_project.main.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  # The Pub/Sub service agent (service-PROJECT_NUMBER@gcp-sa-pubsub...) is created lazily
+  # by Google; the identity resource makes it exist before anything grants it a role.
+  pubsub_service_agent = "serviceAccount:${google_project_service_identity.pubsub.email}"
+
+  # Analytics data stays in the services' region unless a location is chosen.
+  bigquery_location = coalesce(var.bigquery_location, var.region)
 
   # Settings every service reads on Google Cloud.
   common_env = {
-    GRADEQ_BACKEND               = "google"
-    GRADEQ_PROJECT_ID            = var.project_id
-    GRADEQ_LOCATION              = var.region
-    GRADEQ_QUEUE                 = var.queue
-    GRADEQ_WORKER_URL            = local.service_urls.worker
-    GRADEQ_TASKS_SERVICE_ACCOUNT = google_service_account.tasks_invoker.email
-    GRADEQ_FIRESTORE_DATABASE    = google_firestore_database.main.name
-    GRADEQ_JOBS_COLLECTION       = var.jobs_collection
-    GRADEQ_TOPIC                 = google_pubsub_topic.events.name
-    GRADEQ_PUSH_AUTH             = "oidc"
-    GRADEQ_LOG_LEVEL             = var.log_level
+    GRADEQ_BACKEND                     = "google"
+    GRADEQ_PROJECT_ID                  = var.project_id
+    GRADEQ_LOCATION                    = var.region
+    GRADEQ_QUEUE                       = var.queue
+    GRADEQ_WORKER_URL                  = local.service_urls.worker
+    GRADEQ_TASKS_SERVICE_ACCOUNT       = google_service_account.tasks_invoker.email
+    GRADEQ_FIRESTORE_DATABASE          = google_firestore_database.main.name
+    GRADEQ_JOBS_COLLECTION             = var.jobs_collection
+    GRADEQ_PROCESSED_EVENTS_COLLECTION = var.processed_events_collection
+    GRADEQ_TOPIC                       = google_pubsub_topic.events.name
+    GRADEQ_PUSH_AUTH                   = "oidc"
+    GRADEQ_LOG_LEVEL                   = var.log_level
+  }
+
+  # What the push receivers check. Both services require authentication, so Cloud Run
+  # itself verifies each caller's ID token (signature, audience, run.invoker) and hands it
+  # on with the signature replaced: the app checks the claims only
+  # (GRADEQ_PUSH_VERIFY_SIGNATURE=false). The audience is the value the queue, the
+  # scheduler job and the push subscription put in their tokens (tasks.tf, pubsub.tf); the
+  # accounts are exactly the callers that hold run.invoker on the service (iam.tf).
+  push_env = {
+    worker = {
+      GRADEQ_PUSH_AUDIENCE         = local.service_urls.worker
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.tasks_invoker.email, google_service_account.scheduler.email])
+      GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
+    }
+    notification = {
+      GRADEQ_PUSH_AUDIENCE         = local.service_urls.notification
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.pubsub_push.email])
+      GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
+    }
   }
 
   required_apis = toset([
+    "artifactregistry.googleapis.com",
     "bigquery.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "firestore.googleapis.com",
@@ -68,4 +100,28 @@ resource "google_project_service" "main" {
   project            = var.project_id
   service            = each.value
   disable_on_destroy = false
+}
+
+# An API answers "has not been used in project ... or it is disabled" for a while after
+# its enablement finished. Every resource waits for this (directly or through a resource
+# it references); a changed API list sleeps again.
+resource "time_sleep" "apis" {
+  create_duration = "60s"
+
+  triggers = {
+    apis = join(",", sort(tolist(local.required_apis)))
+  }
+
+  depends_on = [google_project_service.main]
+}
+
+# Generates the Pub/Sub service agent if it does not exist yet, so the grants to it
+# (BigQuery writes, dead-lettering, push tokens) never race its lazy creation.
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [time_sleep.apis]
 }

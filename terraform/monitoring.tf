@@ -15,6 +15,19 @@ resource "google_logging_metric" "job_failed" {
     value_type  = "INT64"
     unit        = "1"
   }
+
+  depends_on = [time_sleep.apis]
+}
+
+# Cloud Monitoring knows a new log-based metric only a while after Logging created it: an
+# alert policy created at once fails with 404 "Cannot find metric(s)"
+# (hashicorp/terraform-provider-google#11102). A replaced metric waits again.
+resource "time_sleep" "job_failed_metric" {
+  create_duration = "60s"
+
+  triggers = {
+    metric = google_logging_metric.job_failed.id
+  }
 }
 
 resource "google_monitoring_alert_policy" "dead_lettered" {
@@ -72,6 +85,8 @@ resource "google_monitoring_alert_policy" "job_failed" {
       }
     }
   }
+
+  depends_on = [time_sleep.job_failed_metric]
 }
 
 # Cloud Tasks exports no "oldest task age" metric; the delay between a task's scheduled

@@ -11,7 +11,7 @@ resource "google_pubsub_topic" "events" {
   name   = "${var.name_prefix}-${local.topic_name}"
   labels = var.labels
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_pubsub_topic" "dead_letter" {
@@ -19,7 +19,7 @@ resource "google_pubsub_topic" "dead_letter" {
   name   = "${var.name_prefix}-${local.topic_name}-dead-letter"
   labels = var.labels
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_pubsub_subscription" "notification" {
@@ -74,10 +74,8 @@ resource "google_pubsub_subscription" "analytics" {
     max_delivery_attempts = local.analytics_subscription.max_delivery_attempts
   }
 
-  depends_on = [
-    google_bigquery_table_iam_member.pubsub_data_editor,
-    google_bigquery_table_iam_member.pubsub_metadata_viewer,
-  ]
+  # The grants below plus the time for them to propagate (bigquery.tf).
+  depends_on = [time_sleep.bigquery_iam]
 }
 
 # A dead-letter topic without a subscription drops what it receives.

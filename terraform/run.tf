@@ -1,6 +1,12 @@
 # The three Cloud Run services run one image; SERVICE selects the app. Requests from
 # Cloud Tasks, Pub/Sub and Cloud Scheduler in the same project count as internal traffic,
 # so only the intake accepts traffic from the internet.
+#
+# Health paths: the probes stay on /healthz. Cloud Run's front end reserves some paths
+# ending in "z" for requests through the service URL, but container-configured probes
+# reach them, and every image version serves /healthz (the /health/live and
+# /health/ready aliases only exist in newer ones). Anything that checks health through
+# the public URL (an uptime check, a curl after deploying) uses /health/live instead.
 
 resource "google_cloud_run_v2_service" "intake" {
   #checkov:skip=CKV2_GRADEQ_7:The intake is the public API; its ingress is the var.intake_ingress choice.
@@ -72,7 +78,7 @@ resource "google_cloud_run_v2_service" "intake" {
   }
 
   depends_on = [
-    google_project_service.main,
+    time_sleep.apis,
     google_secret_manager_secret_iam_member.intake_client_keys,
   ]
 }
@@ -113,12 +119,10 @@ resource "google_cloud_run_v2_service" "worker" {
       }
 
       dynamic "env" {
-        for_each = merge(local.common_env, {
-          SERVICE                      = "worker"
-          THREADS                      = tostring(var.worker.concurrency)
-          GRADEQ_GRADER_TIMEOUT_S      = tostring(var.grader_timeout_s)
-          GRADEQ_PUSH_AUDIENCE         = local.service_urls.worker
-          GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.tasks_invoker.email, google_service_account.scheduler.email])
+        for_each = merge(local.common_env, local.push_env.worker, {
+          SERVICE                 = "worker"
+          THREADS                 = tostring(var.worker.concurrency)
+          GRADEQ_GRADER_TIMEOUT_S = tostring(var.grader_timeout_s)
         })
         content {
           name  = env.key
@@ -151,7 +155,7 @@ resource "google_cloud_run_v2_service" "worker" {
     }
   }
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_cloud_run_v2_service" "notification" {
@@ -189,11 +193,9 @@ resource "google_cloud_run_v2_service" "notification" {
       }
 
       dynamic "env" {
-        for_each = merge(local.common_env, {
-          SERVICE                      = "notification"
-          THREADS                      = tostring(var.notification.concurrency)
-          GRADEQ_PUSH_AUDIENCE         = local.service_urls.notification
-          GRADEQ_PUSH_SERVICE_ACCOUNTS = google_service_account.pubsub_push.email
+        for_each = merge(local.common_env, local.push_env.notification, {
+          SERVICE = "notification"
+          THREADS = tostring(var.notification.concurrency)
         })
         content {
           name  = env.key
@@ -226,7 +228,7 @@ resource "google_cloud_run_v2_service" "notification" {
   }
 
   depends_on = [
-    google_project_service.main,
+    time_sleep.apis,
     google_secret_manager_secret_iam_member.notification_webhook_secret,
   ]
 }

@@ -46,7 +46,7 @@ resource "google_cloud_tasks_queue" "main" {
     sampling_ratio = 1.0
   }
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }
 
 # Recovers jobs whose lease expired (a worker instance died mid-run).
@@ -73,5 +73,5 @@ resource "google_cloud_scheduler_job" "recover" {
     }
   }
 
-  depends_on = [google_project_service.main]
+  depends_on = [time_sleep.apis]
 }

@@ -14,8 +14,10 @@ variable "region" {
   default     = "europe-west1"
 
   validation {
-    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
-    error_message = "region must be a Google Cloud region such as europe-west1."
+    # The shape of every Cloud Run region (africa-south1, me-central2, europe-west10,
+    # northamerica-northeast2, ...), not a list that would lag behind new regions.
+    condition     = can(regex("^[a-z]+-[a-z]+[1-9][0-9]?$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1 (not a zone or a multi-region)."
   }
 }
 
@@ -179,15 +181,15 @@ variable "jobs_collection" {
 }
 
 variable "processed_events_collection" {
-  description = "Firestore collection where subscribers record the event ids they already handled."
+  description = "Firestore collection where subscribers record the event ids they already handled (GRADEQ_PROCESSED_EVENTS_COLLECTION); its TTL policy uses the same name."
   type        = string
   default     = "processed_events"
 }
 
 variable "bigquery_location" {
-  description = "Location of the analytics BigQuery dataset (EU, US or a region)."
+  description = "Location of the analytics BigQuery dataset (EU, US or a region); null means var.region. Changing it replaces the dataset."
   type        = string
-  default     = "EU"
+  default     = null
 }
 
 variable "analytics_dataset_id" {

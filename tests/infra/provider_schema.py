@@ -1,12 +1,15 @@
-"""Argument and block names of google provider resources, read from @cdktf/provider-google.
+"""Argument and block names of provider resources, read from the @cdktf/provider-* packages.
 
 Each resource's index.js maps its configuration to terraform names in functions named
 `...ToTerraform`; following the nested ones gives every argument and block name.
+scripts/provider-schema.sh installs the google package; `install` fetches the others the
+configuration uses (google-beta, time) the same way.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,12 +48,39 @@ def load_resource(index_js: Path) -> tuple[str, Schema] | None:
     return rtype.group(1), _parse_fields(synth.group(1), functions)
 
 
-def load(lib: Path, wanted: set[str]) -> dict[str, Schema]:
+# Terraform provider name -> (npm package generated from its schema, package version).
+EXTRA_PACKAGES = {
+    "google-beta": ("@cdktf/provider-google-beta", "16.12.1"),  # google-beta 6.50.0
+    "time": ("@cdktf/provider-time", "11.0.1"),  # time 0.13.1
+}
+
+
+def install(provider: str, cache: Path) -> Path:
+    """Install the package of `provider` (EXTRA_PACKAGES) under `cache`; return its lib/."""
+    package, version = EXTRA_PACKAGES[provider]
+    directory = cache / f"provider-schema-{provider}"
+    lib = directory / "node_modules" / package / "lib"
+    manifest = lib.parent / "package.json"
+    if not (manifest.exists() and f'"version": "{version}"' in manifest.read_text()):
+        directory.mkdir(parents=True, exist_ok=True)
+        quiet = ["--silent", "--no-save", "--no-audit", "--no-fund"]
+        subprocess.run(
+            ["npm", "install", *quiet, "--prefix", str(directory), f"{package}@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+    return lib
+
+
+def load(lib: Path, wanted: set[str], prefix: str = "google_") -> dict[str, Schema]:
     """Schemas of the `wanted` resource types found under the package's lib/."""
     schemas = {}
     for index_js in lib.glob("*/index.js"):
-        guess = "google_" + index_js.parent.name.replace("-", "_")
-        if guess not in wanted:
+        folder = index_js.parent.name.replace("-", "_")
+        # google: pubsub-topic; google-beta: google-project-service-identity; time: sleep.
+        if not {prefix + folder, folder} & wanted:
             continue
         loaded = load_resource(index_js)
         if loaded:

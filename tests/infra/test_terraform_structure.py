@@ -11,7 +11,7 @@ import pytest
 from shared.config.queues import DEFAULT_QUEUES_FILE
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
-from tests.infra.tfconfig import Evaluator, Terraform, block, path_of, references
+from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_of, references
 
 pytestmark = pytest.mark.infra
 
@@ -179,7 +179,7 @@ def test_every_dead_letter_topic_has_a_subscription(tf: Terraform) -> None:
 
 def test_pubsub_service_agent_can_dead_letter(tf: Terraform) -> None:
     agent = "${local.pubsub_service_agent}"
-    assert "gcp-sa-pubsub.iam.gserviceaccount.com" in tf.locals["pubsub_service_agent"]
+    assert "google_project_service_identity.pubsub" in tf.locals["pubsub_service_agent"]
     publishers = {
         path_of(b["topic"])[1]  # type: ignore[index]
         for b in tf.of_type("google_pubsub_topic_iam_member").values()
@@ -265,6 +265,113 @@ def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
     assert "dev.gradeq.grading.completed.v1" in query
 
 
+def test_typed_view_keeps_one_row_per_event_id(tf: Terraform) -> None:
+    query = block(tf.resource("google_bigquery_table", "events_v1"), "view")["query"]  # type: ignore[index]
+    # The event id is the ce-id attribute; message_id differs between two publishes of
+    # one event (a publish that timed out may land after its retry).
+    qualify = re.search(
+        r"QUALIFY\s+ROW_NUMBER\(\)\s+OVER\s*\(\s*PARTITION BY (.+?)\s+ORDER BY (.+?)\s*\)\s*=\s*1",
+        query,
+        re.S,
+    )
+    assert qualify, "the typed view does not dedupe"
+    assert qualify.group(1).startswith("COALESCE(JSON_VALUE(attributes, '$.\"ce-id\"')")
+    assert qualify.group(2).split(",")[0].strip() == "publish_time"
+
+
+def test_bigquery_location_follows_the_region_unless_set(tf: Terraform) -> None:
+    assert tf.variables["bigquery_location"]["default"] is None
+    assert tf.locals["bigquery_location"] == "${coalesce(var.bigquery_location, var.region)}"
+    dataset = tf.resource("google_bigquery_dataset", "analytics")
+    assert dataset["location"] == "${local.bigquery_location}"
+
+
+# Regions Cloud Run runs in (cloud.google.com/run/docs/locations).
+CLOUD_RUN_REGIONS = [
+    "africa-south1",
+    "asia-east1",
+    "asia-east2",
+    "asia-northeast1",
+    "asia-northeast2",
+    "asia-northeast3",
+    "asia-south1",
+    "asia-south2",
+    "asia-southeast1",
+    "asia-southeast2",
+    "asia-southeast3",
+    "australia-southeast1",
+    "australia-southeast2",
+    "europe-central2",
+    "europe-north1",
+    "europe-north2",
+    "europe-southwest1",
+    "europe-west1",
+    "europe-west2",
+    "europe-west3",
+    "europe-west4",
+    "europe-west6",
+    "europe-west8",
+    "europe-west9",
+    "europe-west10",
+    "europe-west12",
+    "me-central1",
+    "me-central2",
+    "me-west1",
+    "northamerica-northeast1",
+    "northamerica-northeast2",
+    "northamerica-south1",
+    "southamerica-east1",
+    "southamerica-west1",
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "us-east5",
+    "us-south1",
+    "us-west1",
+    "us-west2",
+    "us-west3",
+    "us-west4",
+]
+NOT_REGIONS = [
+    "",
+    "EU",
+    "eu",
+    "us",
+    "eur3",
+    "nam5",
+    "europe-west",
+    "europe-west0",
+    "europe-west100",
+    "europe-west1-b",
+    "Europe-west1",
+    "europe_west1",
+    "eu-west-1",
+    "europewest1",
+    "europe-west1 ",
+    "-west1",
+]
+
+
+def _region_pattern(tf: Terraform) -> re.Pattern[str]:
+    conditions = [v["condition"] for v in tf.variables["region"]["validation"]]
+    found = [re.search(r'regex\("(.+?)", var\.region\)', c) for c in conditions]
+    patterns = [m.group(1) for m in found if m]
+    assert len(patterns) == 1, conditions
+    # Terraform's regex() searches; only anchored patterns validate the whole value.
+    assert patterns[0].startswith("^") and patterns[0].endswith("$")
+    return re.compile(patterns[0].replace("\\\\", "\\"))
+
+
+@pytest.mark.parametrize("region", CLOUD_RUN_REGIONS)
+def test_region_validation_accepts_every_cloud_run_region(tf: Terraform, region: str) -> None:
+    assert _region_pattern(tf).search(region), region
+
+
+@pytest.mark.parametrize("value", NOT_REGIONS)
+def test_region_validation_rejects_what_is_not_a_region(tf: Terraform, value: str) -> None:
+    assert not _region_pattern(tf).search(value), value
+
+
 # --- Cloud Run and IAM.
 
 
@@ -325,6 +432,94 @@ def test_invokers_are_exactly_the_callers(tf: Terraform) -> None:
     }
 
 
+def _env_maps(tf: Terraform, service: str) -> list[str]:
+    """The maps merged into a service's plain env (`merge(local.a, local.b.c, {...})`)."""
+    containers = block(tf.resource("google_cloud_run_v2_service", service), "template")
+    dynamic = containers["containers"][0]["dynamic"]  # type: ignore[index]
+    for_each = next(d["env"]["for_each"] for d in dynamic if "env" in d)
+    merged = re.fullmatch(r"\$\{merge\(([^{}]*?)(?:,\s*\{.*\})?\)\}", for_each, re.S)
+    assert merged, for_each
+    return re.findall(r"\blocal\.[\w.]+", merged.group(1))
+
+
+def test_collections_come_from_the_variables_the_ttl_policies_use(tf: Terraform) -> None:
+    env = tf.locals["common_env"]
+    assert env["GRADEQ_JOBS_COLLECTION"] == "${var.jobs_collection}"
+    assert env["GRADEQ_PROCESSED_EVENTS_COLLECTION"] == "${var.processed_events_collection}"
+    ttl_collections = {b["collection"] for b in tf.of_type("google_firestore_field").values()}
+    assert {env["GRADEQ_JOBS_COLLECTION"], env["GRADEQ_PROCESSED_EVENTS_COLLECTION"]} == (
+        ttl_collections
+    )
+    for service in RUN_SERVICES:
+        assert "local.common_env" in _env_maps(tf, service), service
+
+
+PUSH_RECEIVERS = ("worker", "notification")
+
+
+def _push_tokens(tf: Terraform) -> dict[str, list[dict[str, Any]]]:
+    """Every OIDC token block a Google caller sends, by receiving service."""
+    tokens: dict[str, list[dict[str, Any]]] = {}
+    sources = [
+        block(tf.resource("google_cloud_tasks_queue", "main"), "http_target", "oidc_token"),
+        *(
+            block(b, "http_target", "oidc_token")
+            for b in tf.of_type("google_cloud_scheduler_job").values()
+        ),
+        *(
+            block(b, "push_config", "oidc_token")
+            for b in tf.of_type("google_pubsub_subscription").values()
+            if block(b, "push_config")
+        ),
+    ]
+    for oidc in sources:
+        assert oidc is not None
+        receiver = path_of(oidc["audience"])
+        assert receiver and receiver[:2] == ["local", "service_urls"], oidc
+        tokens.setdefault(receiver[2], []).append(oidc)
+    return tokens
+
+
+@pytest.mark.parametrize("service", PUSH_RECEIVERS)
+def test_push_receivers_check_what_their_callers_send(tf: Terraform, service: str) -> None:
+    assert tf.locals["common_env"]["GRADEQ_PUSH_AUTH"] == "oidc"
+    assert f"local.push_env.{service}" in _env_maps(tf, service)
+    env = tf.locals["push_env"][service]
+    # Behind Cloud Run IAM the token arrives with its signature stripped.
+    assert env["GRADEQ_PUSH_VERIFY_SIGNATURE"] == "false"
+    tokens = _push_tokens(tf)[service]
+    assert {t["audience"] for t in tokens} == {env["GRADEQ_PUSH_AUDIENCE"]}
+    senders = {t["service_account_email"] for t in tokens}
+    allowed = {
+        f"${{{'.'.join(ref[1:])}.email}}"
+        for ref in references(env["GRADEQ_PUSH_SERVICE_ACCOUNTS"])
+        if ref[0] == "resource"
+    }
+    invokers = {
+        b["member"].removeprefix("serviceAccount:")
+        for b in tf.of_type("google_cloud_run_v2_service_iam_member").values()
+        if path_of(b["name"]) == ["google_cloud_run_v2_service", service, "name"]
+    }
+    assert allowed == senders == invokers
+
+
+def test_the_intake_receives_no_pushes(tf: Terraform) -> None:
+    assert set(tf.locals["push_env"]) == set(PUSH_RECEIVERS)
+    assert not any("push_env" in m for m in _env_maps(tf, "intake"))
+    assert "intake" not in _push_tokens(tf)
+
+
+def test_probes_use_a_path_every_image_serves(tf: Terraform) -> None:
+    # Container-configured probes reach /healthz, which Cloud Run's front end reserves for
+    # requests through the service URL; the /health/* aliases exist only in newer images.
+    for name, body in tf.of_type("google_cloud_run_v2_service").items():
+        container = block(body, "template")["containers"][0]  # type: ignore[index]
+        for probe in ("startup_probe", "liveness_probe"):
+            assert block(container, probe, "http_get")["path"] == "/healthz", (name, probe)  # type: ignore[index]
+    for name, body in tf.of_type("google_monitoring_uptime_check_config").items():
+        assert block(body, "http_check")["path"] == "/health/live", name  # type: ignore[index]
+
+
 def test_project_level_grants_are_limited_to_firestore(tf: Terraform) -> None:
     for body in tf.of_type("google_project_iam_member").values():
         assert body["role"] == "roles/datastore.user"
@@ -364,9 +559,8 @@ def test_least_privilege_grants(tf: Terraform) -> None:
 
 def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
     secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|CLIENT_KEYS)")
-    plain = str(tf.locals.get("common_env")) + "".join(
-        str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values()
-    )
+    plain = str(tf.locals.get("common_env")) + str(tf.locals.get("push_env"))
+    plain += "".join(str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values())
     sourced: dict[str, set[str]] = {}
     for name, body in tf.of_type("google_cloud_run_v2_service").items():
         for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
@@ -404,6 +598,22 @@ def test_firestore_index_and_ttl(tf: Terraform) -> None:
     assert tf.variables["jobs_collection"]["default"] == "grading_jobs"
 
 
+def test_firestore_index_for_the_unpublished_events_sweep(tf: Terraform) -> None:
+    # event_published == false AND status IN [final] AND updated_at < T ORDER BY updated_at
+    index = tf.resource("google_firestore_index", "jobs_unpublished_final")
+    assert index["collection"] == "${var.jobs_collection}"
+    assert index["query_scope"] == "COLLECTION"
+    assert index["database"] == "${google_firestore_database.main.name}"
+    assert [(f["field_path"], f["order"]) for f in index["fields"]] == [
+        ("event_published", "ASCENDING"),
+        ("status", "ASCENDING"),
+        ("updated_at", "ASCENDING"),
+    ]
+    assert len(tf.of_type("google_firestore_index")) == 2
+    # Built after the other jobs index, not concurrently (409 contention).
+    assert ("google_firestore_index", "jobs_status_updated_at") in depends_on(index)
+
+
 API_OF = {
     "google_cloud_run_v2": "run.googleapis.com",
     "google_cloud_tasks": "cloudtasks.googleapis.com",
@@ -415,12 +625,18 @@ API_OF = {
     "google_monitoring": "monitoring.googleapis.com",
     "google_logging": "logging.googleapis.com",
     "google_service_account": "iam.googleapis.com",
+    "google_project_iam": "cloudresourcemanager.googleapis.com",
+    "google_project_service_identity": "serviceusage.googleapis.com",
 }
+# Service Usage must already be on to enable anything (it is on in every new project);
+# docs/deploy.md enables it, with Resource Manager, before the first apply.
+PREREQUISITE_APIS = {"serviceusage.googleapis.com"}
 
 
 def test_required_apis_are_enabled(tf: Terraform) -> None:
     enabled = set(re.findall(r'"([a-z]+\.googleapis\.com)"', tf.locals["required_apis"]))
     enabled |= set(re.findall(r'\\"([a-z]+\.googleapis\.com)\\"', tf.locals["required_apis"]))
+    enabled |= PREREQUISITE_APIS
     for rtype, _ in tf.resources:
         for prefix, api in API_OF.items():
             if rtype.startswith(prefix):

@@ -16,7 +16,8 @@ TERRAFORM_DIR = REPO / "terraform"
 
 _OPTIONS = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False)
 _REF = re.compile(
-    r"(?<![\w.\"])(?:(var|local|module)\.([A-Za-z_][\w-]*)|data\.(\w+)\.([\w-]+)|(google_\w+)\.([\w-]+))"
+    r"(?<![\w.\"])(?:(var|local|module)\.([A-Za-z_][\w-]*)|data\.(\w+)\.([\w-]+)"
+    r"|((?:google|time)_\w+)\.([\w-]+))"
 )
 _PATH = re.compile(r"^\$\{([A-Za-z_][\w.\[\]\"-]*)\}$")
 
@@ -31,6 +32,7 @@ class Terraform:
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     locals: dict[str, Any] = field(default_factory=dict)
     modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    imports: list[dict[str, Any]] = field(default_factory=list)
     directory: Path = TERRAFORM_DIR
 
     def of_type(self, rtype: str) -> dict[str, dict[str, Any]]:
@@ -62,6 +64,7 @@ def load(directory: Path = TERRAFORM_DIR) -> Terraform:
             tf.locals.update({k: v for k, v in entry.items() if k != "__comments__"})
         for entry in doc.get("module", []):
             tf.modules.update(entry)
+        tf.imports.extend(doc.get("import", []))
     return tf
 
 
@@ -135,6 +138,7 @@ def unresolved(tf: Terraform) -> list[str]:
         "output": tf.outputs,
         "variable": tf.variables,
         "module": tf.modules,
+        "import": tf.imports,
     }
     for ref in sorted(references(everything)):
         kind = ref[0]
@@ -148,6 +152,30 @@ def unresolved(tf: Terraform) -> list[str]:
         if not ok:
             missing.append(".".join(ref if kind != "resource" else ref[1:]))
     return missing
+
+
+def depends_on(body: dict[str, Any]) -> set[tuple[str, str]]:
+    """The resources named in a block's explicit `depends_on`."""
+    return {
+        (ref[1], ref[2]) for ref in references(body.get("depends_on", [])) if ref[0] == "resource"
+    }
+
+
+def dependencies(tf: Terraform, rtype: str, name: str) -> set[tuple[str, str]]:
+    """Every resource that (rtype, name) waits for, through references, depends_on and locals."""
+    seen: set[tuple[str, str]] = set()
+    seen_locals: set[str] = set()
+    pending: list[Any] = [tf.resource(rtype, name)]
+    while pending:
+        for ref in references(pending.pop()):
+            if ref[0] == "resource" and (ref[1], ref[2]) not in seen:
+                seen.add((ref[1], ref[2]))
+                if (ref[1], ref[2]) in tf.resources:
+                    pending.append(tf.resources[(ref[1], ref[2])])
+            elif ref[0] == "local" and ref[1] not in seen_locals and ref[1] in tf.locals:
+                seen_locals.add(ref[1])
+                pending.append(tf.locals[ref[1]])
+    return seen
 
 
 def path_of(expression: Any) -> list[str] | None:
