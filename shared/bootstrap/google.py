@@ -37,7 +37,8 @@ class GoogleFamily:
         return firestore.Client(project=s.project_id, database=s.firestore_database)
 
     def job_store(self) -> FirestoreJobStore:
-        return FirestoreJobStore(self._firestore, self._settings.jobs_collection, self._ttl)
+        s = self._settings
+        return FirestoreJobStore(self._firestore, s.jobs_collection, self._ttl, s.store_wait_s)
 
     def task_queue(self) -> CloudTasksQueue:
         s = self._settings
@@ -69,4 +70,6 @@ class GoogleFamily:
     @cached_property
     def _processed(self) -> FirestoreProcessedEvents:
         s = self._settings
-        return FirestoreProcessedEvents(self._firestore, s.processed_events_collection, self._ttl)
+        return FirestoreProcessedEvents(
+            self._firestore, s.processed_events_collection, self._ttl, s.store_wait_s
+        )

@@ -46,8 +46,8 @@ class Settings(BaseSettings):
     # Client credentials: "client_id=api_key" pairs separated by commas.
     client_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
-    # How long a request waits for a busy embedded store before answering 503.
-    store_wait_s: float = Field(default=30.0, gt=0)
+    # How long one call waits for a busy or unreachable store before the request answers 503.
+    store_wait_s: float = Field(default=10.0, gt=0)
 
     # Worker behaviour.
     grader: str = "rubric"

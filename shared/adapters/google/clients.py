@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 
 import grpc
+from google.api_core import retry as gretry
 from google.cloud import tasks_v2
 from google.cloud.pubsub_v1 import PublisherClient
 from google.cloud.pubsub_v1.types import BatchSettings
 from google.cloud.tasks_v2.services.cloud_tasks.transports.grpc import CloudTasksGrpcTransport
 
 CLOUD_TASKS_HOST_ENV = "CLOUD_TASKS_EMULATOR_HOST"
+#: How long one store call may take, retries included, before the caller answers 503.
+DEFAULT_DEADLINE_S = 10.0
 
 #: A worker thread publishes about one event per job and then waits for it, so a batch
 #: only ever holds what concurrent threads of one instance publish within a few ms.
@@ -29,6 +32,21 @@ _LOCAL_CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+
+
+def bounded_retry(deadline_s: float) -> gretry.Retry:
+    """Retry transient errors (UNAVAILABLE, 429, 500) for at most `deadline_s` in all.
+
+    The client libraries' defaults retry an unreachable service for a minute or more,
+    which would hold a request thread that long; callers answer 503 instead.
+    """
+    return gretry.Retry(
+        predicate=gretry.if_transient_error,
+        initial=0.1,
+        maximum=1.0,
+        multiplier=2.0,
+        timeout=deadline_s,
+    )
 
 
 def cloud_tasks_client(emulator_host: str | None = None) -> tasks_v2.CloudTasksClient:

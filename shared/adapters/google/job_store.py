@@ -16,6 +16,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google import metering
+from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import Job, JobStatus
@@ -30,23 +31,37 @@ PING_TIMEOUT_S = 5.0
 class FirestoreJobStore:
     """Jobs in one Firestore collection; see docs/cost.md for indexes and TTL."""
 
-    def __init__(self, client: firestore.Client, collection: str, ttl: timedelta) -> None:
+    def __init__(
+        self,
+        client: firestore.Client,
+        collection: str,
+        ttl: timedelta,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+    ) -> None:
         self._client = client
         self._jobs = client.collection(collection)
         self._ttl = ttl
+        # Every call is bounded; only BeginTransaction keeps the client's own retry (the
+        # library offers no knob for it), so an update waits longer on a dead store.
+        self._retry = bounded_retry(deadline_s)
+        self._deadline_s = deadline_s
         self.meter = metering.Meter()
 
     def create(self, job: Job) -> tuple[Job, bool]:
         ref = self._jobs.document(job.id)
         try:
-            ref.create(to_document(job, self._ttl, created=True))
+            ref.create(
+                to_document(job, self._ttl, created=True),
+                retry=self._retry,
+                timeout=self._deadline_s,
+            )
         except gexc.AlreadyExists:
             # A concurrent or earlier request with the same key won: answer with its job.
             existing = self.get(job.id)
             if existing is None:  # expired and deleted by TTL in between: a rare retry
                 return self.create(job)
             return existing, False
-        except gexc.GoogleAPICallError as exc:
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
         finally:
             self.meter.add(metering.FIRESTORE_WRITES)
@@ -55,8 +70,8 @@ class FirestoreJobStore:
     def get(self, job_id: str) -> Job | None:
         self.meter.add(metering.FIRESTORE_READS)
         try:
-            snapshot = self._jobs.document(job_id).get()
-        except gexc.GoogleAPICallError as exc:
+            snapshot = self._jobs.document(job_id).get(retry=self._retry, timeout=self._deadline_s)
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
         return from_document(job_id, snapshot.to_dict() or {}) if snapshot.exists else None
 
@@ -67,7 +82,7 @@ class FirestoreJobStore:
         def apply(transaction: firestore.Transaction) -> Job:
             self.meter.add(metering.FIRESTORE_TRANSACTIONS)
             self.meter.add(metering.FIRESTORE_READS)
-            snapshot = ref.get(transaction=transaction)
+            snapshot = ref.get(transaction=transaction, retry=self._retry, timeout=self._deadline_s)
             if not snapshot.exists:
                 raise JobNotFound(f"no job {job_id}")
             # A domain error raised here rolls the transaction back: nothing is written.
@@ -90,11 +105,14 @@ class FirestoreJobStore:
                     raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
                 time.sleep(0.05 * 2**attempt)
             except ValueError as exc:
-                # The client wraps ABORTED in ValueError once its commit retries run out.
+                # The client wraps ABORTED in ValueError once its commit retries run out,
+                # and raises one while rolling back a transaction that never began.
                 if isinstance(exc.__cause__, gexc.Aborted):
                     raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
+                if isinstance(exc.__context__, gexc.GoogleAPIError):
+                    raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
                 raise
-            except gexc.GoogleAPICallError as exc:
+            except gexc.GoogleAPIError as exc:
                 raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
         raise AssertionError("unreachable")
 
@@ -107,8 +125,8 @@ class FirestoreJobStore:
             .limit(limit)
         )
         try:
-            snapshots: list[Any] = list(query.stream())
-        except gexc.GoogleAPICallError as exc:
+            snapshots: list[Any] = list(query.stream(retry=self._retry, timeout=self._deadline_s))
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_QUERIES)
         # A query is billed one read per document returned, and at least one.
@@ -119,5 +137,5 @@ class FirestoreJobStore:
         try:
             # One document read (of a name no job can have) proves reachability and rights.
             self._jobs.document("_ping").get(retry=None, timeout=PING_TIMEOUT_S)
-        except gexc.GoogleAPICallError as exc:
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore unreachable: {exc}") from exc

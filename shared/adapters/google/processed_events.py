@@ -10,6 +10,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.adapters.google import metering
+from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD
 from shared.domain.errors import DependencyUnavailable
 
@@ -22,9 +23,12 @@ class FirestoreProcessedEvents:
         client: firestore.Client,
         collection: str = "processed_events",
         ttl: timedelta = timedelta(days=30),
+        deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
         self._events = client.collection(collection)
         self._ttl = ttl
+        self._retry = bounded_retry(deadline_s)
+        self._deadline_s = deadline_s
         self.meter = metering.Meter()
 
     @staticmethod
@@ -43,10 +47,12 @@ class FirestoreProcessedEvents:
         }
         self.meter.add(metering.FIRESTORE_WRITES)
         try:
-            self._events.document(self._doc_id(subscriber, event_id)).create(document)
+            self._events.document(self._doc_id(subscriber, event_id)).create(
+                document, retry=self._retry, timeout=self._deadline_s
+            )
         except gexc.AlreadyExists:
             return False
-        except gexc.GoogleAPICallError as exc:
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
         return True
 
@@ -54,8 +60,8 @@ class FirestoreProcessedEvents:
         """Every record the subscriber stored (local reporting; BigQuery serves production)."""
         query = self._events.where(filter=FieldFilter("subscriber", "==", subscriber))
         try:
-            snapshots = list(query.stream())
-        except gexc.GoogleAPICallError as exc:
+            snapshots = list(query.stream(retry=self._retry, timeout=self._deadline_s))
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
         return [dict(s.get("record")) for s in snapshots]
@@ -63,7 +69,9 @@ class FirestoreProcessedEvents:
     def contains(self, subscriber: str, event_id: str) -> bool:
         self.meter.add(metering.FIRESTORE_READS)
         try:
-            snapshot = self._events.document(self._doc_id(subscriber, event_id)).get()
-        except gexc.GoogleAPICallError as exc:
+            snapshot = self._events.document(self._doc_id(subscriber, event_id)).get(
+                retry=self._retry, timeout=self._deadline_s
+            )
+        except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
         return bool(snapshot.exists)
