@@ -175,7 +175,7 @@ def test_concurrent_deliveries_of_one_task_grade_once(stack: LocalStack) -> None
     job_id = response.json()["id"]
     worker = stack.config.url("worker") + "/tasks/grade"
     headers = {
-        "Authorization": f"Bearer {stack.push_token}",
+        **stack.push_authorization("worker"),
         "X-CloudTasks-TaskName": "t-duplicate",
         "X-CloudTasks-TaskRetryCount": "0",
     }
