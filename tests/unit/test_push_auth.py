@@ -1,8 +1,4 @@
-"""Push authentication: Cloud Run's forwarded ID tokens, Google-signed ones, a shared token.
-
-The forwarded tokens are made the way Cloud Run makes them: a real RS256 JWT whose
-signature segment is then replaced by `SIGNATURE_REMOVED_BY_GOOGLE`.
-"""
+"""Push authentication: Cloud Run's forwarded ID tokens, Google-signed ones, a shared token."""
 
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
-from localcloud.cloudrun import forwarded_id_token
+from localcloud.cloudrun import forwarded_id_token as minted_by_local_callers
 from shared.config.settings import Backend, PushAuth, Settings
 from shared.http.errors import Unauthenticated
 from shared.http.push_auth import (
@@ -31,6 +27,7 @@ from shared.http.push_auth import (
     cached_certs_request,
 )
 from tests.support.http_target import RecordingTarget, Reply
+from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id_token
 
 AUDIENCE = "https://worker-123.europe-west1.run.app"
 TASKS_SA = "tasks-invoker@proj.iam.gserviceaccount.com"
@@ -56,13 +53,8 @@ class FakeCertsTransport:
 
 
 @pytest.fixture(scope="module")
-def private_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture(scope="module")
-def signing(private_key: rsa.RSAPrivateKey) -> tuple[crypt.RSASigner, str]:
-    key = private_key
+def signing() -> tuple[crypt.RSASigner, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-signer")])
     now = dt.datetime.now(dt.UTC)
     cert = (
@@ -84,9 +76,9 @@ def signing(private_key: rsa.RSAPrivateKey) -> tuple[crypt.RSASigner, str]:
     return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def claims_of(**changes: Any) -> dict[str, Any]:
+def token(signer: crypt.RSASigner, **claims: Any) -> str:
     now = int(time.time())
-    return {
+    payload = {
         "iss": "https://accounts.google.com",
         "aud": AUDIENCE,
         "iat": now,
@@ -94,12 +86,9 @@ def claims_of(**changes: Any) -> dict[str, Any]:
         "email": TASKS_SA,
         "email_verified": True,
         "sub": "1234",
-        **changes,
+        **claims,
     }
-
-
-def token(signer: crypt.RSASigner, **claims: Any) -> str:
-    return jwt.encode(signer, claims_of(**claims)).decode()
+    return jwt.encode(signer, payload).decode()
 
 
 def verifier(signing: tuple[crypt.RSASigner, str]) -> OidcVerifier:
@@ -167,30 +156,23 @@ def test_grader_timeout_must_stay_below_the_dispatch_deadline() -> None:
 # --- behind Cloud Run IAM: the forwarded token's claims --------------------------------
 
 
-def signed_token(key: rsa.RSAPrivateKey, **claims: Any) -> str:
-    """A Google-shaped ID token, RS256-signed by `key` (as it leaves the caller)."""
-    return pyjwt.encode(claims_of(**claims), key, algorithm="RS256", headers={"kid": "k1"})
-
-
-def forwarded(key: rsa.RSAPrivateKey, **claims: Any) -> str:
-    """The same token as Cloud Run hands it to the container: signature removed."""
-    header, payload, _signature = signed_token(key, **claims).split(".")
-    return f"{header}.{payload}.{FORWARDED_SIGNATURE}"
+def forwarded(**claims: Any) -> str:
+    return forwarded_id_token(google_claims(AUDIENCE, TASKS_SA, **claims))
 
 
 def claims_verifier() -> ForwardedTokenVerifier:
     return ForwardedTokenVerifier(AUDIENCE, frozenset({TASKS_SA}))
 
 
-def test_forwarded_token_from_an_allowed_account_passes(private_key: rsa.RSAPrivateKey) -> None:
-    token = forwarded(private_key)
+def test_forwarded_token_from_an_allowed_account_passes() -> None:
+    token = forwarded()
     assert token.endswith(".SIGNATURE_REMOVED_BY_GOOGLE")
     claims_verifier().verify(token)
-    claims_verifier().verify(forwarded(private_key, iss="accounts.google.com"))
+    claims_verifier().verify(forwarded(iss="accounts.google.com"))
 
 
 def test_the_local_stand_ins_mint_the_same_shape() -> None:
-    token = forwarded_id_token(AUDIENCE, TASKS_SA)
+    token = minted_by_local_callers(AUDIENCE, TASKS_SA)
     header = pyjwt.get_unverified_header(token)
     assert header["alg"] == "RS256" and header["typ"] == "JWT" and header["kid"]
     assert token.split(".")[2] == FORWARDED_SIGNATURE
@@ -214,27 +196,21 @@ def _now() -> int:
         pytest.param({"email_verified": "true"}, id="email-verified-not-boolean"),
     ],
 )
-def test_forwarded_token_with_bad_claims_is_rejected(
-    private_key: rsa.RSAPrivateKey, claims: dict[str, Any]
-) -> None:
+def test_forwarded_token_with_bad_claims_is_rejected(claims: dict[str, Any]) -> None:
     with pytest.raises(Unauthenticated):
-        claims_verifier().verify(forwarded(private_key, **claims))
+        claims_verifier().verify(forwarded(**claims))
 
 
 @pytest.mark.parametrize("missing", ["iss", "aud", "exp", "iat", "email", "email_verified"])
 def test_forwarded_token_missing_a_claim_is_rejected(missing: str) -> None:
-    header, payload, signature = forwarded_id_token(AUDIENCE, TASKS_SA).split(".")
-    claims = pyjwt.decode(
-        forwarded_id_token(AUDIENCE, TASKS_SA), options={"verify_signature": False}
-    )
+    claims = google_claims(AUDIENCE, TASKS_SA)
     del claims[missing]
-    payload = pyjwt.utils.base64url_encode(json.dumps(claims).encode()).decode()
     with pytest.raises(Unauthenticated):
-        claims_verifier().verify(f"{header}.{payload}.{signature}")
+        claims_verifier().verify(forwarded_id_token(claims))
 
 
-def test_expiry_within_the_leeway_is_tolerated(private_key: rsa.RSAPrivateKey) -> None:
-    claims_verifier().verify(forwarded(private_key, exp=_now() - 2))
+def test_expiry_within_the_leeway_is_tolerated() -> None:
+    claims_verifier().verify(forwarded(exp=_now() - 2))
 
 
 @pytest.mark.parametrize(
@@ -252,12 +228,10 @@ def test_malformed_token_is_rejected(token: str) -> None:
         claims_verifier().verify(token)
 
 
-def test_a_token_that_still_carries_its_signature_is_rejected(
-    private_key: rsa.RSAPrivateKey,
-) -> None:
+def test_a_token_that_still_carries_its_signature_is_rejected() -> None:
     # Cloud Run always strips the signature: a signed token did not come through its front.
     with pytest.raises(Unauthenticated, match="not forwarded by Cloud Run"):
-        claims_verifier().verify(signed_token(private_key))
+        claims_verifier().verify(signed_id_token(google_claims(AUDIENCE, TASKS_SA)))
 
 
 # --- the verifier the settings choose ---------------------------------------------------
@@ -276,7 +250,7 @@ def oidc_settings(**changes: Any) -> Settings:
 def test_oidc_relies_on_cloud_run_for_the_signature_by_default() -> None:
     verifier = build_verifier(oidc_settings())
     assert isinstance(verifier, ForwardedTokenVerifier)
-    verifier.verify(forwarded_id_token(AUDIENCE, "scheduler@proj.iam.gserviceaccount.com"))
+    verifier.verify(minted_by_local_callers(AUDIENCE, "scheduler@proj.iam.gserviceaccount.com"))
     assert isinstance(build_verifier(oidc_settings(push_verify_signature=True)), OidcVerifier)
 
 
@@ -308,5 +282,5 @@ def test_full_verification_fetches_the_certificates_once_while_they_are_fresh(
         for _ in range(3):
             verifier.verify(token(signing[0]))
         with pytest.raises(Unauthenticated):
-            verifier.verify(forwarded_id_token(AUDIENCE, TASKS_SA))
+            verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))
     assert len(google.requests) == 1
