@@ -143,6 +143,11 @@ class OidcVerifier:
         from google.auth.exceptions import GoogleAuthError
         from google.oauth2 import id_token
 
+        if token.endswith("." + FORWARDED_SIGNATURE):
+            raise Unauthenticated(
+                "the ID token's signature was removed by Cloud Run: behind Cloud Run IAM "
+                "set GRADEQ_PUSH_VERIFY_SIGNATURE=false"
+            )
         try:
             claims = id_token.verify_token(
                 token,
@@ -191,8 +196,13 @@ def require_push_token(verifier: PushVerifier) -> Callable[[], None]:
             return
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            raise Unauthenticated("a bearer token is required")
-        verifier.verify(token)
+        try:
+            if scheme.lower() != "bearer" or not token:
+                raise Unauthenticated("a bearer token is required")
+            verifier.verify(token)
+        except Unauthenticated as exc:
+            # A 4xx is not logged as an error; a misconfigured caller must still show up.
+            log.warning("push refused: %s", exc.detail, extra={"path": request.path})
+            raise
 
     return _check

@@ -126,7 +126,11 @@ REJECTED = {
 @pytest.mark.parametrize("service", sorted(PUSHED))
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_a_push_without_a_valid_forwarded_token_is_401_problem(
-    service: str, case: str, tmp_path: Path, stores: Stores
+    service: str,
+    case: str,
+    tmp_path: Path,
+    stores: Stores,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     app = build(service, tmp_path, stores)
     spec = REJECTED[case]
@@ -141,6 +145,10 @@ def test_a_push_without_a_valid_forwarded_token_is_401_problem(
     assert response.status_code == 401
     assert response.mimetype == "application/problem+json"
     assert response.json["type"] == PROBLEM_BASE + "unauthenticated"
+    [refused] = [r for r in _log_lines(capsys) if r["message"].startswith("push refused: ")]
+    assert refused["severity"] == "WARNING" and refused["path"] == PUSHED[service]
+    if token:
+        assert token not in json.dumps(refused)  # credentials never reach the logs
 
 
 @pytest.mark.parametrize("service", sorted(PUSHED))

@@ -284,3 +284,9 @@ def test_full_verification_fetches_the_certificates_once_while_they_are_fresh(
         with pytest.raises(Unauthenticated):
             verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))
     assert len(google.requests) == 1
+
+
+def test_full_verification_names_the_setting_when_cloud_run_removed_the_signature() -> None:
+    verifier = OidcVerifier(AUDIENCE, frozenset({TASKS_SA}), transport=FakeCertsTransport("k1", ""))
+    with pytest.raises(Unauthenticated, match="GRADEQ_PUSH_VERIFY_SIGNATURE=false"):
+        verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))
