@@ -9,10 +9,12 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python3 -m venv /opt/venv
 WORKDIR /src
 
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes.
+# Dependencies first, at the versions the tests ran on (services/constraints.txt): this
+# layer is rebuilt only when pyproject.toml or the constraints change.
 COPY pyproject.toml ./
+COPY services/constraints.txt ./constraints.txt
 RUN /opt/venv/bin/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && /opt/venv/bin/pip install -r /tmp/requirements.txt
+ && /opt/venv/bin/pip install -c constraints.txt -r /tmp/requirements.txt
 
 COPY shared ./shared
 COPY services ./services

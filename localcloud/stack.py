@@ -6,6 +6,13 @@ everything shares one SQLite file and the local bus delivers events. On the
 `google-emulators` backend the services use the Google adapters against the official
 Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API.
 `make run`, `make run-google-emulators` and the end-to-end tests all use it.
+
+Push authentication runs as in production: the worker and the subscribers check the
+claims of ID tokens shaped as Cloud Run forwards them (`GRADEQ_PUSH_AUTH=oidc`, signature
+removed), and every caller sends such a token for its own service account: the
+dispatcher (Cloud Tasks), the bus (Pub/Sub push), the recovery ticker (Cloud Scheduler).
+The Pub/Sub emulator pushes without a token, so on that backend each subscriber gets a
+`CloudRunFront` that adds it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import IO
 
 import requests
 
+from localcloud.cloudrun import CloudRunFront, forwarded_authorization
 from localcloud.emulators import Emulator
 
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
@@ -34,6 +42,16 @@ SUBSCRIBERS = ("notification", "analytics")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
 EMULATOR_PROJECT = "demo-gradeq"
+# The service accounts that call the worker and the subscribers, as terraform names them.
+TASKS_ACCOUNT = f"tasks-invoker@{EMULATOR_PROJECT}.iam.gserviceaccount.com"
+SCHEDULER_ACCOUNT = f"scheduler@{EMULATOR_PROJECT}.iam.gserviceaccount.com"
+PUSH_ACCOUNT = f"pubsub-push@{EMULATOR_PROJECT}.iam.gserviceaccount.com"
+#: Who may push to each service (GRADEQ_PUSH_SERVICE_ACCOUNTS); the first one by default.
+PUSH_CALLERS = {
+    "worker": (TASKS_ACCOUNT, SCHEDULER_ACCOUNT),
+    "notification": (PUSH_ACCOUNT,),
+    "analytics": (PUSH_ACCOUNT,),
+}
 
 
 def free_port() -> int:
@@ -78,12 +96,12 @@ class LocalStack:
 
     def __init__(self, config: StackConfig, output: IO[str] | None = None) -> None:
         self.config = config
-        self.push_token = secrets.token_urlsafe(24)
         self.webhook_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self._output = output or sys.stdout
         self._lines: dict[str, list[str]] = {name: [] for name in self.process_names()}
         self._emulators: list[Emulator] = []
+        self._fronts: list[CloudRunFront] = []
         self._emulator_env: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -105,10 +123,15 @@ class LocalStack:
             "GRADEQ_DATA_DIR": str(cfg.data_dir),
             "GRADEQ_WORKER_URL": cfg.url("worker"),
             "GRADEQ_CLIENT_KEYS": cfg.client_keys,
-            "GRADEQ_PUSH_AUTH": "shared-token",
-            "GRADEQ_PUSH_TOKEN": self.push_token,
+            "GRADEQ_PUSH_AUTH": "oidc",
+            "GRADEQ_PUSH_VERIFY_SIGNATURE": "false",
+            "GRADEQ_TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
+            "GRADEQ_BUS_SERVICE_ACCOUNT": PUSH_ACCOUNT,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
         }
+        if name in PUSH_CALLERS:
+            env["GRADEQ_PUSH_AUDIENCE"] = cfg.url(name)
+            env["GRADEQ_PUSH_SERVICE_ACCOUNTS"] = ",".join(PUSH_CALLERS[name])
         if cfg.backend == GOOGLE_EMULATORS:
             env.update(self._emulator_env)
             env.update(
@@ -116,11 +139,13 @@ class LocalStack:
                 GRADEQ_PROJECT_ID=EMULATOR_PROJECT,
                 CLOUD_TASKS_EMULATOR_HOST=f"127.0.0.1:{cfg.ports['dispatcher_grpc']}",
             )
-            if name in SUBSCRIBERS:
-                # The Pub/Sub emulator pushes without any token.
-                env["GRADEQ_PUSH_AUTH"] = "none"
         env.update(cfg.env)
         return env
+
+    def push_authorization(self, service: str, account: str | None = None) -> dict[str, str]:
+        """The Authorization a push to `service` carries once through Cloud Run's front."""
+        caller = account or PUSH_CALLERS[service][0]
+        return forwarded_authorization(self.config.url(service), caller)
 
     def command(self, name: str) -> list[str]:
         cfg = self.config
@@ -225,7 +250,14 @@ class LocalStack:
         os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host  # read by the clients below
         try:
             publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-            endpoints = {n: self.config.url(n) + "/pubsub/push" for n in SUBSCRIBERS}
+            # The emulator pushes without a token: a front per subscriber adds the one
+            # Pub/Sub would send, as Cloud Run forwards it.
+            fronts = {
+                n: CloudRunFront(self.config.url(n), self.config.url(n), PUSH_ACCOUNT).start()
+                for n in SUBSCRIBERS
+            }
+            self._fronts.extend(fronts.values())
+            endpoints = {n: front.url + "/pubsub/push" for n, front in fronts.items()}
             create_pubsub_topology(
                 publisher, subscriber, EMULATOR_PROJECT, load_subscriptions(), endpoints
             )
@@ -246,6 +278,8 @@ class LocalStack:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        for front in self._fronts:
+            front.stop()
         for emulator in self._emulators:
             emulator.stop()
 
@@ -270,6 +304,6 @@ class LocalStack:
             with contextlib.suppress(requests.RequestException):
                 requests.post(
                     self.config.url("worker") + "/tasks/recover",
-                    headers={"Authorization": f"Bearer {self.push_token}"},
+                    headers=self.push_authorization("worker", SCHEDULER_ACCOUNT),
                     timeout=30,
                 )

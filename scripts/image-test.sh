@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the Gradeq image with podman and check that every service starts in it and
-# answers GET /healthz. Installs podman, runc and debootstrap when missing.
+# answers GET /healthz and /health/live. Installs podman, runc and debootstrap when missing.
 #
 # No container registry is reachable on CI, so the base image is a Debian bookworm
 # rootfs made with debootstrap (cached under .cache/image-test) and passed as BASE_IMAGE.
@@ -113,7 +113,8 @@ smoke_test() {
   CONTAINERS+=("$name")
   local i
   for i in $(seq 1 60); do
-    if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
+    if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 \
+      && curl -fsS "http://127.0.0.1:$port/health/live" >/dev/null 2>&1; then
       # The process must run as the image's non-root user.
       local uid
       uid="$(podman exec "$name" id -u)"
@@ -121,7 +122,7 @@ smoke_test() {
         log "FAIL $service runs as root"
         return 1
       fi
-      log "ok   $service answered /healthz on :$port (uid $uid, ${i}x0.5s)"
+      log "ok   $service answered /healthz and /health/live on :$port (uid $uid, ${i}x0.5s)"
       return 0
     fi
     if [ "$(podman inspect -f '{{.State.Running}}' "$name")" != "true" ]; then
@@ -129,7 +130,7 @@ smoke_test() {
     fi
     sleep 0.5
   done
-  log "FAIL $service did not answer /healthz; its logs:"
+  log "FAIL $service did not answer /healthz and /health/live; its logs:"
   podman logs "$name" >&2 || true
   return 1
 }

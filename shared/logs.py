@@ -1,8 +1,11 @@
 """JSON log lines for Cloud Logging: severity, message, service and the job id on every line.
 
 The job id travels in a context variable, so every log call made while handling a job
-carries it without being passed around; `trace` is filled from the request's
-X-Cloud-Trace-Context header when there is one.
+carries it without being passed around. The trace context of the request (see
+`shared.http.tracing`) fills `logging.googleapis.com/trace`, `.../spanId` and
+`.../trace_sampled`, so Cloud Logging groups a request's lines under its trace. A record
+logged with an exception carries the formatted traceback in `stack_trace`, the field
+Error Reporting reads.
 """
 
 from __future__ import annotations
@@ -12,14 +15,30 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("job_id", default=None)
-trace_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("trace", default=None)
-
 TRACE_FIELD = "logging.googleapis.com/trace"
+SPAN_FIELD = "logging.googleapis.com/spanId"
+SAMPLED_FIELD = "logging.googleapis.com/trace_sampled"
+STACK_TRACE_FIELD = "stack_trace"
+
+
+@dataclass(frozen=True)
+class TraceContext:
+    """The request's trace as Cloud Logging names it, its span (16 hex digits), sampling."""
+
+    trace: str
+    span_id: str | None = None
+    sampled: bool | None = None
+
+
+job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("job_id", default=None)
+trace_var: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
+    "trace", default=None
+)
 
 
 @contextmanager
@@ -42,8 +61,12 @@ class _CorrelationFilter(logging.Filter):
         if getattr(record, "job_id", None) is None:
             record.job_id = job_id_var.get()
         trace = trace_var.get()
-        if trace:
-            setattr(record, TRACE_FIELD, trace)
+        if trace is not None:
+            setattr(record, TRACE_FIELD, trace.trace)
+            if trace.span_id is not None:
+                setattr(record, SPAN_FIELD, trace.span_id)
+            if trace.sampled is not None:
+                setattr(record, SAMPLED_FIELD, trace.sampled)
         return True
 
 
@@ -62,7 +85,7 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     handler.setFormatter(
         _Formatter(
             "%(message)s %(service)s %(job_id)s %(name)s",
-            rename_fields={"name": "logger"},
+            rename_fields={"name": "logger", "exc_info": STACK_TRACE_FIELD},
             json_ensure_ascii=False,
         )
     )

@@ -4,8 +4,10 @@
         --subscription analytics=http://127.0.0.1:8084 [--db data/gradeq.sqlite3]
     python -m localcloud.pubsub dead-letters [--subscription NAME] [--json]
 
-Defaults come from the environment: GRADEQ_DATA_DIR (the database), GRADEQ_PUSH_TOKEN
-(sent as a bearer token), GRADEQ_BUS_SUBSCRIPTIONS ("name=url,name=url" when no
+Defaults come from the environment: GRADEQ_DATA_DIR (the database), GRADEQ_PUSH_AUTH
+(`oidc`: send ID tokens shaped as Cloud Run forwards them, for the push service account
+GRADEQ_BUS_SERVICE_ACCOUNT; otherwise GRADEQ_PUSH_TOKEN as a bearer token),
+GRADEQ_BUS_SUBSCRIPTIONS ("name=url,name=url" when no
 --subscription is given) and GRADEQ_LOG_LEVEL. A URL without a path gets the
 subscription's push_path from the subscriptions file.
 """
@@ -28,7 +30,7 @@ from types import FrameType
 from localcloud.pubsub.deliveries import SqliteDeliveryStore
 from localcloud.pubsub.push_bus import Bus, Endpoint
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.config.settings import Settings
+from shared.config.settings import PushAuth, Settings
 from shared.config.subscriptions import (
     DEFAULT_SUBSCRIPTIONS_FILE,
     SubscriptionConfig,
@@ -56,6 +58,11 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=URL",
         help="push endpoint of a subscription (repeat per subscription)",
+    )
+    run.add_argument(
+        "--service-account",
+        default=os.environ.get("GRADEQ_BUS_SERVICE_ACCOUNT", ""),
+        help="with GRADEQ_PUSH_AUTH=oidc: the push subscriptions' OIDC service account",
     )
     run.add_argument("--subscriptions-file", type=Path, default=DEFAULT_SUBSCRIPTIONS_FILE)
     run.add_argument("--concurrency", type=int, default=8)
@@ -104,10 +111,16 @@ def _override(config: SubscriptionConfig, args: argparse.Namespace) -> Subscript
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    oidc_account = None
+    if settings.push_auth is PushAuth.OIDC:
+        if not args.service_account:
+            raise SystemExit("GRADEQ_PUSH_AUTH=oidc needs --service-account")
+        oidc_account = args.service_account
     bus = Bus(
         SqliteDatabase(args.db),
         _endpoints(args),
         push_token=settings.push_token.get_secret_value(),
+        oidc_account=oidc_account,
         concurrency=args.concurrency,
         poll_interval_s=args.poll_interval,
         jitter=args.jitter,

@@ -5,6 +5,10 @@ or a connection error is redelivered after an exponential backoff between the re
 policy's minimum and maximum, shortened by a random jitter of up to `jitter` (20%) so
 messages that failed together do not all come back together, never below the minimum.
 After `max_delivery_attempts` failed pushes the message is moved to the dead letters.
+
+With an OIDC service account each push carries the subscription's ID token as Cloud Run
+hands it to the container (signature removed), with the endpoint's base URL as audience,
+as terraform sets it; otherwise the shared push token, if any.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from localcloud.cloudrun import base_url, forwarded_authorization
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.config.subscriptions import SubscriptionConfig
@@ -47,6 +52,11 @@ class Endpoint:
         if urlsplit(self.url).path in ("", "/"):
             return self.url.rstrip("/") + self.config.push_path
         return self.url
+
+    @property
+    def audience(self) -> str:
+        """The audience of the subscription's OIDC token: the receiving service's URL."""
+        return base_url(self.url)
 
 
 def backoff_delay(config: SubscriptionConfig, failed_attempts: int, jitter: float) -> float:
@@ -81,6 +91,7 @@ class Bus:
         db: SqliteDatabase,
         endpoints: Mapping[str, Endpoint],
         push_token: str = "",
+        oidc_account: str | None = None,
         concurrency: int = 8,
         poll_interval_s: float = 0.2,
         jitter: float = 0.2,
@@ -90,6 +101,7 @@ class Bus:
         self._endpoints = dict(endpoints)
         self._configs = {name: e.config for name, e in self._endpoints.items()}
         self._push_token = push_token
+        self._oidc_account = oidc_account
         self._concurrency = concurrency
         self._poll_interval_s = poll_interval_s
         self._jitter = jitter
@@ -181,7 +193,11 @@ class Bus:
                 )
 
     def _push(self, endpoint: Endpoint, delivery: PushDelivery) -> tuple[int | None, str | None]:
-        headers = {"Authorization": f"Bearer {self._push_token}"} if self._push_token else {}
+        headers: dict[str, str] = {}
+        if self._oidc_account is not None:
+            headers = forwarded_authorization(endpoint.audience, self._oidc_account)
+        elif self._push_token:
+            headers = {"Authorization": f"Bearer {self._push_token}"}
         try:
             response = requests.post(
                 endpoint.push_url,

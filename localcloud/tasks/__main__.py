@@ -4,8 +4,11 @@
         [--grpc-port N] [--grace-s S] [--paused] [--reclaim-leases]
 
 Defaults come from the GRADEQ_* settings: --db is GRADEQ_DATA_DIR/gradeq.sqlite3,
---queues-file is GRADEQ_QUEUES_FILE, and GRADEQ_PUSH_TOKEN (if set) is sent as
-`Authorization: Bearer <token>`, standing in for the OIDC token. The gRPC API listens on
+--queues-file is GRADEQ_QUEUES_FILE. With GRADEQ_PUSH_AUTH=oidc each request carries an
+ID token shaped as Cloud Run forwards it (signature removed) for the task's OIDC account
+and audience, or for GRADEQ_TASKS_SERVICE_ACCOUNT and the target's base URL when the task
+names none; otherwise GRADEQ_PUSH_TOKEN (if set) is sent as `Authorization: Bearer
+<token>`. The gRPC API listens on
 127.0.0.1:8123 unless told otherwise (--grpc-port 0 picks a free port, logged at start).
 SIGINT/SIGTERM stop it gracefully: attempts still in flight after --grace-s are handed
 back and sent again by the next dispatcher.
@@ -23,7 +26,7 @@ from types import FrameType
 from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.config.queues import load_queues
-from shared.config.settings import Settings
+from shared.config.settings import PushAuth, Settings
 from shared.logs import configure_logging
 
 DEFAULT_GRPC_PORT = 8123
@@ -74,10 +77,16 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging("dispatcher", settings.log_level)
     args = parse_args(settings, argv)
     token = settings.push_token.get_secret_value() or None
+    oidc_account = None
+    if settings.push_auth is PushAuth.OIDC:
+        if not settings.tasks_service_account:
+            raise SystemExit("GRADEQ_TASKS_SERVICE_ACCOUNT is required with GRADEQ_PUSH_AUTH=oidc")
+        oidc_account = settings.tasks_service_account
     dispatcher = Dispatcher(
         SqliteDatabase(args.db),
         load_queues(args.queues_file),
         push_token=token,
+        oidc_account=oidc_account,
         grpc_address=f"{args.grpc_host}:{args.grpc_port}",
         poll_interval_s=args.poll_interval_s,
         name_reservation=timedelta(seconds=args.name_reservation_s),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import requests
 
+from localcloud.cloudrun import base_url, forwarded_authorization
 from shared.adapters.embedded.task_table import TaskRow
 
 USER_AGENT = "Google-Cloud-Tasks"
@@ -30,7 +31,27 @@ class AttemptResult:
         return self.status is not None and 200 <= self.status < 300
 
 
-def build_headers(task: TaskRow, push_token: str | None) -> dict[str, str]:
+def authorization(
+    task: TaskRow, push_token: str | None, oidc_account: str | None
+) -> dict[str, str]:
+    """The Authorization header the target receives for `task`.
+
+    With `oidc_account` set, an ID token as Cloud Run forwards it to the container: for
+    the task's own OIDC account and audience (set through the Cloud Tasks API), else for
+    `oidc_account` and the target's base URL. Otherwise `push_token` as a shared secret.
+    """
+    if oidc_account is not None:
+        account = task.oidc_service_account or oidc_account
+        audience = task.oidc_audience or base_url(task.url)
+        return forwarded_authorization(audience, account)
+    if push_token:
+        return {"Authorization": f"Bearer {push_token}"}
+    return {}
+
+
+def build_headers(
+    task: TaskRow, push_token: str | None, oidc_account: str | None = None
+) -> dict[str, str]:
     """The task's own headers plus those Cloud Tasks adds, for the attempt after `task`."""
     added = {
         "User-Agent": USER_AGENT,
@@ -44,9 +65,7 @@ def build_headers(task: TaskRow, push_token: str | None) -> dict[str, str]:
         # 0 stands for "no response" (timeout, connection error, abandoned attempt).
         added["X-CloudTasks-TaskPreviousResponse"] = str(task.last_response_code or 0)
         added["X-CloudTasks-TaskRetryReason"] = task.last_retry_reason or HTTP_ERROR
-    if push_token:
-        # Stands in for the OIDC token Cloud Tasks signs; the worker checks it as a secret.
-        added["Authorization"] = f"Bearer {push_token}"
+    added.update(authorization(task, push_token, oidc_account))
     overridden = {name.lower() for name in added}
     own = {k: v for k, v in task.headers.items() if k.lower() not in overridden}
     return own | added

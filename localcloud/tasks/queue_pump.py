@@ -37,6 +37,7 @@ class QueuePump:
         owner: str,
         *,
         push_token: str | None,
+        oidc_account: str | None = None,
         poll_interval_s: float,
         lease_margin_s: float,
         name_reservation_s: float,
@@ -45,6 +46,7 @@ class QueuePump:
         self.queue = queue
         self.owner = owner
         self.push_token = push_token
+        self.oidc_account = oidc_account
         self.poll_interval_s = poll_interval_s
         self.lease_margin_s = lease_margin_s
         self.name_reservation_s = name_reservation_s
@@ -140,7 +142,8 @@ class QueuePump:
         try:
             with job_context(_job_id(task)):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
-                result = send(task, build_headers(task, self.push_token), deadline)
+                headers = build_headers(task, self.push_token, self.oidc_account)
+                result = send(task, headers, deadline)
                 self._record(task, result, first_attempt_at)
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.

@@ -17,6 +17,7 @@ from shared.domain.errors import GradeqError
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.http.subscriber import push_blueprint, register_subscriber_health
+from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import EventRecords, ProcessedEvents
 
@@ -65,6 +66,7 @@ def create_app(
 
     app = Flask(__name__)
     register_error_handlers(app)
+    register_trace_context(app, settings.project_id)
     register_subscriber_health(app, processed)
     app.register_blueprint(push_blueprint(verifier, handle))
     app.register_blueprint(_stats_blueprint(records))

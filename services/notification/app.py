@@ -16,6 +16,7 @@ from shared.config.settings import Settings
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.http.subscriber import push_blueprint, register_subscriber_health
+from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import ProcessedEvents
 
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None, processed: ProcessedEvents | No
 
     app = Flask(__name__)
     register_error_handlers(app)
+    register_trace_context(app, settings.project_id)
     register_subscriber_health(app, processed)
     app.register_blueprint(push_blueprint(verifier, handle))
     return app

@@ -26,7 +26,7 @@ class Backend(StrEnum):
 class PushAuth(StrEnum):
     """How the worker and subscribers authenticate pushes from the queue and the bus."""
 
-    OIDC = "oidc"  # Google-signed ID token (production)
+    OIDC = "oidc"  # Google ID token (production): forwarded by Cloud Run, or verified here
     SHARED_TOKEN = "shared-token"  # noqa: S105 - a bearer secret shared with the local dispatcher/bus
     NONE = "none"  # only against the emulators: the Pub/Sub emulator pushes without a token
 
@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     push_token: SecretStr = SecretStr("")
     push_audience: str = ""
     push_service_accounts: str = ""
+    # oidc: verify the token's signature here too. Off behind Cloud Run IAM, which verifies
+    # it and forwards the token with its signature removed; on for a service without IAM.
+    push_verify_signature: bool = False
 
     # Notification subscriber.
     webhook_secret: SecretStr = SecretStr("")

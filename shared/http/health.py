@@ -1,4 +1,9 @@
-"""Liveness and readiness endpoints shared by every service."""
+"""Liveness and readiness endpoints shared by every service.
+
+Each answers on two paths: `/healthz` and `/readyz` for the probes Cloud Run runs inside
+the container, and `/health/live` and `/health/ready` for requests from outside, because
+Cloud Run's front reserves some paths ending in `z` for itself.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +15,17 @@ from shared.domain.errors import DependencyUnavailable
 
 
 def register_health(app: Flask, checks: Sequence[tuple[str, Callable[[], None]]]) -> None:
-    """Add /healthz (the process answers) and /readyz (each dependency answers)."""
+    """Add liveness (the process answers) and readiness (each dependency answers)."""
     bp = Blueprint("health", __name__)
 
     @bp.get("/healthz")
-    def healthz() -> Response:
+    @bp.get("/health/live")
+    def live() -> Response:
         return jsonify(status="ok")
 
     @bp.get("/readyz")
-    def readyz() -> Response:
+    @bp.get("/health/ready")
+    def ready() -> Response:
         results: dict[str, str] = {}
         for name, check in checks:
             try:

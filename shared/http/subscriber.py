@@ -46,7 +46,7 @@ def push_blueprint(verifier: PushVerifier, handle: Callable[[ReceivedEvent], Non
 
 
 def register_subscriber_health(app: Flask, processed: ProcessedEvents) -> None:
-    """Serve /healthz and /readyz; ready when the processed-events store answers."""
+    """Serve the health endpoints; ready when the processed-events store answers."""
     register_health(app, [("processed_events", lambda: _probe(processed))])
 
 

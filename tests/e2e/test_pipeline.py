@@ -12,8 +12,18 @@ from typing import Any
 import pytest
 import requests
 
+from localcloud.cloudrun import forwarded_authorization
 from localcloud.emulators import missing_reason
-from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
+from localcloud.stack import (
+    EMBEDDED,
+    GOOGLE_EMULATORS,
+    PUSH_ACCOUNT,
+    TASKS_ACCOUNT,
+    LocalStack,
+    StackConfig,
+)
+from shared.domain.errors import PROBLEM_BASE
+from tests.support.id_tokens import google_claims, signed_id_token
 
 pytestmark = pytest.mark.e2e
 
@@ -175,7 +185,7 @@ def test_concurrent_deliveries_of_one_task_grade_once(stack: LocalStack) -> None
     job_id = response.json()["id"]
     worker = stack.config.url("worker") + "/tasks/grade"
     headers = {
-        "Authorization": f"Bearer {stack.push_token}",
+        **stack.push_authorization("worker"),
         "X-CloudTasks-TaskName": "t-duplicate",
         "X-CloudTasks-TaskRetryCount": "0",
     }
@@ -202,3 +212,46 @@ def test_every_log_line_is_json_with_severity(stack: LocalStack) -> None:
         records = [json.loads(line) for line in stack.lines(service) if line.startswith("{")]
         assert records, f"no JSON log lines from {service}"
         assert all("severity" in r and "message" in r for r in records)
+
+
+def wait_for_line(stack: LocalStack, service: str, job_id: str, message: str) -> None:
+    deadline = time.monotonic() + 20
+    while not job_lines(stack, service, job_id, message):
+        assert time.monotonic() < deadline, f"{service} never logged {message!r} for {job_id}"
+        time.sleep(0.2)
+
+
+def test_push_auth_runs_as_behind_cloud_run_iam(stack: LocalStack) -> None:
+    """Production push auth: claims of Cloud-Run-forwarded tokens, sent by every caller."""
+    for service in ("worker", "notification", "analytics"):
+        env = stack.environment(service)
+        assert env["GRADEQ_PUSH_AUTH"] == "oidc"
+        assert env["GRADEQ_PUSH_VERIFY_SIGNATURE"] == "false"
+        assert env["GRADEQ_PUSH_AUDIENCE"] == stack.config.url(service)
+
+    response = submit(stack, "e2e-behind-iam")
+    job = wait_final(stack, response.headers["Location"])
+    assert job["status"] == "SUCCEEDED"
+    assert len(received_by_analytics(stack, job["id"])) == 1
+    wait_for_line(stack, "notification", job["id"], "event has no callback_url")
+
+    worker = stack.config.url("worker")
+    refused = {
+        "no token": {},
+        "wrong audience": forwarded_authorization(stack.config.url("analytics"), TASKS_ACCOUNT),
+        "account not allowed": forwarded_authorization(worker, PUSH_ACCOUNT),
+        "still signed, so not through Cloud Run": {
+            "Authorization": f"Bearer {signed_id_token(google_claims(worker, TASKS_ACCOUNT))}"
+        },
+    }
+    for case, headers in refused.items():
+        answer = requests.post(
+            worker + "/tasks/grade", json={"job_id": job["id"]}, headers=headers, timeout=10
+        )
+        assert answer.status_code == 401, case
+        assert answer.headers["Content-Type"].startswith("application/problem+json"), case
+        assert answer.json()["type"] == PROBLEM_BASE + "unauthenticated", case
+    for subscriber in ("notification", "analytics"):
+        answer = requests.post(stack.config.url(subscriber) + "/pubsub/push", json={}, timeout=10)
+        assert answer.status_code == 401
+        assert answer.json()["type"] == PROBLEM_BASE + "unauthenticated"

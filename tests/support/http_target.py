@@ -38,11 +38,12 @@ class ReceivedRequest:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the target answers: status, extra headers, and how long it takes first."""
+    """What the target answers: status, extra headers, how long it takes first, a body."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    body: bytes = b""
 
 
 Responder = Callable[[ReceivedRequest], Reply]
@@ -145,8 +146,9 @@ class RecordingTarget:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", "0")
+                    self.send_header("Content-Length", str(len(reply.body)))
                     self.end_headers()
+                    self.wfile.write(reply.body)
                 except OSError:
                     pass  # the sender gave up waiting (deadline): nobody to answer
 

@@ -1,4 +1,4 @@
-"""Push authentication: Google-signed ID tokens in production, a shared token locally."""
+"""Push authentication: Cloud Run's forwarded ID tokens, Google-signed ones, a shared token."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import jwt as pyjwt
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -14,9 +15,19 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
 
+from localcloud.cloudrun import forwarded_id_token as minted_by_local_callers
 from shared.config.settings import Backend, PushAuth, Settings
 from shared.http.errors import Unauthenticated
-from shared.http.push_auth import OidcVerifier, SharedTokenVerifier
+from shared.http.push_auth import (
+    FORWARDED_SIGNATURE,
+    ForwardedTokenVerifier,
+    OidcVerifier,
+    SharedTokenVerifier,
+    build_verifier,
+    cached_certs_request,
+)
+from tests.support.http_target import RecordingTarget, Reply
+from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id_token
 
 AUDIENCE = "https://worker-123.europe-west1.run.app"
 TASKS_SA = "tasks-invoker@proj.iam.gserviceaccount.com"
@@ -140,3 +151,142 @@ def test_production_refuses_local_push_auth(monkeypatch: pytest.MonkeyPatch) -> 
 def test_grader_timeout_must_stay_below_the_dispatch_deadline() -> None:
     with pytest.raises(ValueError, match="dispatch_deadline"):
         Settings(grader_timeout_s=600)
+
+
+# --- behind Cloud Run IAM: the forwarded token's claims --------------------------------
+
+
+def forwarded(**claims: Any) -> str:
+    return forwarded_id_token(google_claims(AUDIENCE, TASKS_SA, **claims))
+
+
+def claims_verifier() -> ForwardedTokenVerifier:
+    return ForwardedTokenVerifier(AUDIENCE, frozenset({TASKS_SA}))
+
+
+def test_forwarded_token_from_an_allowed_account_passes() -> None:
+    token = forwarded()
+    assert token.endswith(".SIGNATURE_REMOVED_BY_GOOGLE")
+    claims_verifier().verify(token)
+    claims_verifier().verify(forwarded(iss="accounts.google.com"))
+
+
+def test_the_local_stand_ins_mint_the_same_shape() -> None:
+    token = minted_by_local_callers(AUDIENCE, TASKS_SA)
+    header = pyjwt.get_unverified_header(token)
+    assert header["alg"] == "RS256" and header["typ"] == "JWT" and header["kid"]
+    assert token.split(".")[2] == FORWARDED_SIGNATURE
+    claims_verifier().verify(token)
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param({"aud": "https://someone-else.run.app"}, id="wrong-audience"),
+        pytest.param({"aud": [AUDIENCE, "https://other.run.app"]}, id="audience-list"),
+        pytest.param({"iss": "https://evil.example"}, id="wrong-issuer"),
+        pytest.param({"exp": _now() - 60, "iat": _now() - 3660}, id="expired"),
+        pytest.param({"iat": _now() + 600, "exp": _now() + 4200}, id="issued-in-future"),
+        pytest.param({"email": "intruder@proj.iam.gserviceaccount.com"}, id="email-not-allowed"),
+        pytest.param({"email_verified": False}, id="email-not-verified"),
+        pytest.param({"email_verified": "true"}, id="email-verified-not-boolean"),
+    ],
+)
+def test_forwarded_token_with_bad_claims_is_rejected(claims: dict[str, Any]) -> None:
+    with pytest.raises(Unauthenticated):
+        claims_verifier().verify(forwarded(**claims))
+
+
+@pytest.mark.parametrize("missing", ["iss", "aud", "exp", "iat", "email", "email_verified"])
+def test_forwarded_token_missing_a_claim_is_rejected(missing: str) -> None:
+    claims = google_claims(AUDIENCE, TASKS_SA)
+    del claims[missing]
+    with pytest.raises(Unauthenticated):
+        claims_verifier().verify(forwarded_id_token(claims))
+
+
+def test_expiry_within_the_leeway_is_tolerated() -> None:
+    claims_verifier().verify(forwarded(exp=_now() - 2))
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "not-a-jwt",
+        "a.b",
+        f"a.b.{FORWARDED_SIGNATURE}",
+        f"e30.bm90LWpzb24.{FORWARDED_SIGNATURE}",
+        f"..{FORWARDED_SIGNATURE}",
+    ],
+)
+def test_malformed_token_is_rejected(token: str) -> None:
+    with pytest.raises(Unauthenticated):
+        claims_verifier().verify(token)
+
+
+def test_a_token_that_still_carries_its_signature_is_rejected() -> None:
+    # Cloud Run always strips the signature: a signed token did not come through its front.
+    with pytest.raises(Unauthenticated, match="not forwarded by Cloud Run"):
+        claims_verifier().verify(signed_id_token(google_claims(AUDIENCE, TASKS_SA)))
+
+
+# --- the verifier the settings choose ---------------------------------------------------
+
+
+def oidc_settings(**changes: Any) -> Settings:
+    values: dict[str, Any] = {
+        "push_auth": PushAuth.OIDC,
+        "push_audience": AUDIENCE,
+        "push_service_accounts": f"{TASKS_SA}, scheduler@proj.iam.gserviceaccount.com",
+    }
+    values.update(changes)
+    return Settings(**values)
+
+
+def test_oidc_relies_on_cloud_run_for_the_signature_by_default() -> None:
+    verifier = build_verifier(oidc_settings())
+    assert isinstance(verifier, ForwardedTokenVerifier)
+    verifier.verify(minted_by_local_callers(AUDIENCE, "scheduler@proj.iam.gserviceaccount.com"))
+    assert isinstance(build_verifier(oidc_settings(push_verify_signature=True)), OidcVerifier)
+
+
+@pytest.mark.parametrize("verify_signature", [False, True])
+@pytest.mark.parametrize(
+    "missing", [{"push_audience": ""}, {"push_service_accounts": " , "}], ids=["aud", "accounts"]
+)
+def test_oidc_without_audience_or_accounts_refuses_to_start(
+    missing: dict[str, str], verify_signature: bool
+) -> None:
+    settings = oidc_settings(push_verify_signature=verify_signature, **missing)
+    with pytest.raises(ValueError, match="GRADEQ_PUSH_AUDIENCE and GRADEQ_PUSH_SERVICE_ACCOUNTS"):
+        build_verifier(settings)
+
+
+# --- without IAM in front: full verification, Google's certificates cached -------------
+
+
+def test_full_verification_fetches_the_certificates_once_while_they_are_fresh(
+    signing: tuple[crypt.RSASigner, str],
+) -> None:
+    certs = json.dumps({"k1": signing[1]}).encode()
+    headers = {"Content-Type": "application/json", "Cache-Control": "public, max-age=3600"}
+    cacheable = Reply(200, headers, body=certs)
+    with RecordingTarget(lambda _request: cacheable) as google:
+        verifier = OidcVerifier(
+            AUDIENCE, frozenset({TASKS_SA}), cached_certs_request(), google.url + "/certs"
+        )
+        for _ in range(3):
+            verifier.verify(token(signing[0]))
+        with pytest.raises(Unauthenticated):
+            verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))
+    assert len(google.requests) == 1
+
+
+def test_full_verification_names_the_setting_when_cloud_run_removed_the_signature() -> None:
+    verifier = OidcVerifier(AUDIENCE, frozenset({TASKS_SA}), transport=FakeCertsTransport("k1", ""))
+    with pytest.raises(Unauthenticated, match="GRADEQ_PUSH_VERIFY_SIGNATURE=false"):
+        verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))

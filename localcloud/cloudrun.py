@@ -1,0 +1,150 @@
+"""What Cloud Run's front does to a request for a service that requires authentication.
+
+Cloud Tasks, Cloud Scheduler and Pub/Sub send a Google-signed ID token for a service
+account; Cloud Run verifies it and hands the request to the container with the token's
+signature replaced by `SIGNATURE_REMOVED_BY_GOOGLE`. The local stand-ins send exactly that
+forwarded shape (`forwarded_id_token`), and `CloudRunFront` puts it on requests from the
+Pub/Sub emulator, which pushes without any token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from jwt.utils import base64url_encode
+
+from shared.http.push_auth import FORWARDED_SIGNATURE
+
+log = logging.getLogger(__name__)
+
+GOOGLE_ISSUER = "https://accounts.google.com"
+TOKEN_LIFETIME_S = 3600
+#: Hop-by-hop headers a proxy must not pass on (RFC 9110 section 7.6.1), plus those it sets.
+_NOT_FORWARDED = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"}
+    | {"proxy-authorization", "proxy-authenticate", "content-length", "authorization"}
+)
+#: `requests` hands the body over decoded, so its encoding header goes too.
+_NOT_RETURNED = _NOT_FORWARDED | {"content-encoding"}
+
+
+def base_url(url: str) -> str:
+    """The scheme and authority of `url`: the audience Gradeq sets for a service."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def forwarded_id_token(audience: str, email: str, now: float | None = None) -> str:
+    """An ID token for `email` and `audience` as Cloud Run forwards it to the container."""
+    issued = int(time.time() if now is None else now)
+    header = {"alg": "RS256", "kid": secrets.token_hex(20), "typ": "JWT"}
+    claims = {
+        "iss": GOOGLE_ISSUER,
+        "aud": audience,
+        "azp": email,
+        "email": email,
+        "email_verified": True,
+        "iat": issued,
+        "exp": issued + TOKEN_LIFETIME_S,
+        "sub": str(int(hashlib.sha256(email.encode()).hexdigest()[:15], 16)),
+    }
+    segments = [base64url_encode(json.dumps(part).encode()).decode() for part in (header, claims)]
+    return ".".join([*segments, FORWARDED_SIGNATURE])
+
+
+def forwarded_authorization(audience: str, email: str) -> dict[str, str]:
+    """The Authorization header of a request that passed Cloud Run's IAM check."""
+    return {"Authorization": f"Bearer {forwarded_id_token(audience, email)}"}
+
+
+class CloudRunFront:
+    """A loopback reverse proxy to one service that adds the forwarded ID token.
+
+    It stands for the push subscription's OIDC token and Cloud Run's check together:
+    every request reaches `upstream` with `Authorization: Bearer <forwarded token>` for
+    `email` and `audience` (whatever Authorization it came with is replaced).
+    """
+
+    def __init__(self, upstream: str, audience: str, email: str, timeout_s: float = 600) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.audience = audience
+        self.email = email
+        self.timeout_s = timeout_s
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="cloud-run-front", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> CloudRunFront:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> requests.Response:
+        """Send one request on to the service, with the forwarded token."""
+        kept = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
+        kept.update(forwarded_authorization(self.audience, self.email))
+        return requests.request(
+            method,
+            self.upstream + path,
+            headers=kept,
+            data=body,
+            timeout=self.timeout_s,
+            allow_redirects=False,
+        )
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                try:
+                    response = front.forward(self.command, self.path, dict(self.headers), body)
+                    status, content = response.status_code, response.content
+                    headers = {
+                        k: v for k, v in response.headers.items() if k.lower() not in _NOT_RETURNED
+                    }
+                except requests.RequestException as exc:
+                    # What Cloud Run answers when the container does not.
+                    status, content, headers = 503, str(exc).encode(), {}
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(content)))
+                    self.end_headers()
+                    self.wfile.write(content)
+                except OSError:
+                    pass  # the caller gave up waiting (ack deadline): nobody to answer
+
+            do_POST = do_PUT = do_GET = do_DELETE = do_PATCH = _handle  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler

@@ -1,0 +1,152 @@
+"""The local callers send ID tokens shaped as Cloud Run forwards them, as production would.
+
+Each token a stand-in sends is checked by the verifier the services run in production.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+import jwt
+import requests
+
+from localcloud.cloudrun import CloudRunFront
+from localcloud.pubsub.push_bus import Bus, Endpoint
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.adapters.embedded.task_table import NewTask, TaskTable
+from shared.codecs.task_body import encode_task_body
+from shared.config.subscriptions import SubscriptionConfig, TopicConfig
+from shared.http.push_auth import FORWARDED_SIGNATURE, ForwardedTokenVerifier
+from shared.ports import TaskSpec
+from tests.contract.harness import fast_queue, running_dispatcher
+from tests.contract.harness_events import sample_event
+from tests.support.http_target import ReceivedRequest, RecordingTarget, Reply
+
+TASKS_SA = "tasks-invoker@demo-gradeq.iam.gserviceaccount.com"
+PUSH_SA = "pubsub-push@demo-gradeq.iam.gserviceaccount.com"
+
+
+def bearer(request: ReceivedRequest) -> str:
+    scheme, _, token = (request.header("Authorization") or "").partition(" ")
+    assert scheme == "Bearer"
+    return token
+
+
+def claims(token: str) -> dict[str, Any]:
+    decoded: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
+    return decoded
+
+
+def assert_forwarded(token: str, audience: str, email: str) -> None:
+    """Shaped as Cloud Run forwards it, and accepted by the production verifier."""
+    assert token.split(".")[2] == FORWARDED_SIGNATURE
+    ForwardedTokenVerifier(audience, frozenset({email})).verify(token)
+    got = claims(token)
+    assert got["iss"] == "https://accounts.google.com"
+    assert got["email_verified"] is True and got["sub"]
+    assert got["exp"] - got["iat"] == 3600
+    assert abs(got["iat"] - time.time()) < 60
+
+
+def test_the_dispatcher_sends_the_default_account_to_the_target_base_url(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    queue = fast_queue()
+    SqliteTaskQueue(db, queue, target.url + queue.target_path).enqueue(
+        TaskSpec(name="t-1", job_id="job-1")
+    )
+    with running_dispatcher(db, queue, push_token="ignored", oidc_account=TASKS_SA):
+        [request] = target.wait_for(1, timeout=5)
+    assert request.path == "/tasks/grade"
+    assert_forwarded(bearer(request), target.url, TASKS_SA)
+
+
+def test_the_dispatcher_uses_the_oidc_token_a_task_names(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    queue = fast_queue()
+    task = NewTask(
+        queue=queue.name,
+        name="t-own",
+        url=target.url + "/tasks/grade",
+        body=encode_task_body("job-2"),
+        schedule_time=time.time(),
+        oidc_service_account="other@demo-gradeq.iam.gserviceaccount.com",
+        oidc_audience="https://worker-abc-ew.a.run.app",
+    )
+    assert TaskTable(db).create(task, 60)
+    with running_dispatcher(db, queue, oidc_account=TASKS_SA):
+        [request] = target.wait_for(1, timeout=5)
+    token = bearer(request)
+    assert_forwarded(
+        token, "https://worker-abc-ew.a.run.app", "other@demo-gradeq.iam.gserviceaccount.com"
+    )
+
+
+def test_the_bus_sends_the_push_account_to_the_subscriber_base_url(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    config = SubscriptionConfig(
+        name="notification",
+        push_path="/pubsub/push",
+        ack_deadline=timedelta(seconds=2),
+        minimum_backoff=timedelta(seconds=0.01),
+        maximum_backoff=timedelta(seconds=0.02),
+        max_delivery_attempts=5,
+    )
+    SqliteEventPublisher(db, TopicConfig("grading-completed", {"notification": config})).publish(
+        sample_event()
+    )
+    bus = Bus(
+        db,
+        {"notification": Endpoint(config, target.url)},
+        push_token="ignored",
+        oidc_account=PUSH_SA,
+        poll_interval_s=0.01,
+    )
+    bus.start()
+    try:
+        [request] = target.wait_for(1, timeout=5)
+    finally:
+        bus.stop(timeout_s=5)
+    assert request.path == "/pubsub/push"
+    assert_forwarded(bearer(request), target.url, PUSH_SA)
+
+
+def test_the_cloud_run_front_adds_the_token_and_passes_the_rest_through() -> None:
+    audience = "https://notification-abc-ew.a.run.app"
+    reply = Reply(202, {"X-Answer": "yes"}, body=b'{"ok": true}')
+    with RecordingTarget(lambda _request: reply) as service:
+        front = CloudRunFront(service.url, audience, PUSH_SA).start()
+        try:
+            response = requests.post(
+                front.url + "/pubsub/push?x=1",
+                json={"message": {"data": "e30="}},
+                headers={"Authorization": "Bearer caller-token", "X-Extra": "kept"},
+                timeout=5,
+            )
+        finally:
+            front.stop()
+    assert response.status_code == 202
+    assert response.headers["X-Answer"] == "yes"
+    assert response.json() == {"ok": True}
+    [request] = service.requests
+    assert (request.method, request.path) == ("POST", "/pubsub/push?x=1")
+    assert request.json == {"message": {"data": "e30="}}
+    assert request.header("X-Extra") == "kept"
+    assert_forwarded(bearer(request), audience, PUSH_SA)
+
+
+def test_the_cloud_run_front_answers_503_when_the_service_does_not() -> None:
+    with RecordingTarget() as gone:
+        url = gone.url
+    front = CloudRunFront(url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2).start()
+    try:
+        response = requests.post(front.url + "/pubsub/push", json={}, timeout=5)
+    finally:
+        front.stop()
+    assert response.status_code == 503

@@ -1,0 +1,115 @@
+"""JSON log lines as Cloud Logging and Error Reporting read them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from shared.http.tracing import parse_trace_headers
+from shared.logs import TraceContext, configure_logging, job_context, trace_var
+from tests.support.push import restored_root_logger
+
+log = logging.getLogger("tests.logs")
+TRACE_ID = "105445aa7843bc8bf206b12000100000"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    with restored_root_logger():
+        yield
+
+
+def lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_an_exception_goes_to_stack_trace_for_error_reporting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("worker")  # in the test: its handler writes to the captured stdout
+    try:
+        raise ValueError("grader exploded")
+    except ValueError:
+        with job_context("job-1"):
+            log.exception("grading failed")
+    [line] = lines(capsys)
+    assert line["severity"] == "ERROR"
+    assert line["message"] == "grading failed"
+    assert line["job_id"] == "job-1"
+    assert "exc_info" not in line
+    trace = line["stack_trace"]
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert trace.rstrip().endswith("ValueError: grader exploded")
+
+
+def test_a_line_without_an_exception_has_no_stack_trace(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("worker")  # in the test: its handler writes to the captured stdout
+    log.info("plain")
+    [line] = lines(capsys)
+    assert line["severity"] == "INFO" and line["service"] == "worker"
+    assert "stack_trace" not in line and "logging.googleapis.com/trace" not in line
+
+
+def test_the_trace_context_fills_the_cloud_logging_fields(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("worker")  # in the test: its handler writes to the captured stdout
+    token = trace_var.set(TraceContext("projects/p/traces/" + TRACE_ID, "000000000000002a", True))
+    try:
+        log.warning("traced")
+    finally:
+        trace_var.reset(token)
+    [line] = lines(capsys)
+    assert line["logging.googleapis.com/trace"] == "projects/p/traces/" + TRACE_ID
+    assert line["logging.googleapis.com/spanId"] == "000000000000002a"
+    assert line["logging.googleapis.com/trace_sampled"] is True
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        (
+            {"X-Cloud-Trace-Context": f"{TRACE_ID}/42;o=1"},
+            TraceContext(f"projects/p/traces/{TRACE_ID}", "000000000000002a", True),
+        ),
+        (
+            {"X-Cloud-Trace-Context": f"{TRACE_ID}/18446744073709551615;o=0"},
+            TraceContext(f"projects/p/traces/{TRACE_ID}", "ffffffffffffffff", False),
+        ),
+        ({"X-Cloud-Trace-Context": TRACE_ID}, TraceContext(f"projects/p/traces/{TRACE_ID}")),
+        ({"X-Cloud-Trace-Context": f"{TRACE_ID}/0"}, TraceContext(f"projects/p/traces/{TRACE_ID}")),
+        (
+            {
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "X-Cloud-Trace-Context": f"{TRACE_ID}/42;o=0",
+            },
+            TraceContext(
+                "projects/p/traces/4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", True
+            ),
+        ),
+        (
+            # An invalid traceparent (zero span) falls back to the Cloud Trace header.
+            {
+                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                "X-Cloud-Trace-Context": f"{TRACE_ID}/42;o=0",
+            },
+            TraceContext(f"projects/p/traces/{TRACE_ID}", "000000000000002a", False),
+        ),
+        ({"X-Cloud-Trace-Context": "not-a-trace/1;o=1"}, None),
+        ({"X-Cloud-Trace-Context": "0" * 32 + "/1;o=1"}, None),
+        ({"traceparent": "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, None),
+        ({}, None),
+    ],
+)
+def test_trace_headers_are_parsed(headers: dict[str, str], expected: TraceContext | None) -> None:
+    assert parse_trace_headers(headers, "p") == expected
+
+
+def test_no_trace_without_a_project() -> None:
+    assert parse_trace_headers({"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"}, "") is None
