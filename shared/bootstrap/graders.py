@@ -6,12 +6,17 @@ time), with the SDKs' own retries off: the queue owns retries.
 
 from __future__ import annotations
 
+import logging
+
 from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
 from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.ports import Grader
+
+#: SDK and HTTP loggers that log request bodies (the answers) or headers at DEBUG.
+_CHATTY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "google_genai")
 
 
 def grader_for(settings: Settings) -> Grader:
@@ -20,6 +25,9 @@ def grader_for(settings: Settings) -> Grader:
         return RubricGrader(
             latency_s=settings.grader_latency_s, simulate=settings.simulation_enabled
         )
+    for name in _CHATTY_LOGGERS:
+        # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
+        logging.getLogger(name).setLevel(logging.WARNING)
     chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
     return ModelGrader(
         chat,
