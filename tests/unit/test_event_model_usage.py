@@ -6,6 +6,7 @@ import dataclasses
 import json
 from datetime import timedelta
 
+from services.analytics.stats import usage_totals
 from shared.codecs.cloudevent import from_pubsub, to_pubsub
 from shared.codecs.event_schema import schema_errors
 from shared.domain.events import GradingCompleted
@@ -55,3 +56,22 @@ def test_old_events_decode_with_no_model() -> None:
     del payload["model"], payload["usage"]
     decoded = from_pubsub(json.dumps(payload).encode(), attributes)
     assert decoded == dataclasses.replace(event, model=None, usage=None)
+
+
+def test_analytics_sums_tokens_per_client_and_assignment_by_model() -> None:
+    graded = graded_event().data()
+    other = {**graded, "client_id": "client-b", "assignment_id": None}
+    offline = sample_event().data()
+    totals = usage_totals([graded, graded, other, offline])
+    twice = {"jobs": 2, **{k: 2 * v for k, v in USAGE.items()}}
+    once = {"jobs": 1, **USAGE}
+    assert totals == {
+        "by_client": {
+            "client-a": {"gemini-2.5-flash": twice},
+            "client-b": {"gemini-2.5-flash": once},
+        },
+        "by_assignment": {
+            "bio-1": {"gemini-2.5-flash": twice},
+            "(none)": {"gemini-2.5-flash": once},
+        },
+    }
