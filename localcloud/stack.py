@@ -138,6 +138,9 @@ class LocalStack:
                 GRADEQ_BACKEND="google",
                 GRADEQ_PROJECT_ID=EMULATOR_PROJECT,
                 CLOUD_TASKS_EMULATOR_HOST=f"127.0.0.1:{cfg.ports['dispatcher_grpc']}",
+                # Failure injection is off by default on the Google backend; a local run
+                # on the emulators keeps it, as the embedded backend does.
+                GRADEQ_GRADER_SIMULATE="true",
             )
         env.update(cfg.env)
         return env

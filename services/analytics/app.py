@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response, jsonify
 
 from services.analytics.recorder import SUBSCRIBER, record_event
-from services.analytics.stats import summarize
+from services.analytics.stats import summarize, usage_totals
 from shared.bootstrap import adapter_family
 from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
@@ -39,6 +39,10 @@ def _stats_blueprint(records: EventRecords | None) -> Blueprint:
     @blueprint.get("/stats")
     def stats() -> Response:
         return jsonify(summarize(_records().records(SUBSCRIBER)))
+
+    @blueprint.get("/usage")
+    def usage() -> Response:
+        return jsonify(usage_totals(_records().records(SUBSCRIBER)))
 
     @blueprint.get("/events/<job_id>")
     def events_of_job(job_id: str) -> Response:

@@ -32,3 +32,29 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "median_processing_ms": _median(processing),
         "median_queue_wait_ms": _median(queue_wait),
     }
+
+
+_USAGE_FIELDS = ("requests", "input_tokens", "output_tokens", "total_tokens")
+
+
+def usage_totals(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Token usage summed per client and per assignment, each split by model.
+
+    Prices differ per model, so cost is each model's tokens times its price. Events
+    without a model (the offline grader, failed jobs) are left out.
+    """
+    by_client: dict[str, dict[str, dict[str, int]]] = {}
+    by_assignment: dict[str, dict[str, dict[str, int]]] = {}
+    for record in records:
+        model, usage = record.get("model"), record.get("usage")
+        if not model or not usage:
+            continue
+        assignment = record.get("assignment_id") or "(none)"
+        for table, key in ((by_client, record["client_id"]), (by_assignment, assignment)):
+            totals = table.setdefault(key, {}).setdefault(
+                model, {"jobs": 0, **dict.fromkeys(_USAGE_FIELDS, 0)}
+            )
+            totals["jobs"] += 1
+            for field in _USAGE_FIELDS:
+                totals[field] += int(usage.get(field, 0))
+    return {"by_client": by_client, "by_assignment": by_assignment}

@@ -17,7 +17,11 @@ STATUS = {
     Verdict.DROPPED: 200,  # can never succeed: acknowledged so the queue drops it
     Verdict.RETRY: 503,  # transient failure: the queue backs off and retries
     Verdict.LOCKED: 409,  # another attempt holds the job: the queue retries later
+    Verdict.THROTTLED: 429,  # no provider quota: the queue backs off, honouring Retry-After
 }
+
+#: The verdicts whose reply passes on a Retry-After.
+_RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED})
 
 
 def reply(job_id: str | None, result: DeliveryResult) -> Response:
@@ -33,7 +37,7 @@ def reply(job_id: str | None, result: DeliveryResult) -> Response:
         body["dropped"] = result.reason.detail
     response = jsonify(body)
     response.status_code = status
-    if result.verdict is Verdict.RETRY and result.retry_after_s is not None:
+    if result.verdict in _RETRY_AFTER and result.retry_after_s is not None:
         # Passes on the provider's hint (e.g. an LLM API's 429 Retry-After).
         response.headers["Retry-After"] = str(max(1, round(result.retry_after_s)))
     return response

@@ -1,14 +1,96 @@
-"""Choose the grader named in the settings."""
+"""Choose the grader named in the settings, with its client and quota limiter.
+
+The provider clients are built here, when the worker app is made (never at import
+time), with the SDKs' own retries off: the queue owns retries.
+"""
 
 from __future__ import annotations
 
+import logging
+
+from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
+from shared.adapters.graders.llm import ChatModel, ModelGrader
+from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
-from shared.config.settings import Settings
+from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.ports import Grader
+
+#: SDK and HTTP loggers that log request bodies (the answers) or headers at DEBUG.
+_CHATTY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "google_genai")
 
 
 def grader_for(settings: Settings) -> Grader:
-    """Build the configured grader; only the offline rubric grader ships so far."""
-    if settings.grader == "rubric":
-        return RubricGrader(latency_s=settings.grader_latency_s)
-    raise ValueError(f"unknown GRADEQ_GRADER {settings.grader!r}; known: rubric")
+    """Build the configured grader: the offline rubric grader, Gemini, or OpenAI-compatible."""
+    if settings.grader is GraderKind.RUBRIC:
+        return RubricGrader(
+            latency_s=settings.grader_latency_s, simulate=settings.simulation_enabled
+        )
+    for name in _CHATTY_LOGGERS:
+        # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
+        logging.getLogger(name).setLevel(logging.WARNING)
+    chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
+    return ModelGrader(
+        chat,
+        limiter=RollingLimiter(quota_share(settings)),
+        prompt=GradingPrompt.load(settings.grader_prompt_version),
+        max_output_tokens=settings.grader_max_output_tokens,
+        answer_retries=settings.grader_answer_retries,
+        request_timeout_s=settings.grader_request_timeout_s,
+    )
+
+
+def quota_share(settings: Settings) -> QuotaShare:
+    """This instance's share of the project's quota for the model."""
+    return QuotaShare.of(
+        settings.grader_quota_rpm,
+        settings.grader_quota_tpm,
+        settings.worker_max_instances,
+        settings.grader_quota_headroom,
+    )
+
+
+def gemini_chat(settings: Settings) -> ChatModel:
+    from google import genai
+    from google.genai import types
+
+    from shared.adapters.graders.gemini import GeminiChat
+
+    http_options = types.HttpOptions(timeout=int(settings.grader_request_timeout_s * 1000))
+    if settings.grader_gemini_api is GeminiApi.VERTEX:
+        # Application Default Credentials: the Cloud Run service account.
+        client = genai.Client(
+            vertexai=True,
+            project=settings.project_id,
+            location=settings.grader_location,
+            http_options=http_options,
+        )
+    else:
+        client = genai.Client(
+            api_key=settings.grader_api_key.get_secret_value(), http_options=http_options
+        )
+    return GeminiChat(
+        client,
+        settings.grader_model_name,
+        max_output_tokens=settings.grader_max_output_tokens,
+        temperature=settings.grader_temperature,
+    )
+
+
+def openai_chat(settings: Settings) -> ChatModel:
+    import openai
+
+    from shared.adapters.graders.openai_compat import OpenAICompatChat
+
+    client = openai.OpenAI(
+        base_url=settings.grader_base_url,
+        # Self-hosted servers usually need no key; the SDK insists on one.
+        api_key=settings.grader_api_key.get_secret_value() or "none",
+        max_retries=0,
+        timeout=settings.grader_request_timeout_s,
+    )
+    return OpenAICompatChat(
+        client,
+        settings.grader_model_name,
+        max_output_tokens=settings.grader_max_output_tokens,
+        temperature=settings.grader_temperature,
+    )

@@ -31,6 +31,25 @@ class PushAuth(StrEnum):
     NONE = "none"  # only against the emulators: the Pub/Sub emulator pushes without a token
 
 
+class GraderKind(StrEnum):
+    """Which grader the worker runs."""
+
+    RUBRIC = "rubric"  # offline keyword grader (the embedded default)
+    GEMINI = "gemini"  # Gemini on Vertex AI or the Gemini API
+    OPENAI = "openai"  # any OpenAI-compatible chat completions server
+
+
+class GeminiApi(StrEnum):
+    """Where Gemini is called."""
+
+    VERTEX = "vertex"  # Vertex AI, with Application Default Credentials
+    DEVELOPER = "developer"  # the Gemini API, with an API key
+
+
+#: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
+DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-2.5-flash"}
+
+
 class Settings(BaseSettings):
     """Gradeq configuration."""
 
@@ -50,10 +69,30 @@ class Settings(BaseSettings):
     store_wait_s: float = Field(default=10.0, gt=0)
 
     # Worker behaviour.
-    grader: str = "rubric"
+    grader: GraderKind = GraderKind.RUBRIC
     grader_timeout_s: float = Field(default=540.0, gt=0)
     lease_margin_s: float = Field(default=30.0, ge=0)
     grader_latency_s: float = Field(default=0.5, ge=0)
+    # Honour metadata.simulate (failure injection) in the offline grader; unset means
+    # on for the embedded backend and off for the Google backend.
+    grader_simulate: bool | None = None
+
+    # Model graders (GRADEQ_GRADER=gemini|openai); see the README's "Graders" section.
+    grader_model: str = ""
+    grader_gemini_api: GeminiApi = GeminiApi.VERTEX
+    grader_location: str = "global"  # Vertex AI location serving the model
+    grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
+    grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
+    grader_prompt_version: str = "grading-v1"
+    grader_max_output_tokens: int = Field(default=2048, ge=64)
+    grader_temperature: float = Field(default=0.0, ge=0, le=2)
+    grader_request_timeout_s: float = Field(default=300.0, gt=0)
+    grader_answer_retries: int = Field(default=2, ge=0, le=5)
+    # The project's quota for the model, split evenly over the worker's max instances.
+    grader_quota_rpm: int = Field(default=60, ge=1)
+    grader_quota_tpm: int = Field(default=0, ge=0)  # 0: no token limit
+    grader_quota_headroom: float = Field(default=0.9, gt=0, le=1)
+    worker_max_instances: int = Field(default=1, ge=1)
 
     # Push authentication for /tasks/* and /pubsub/*.
     push_auth: PushAuth = PushAuth.SHARED_TOKEN
@@ -92,6 +131,7 @@ class Settings(BaseSettings):
             raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
+        self._check_grader()
         self._queues = load_queues(self.queues_file)
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
@@ -102,6 +142,30 @@ class Settings(BaseSettings):
                 f"queue's dispatch_deadline ({deadline}s)"
             )
         return self
+
+    def _check_grader(self) -> None:
+        if self.grader is GraderKind.GEMINI:
+            if self.grader_gemini_api is GeminiApi.VERTEX and not self.project_id:
+                raise ValueError("GRADEQ_PROJECT_ID is required for Gemini on Vertex AI")
+            if self.grader_gemini_api is GeminiApi.DEVELOPER and not self.grader_api_key:
+                raise ValueError("GRADEQ_GRADER_API_KEY is required for the Gemini API")
+        if self.grader is GraderKind.OPENAI and not (self.grader_base_url and self.grader_model):
+            raise ValueError(
+                "GRADEQ_GRADER_BASE_URL and GRADEQ_GRADER_MODEL are required with "
+                "GRADEQ_GRADER=openai"
+            )
+
+    @property
+    def grader_model_name(self) -> str:
+        """The configured model, or the grader's default one."""
+        return self.grader_model or DEFAULT_MODELS.get(self.grader, "")
+
+    @property
+    def simulation_enabled(self) -> bool:
+        """Whether the offline grader acts out metadata.simulate."""
+        if self.grader_simulate is None:
+            return self.backend is Backend.EMBEDDED
+        return self.grader_simulate
 
     def queues(self) -> dict[str, QueueConfig]:
         """Every queue of the queues file, read once when the settings were made."""

@@ -142,3 +142,48 @@ class PermanentGradingError(GradingError):
     """No retry can help (the answer cannot be graded, the request is refused)."""
 
     slug = "grading-permanent"
+
+
+# --- provider errors of the model graders (each a stable error.type on the job) -------
+
+
+class ProviderRateLimited(TransientGradingError):
+    """The provider answered 429; its Retry-After is passed on to the queue."""
+
+    slug = "grading-rate-limited"
+
+
+class ProviderUnavailable(TransientGradingError):
+    """The provider answered 5xx, or could not be reached."""
+
+    slug = "grading-provider-unavailable"
+
+
+class MalformedModelAnswer(TransientGradingError):
+    """The model's answer did not parse or contradicted the rubric, after bounded re-asks."""
+
+    slug = "grading-malformed-answer"
+
+
+class ProviderQuotaExhausted(TransientGradingError):
+    """This instance's share of the provider quota has no room: nothing was sent.
+
+    The worker gives the job back untouched and answers 429 with Retry-After, so the
+    queue waits instead of a thread.
+    """
+
+    slug = "provider-quota-exhausted"
+    title = "The grading provider's quota is exhausted for now"
+    status = 429
+
+
+class ProviderRejected(PermanentGradingError):
+    """The provider refused the request itself (400, 401, 403, 404): no retry can help."""
+
+    slug = "grading-provider-rejected"
+
+
+class GradingRefused(PermanentGradingError):
+    """The model declined to grade the answer (a safety block or refusal)."""
+
+    slug = "grading-refused"

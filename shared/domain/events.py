@@ -43,6 +43,10 @@ class GradingCompleted:
     occurred_at: datetime
     callback_url: str | None = None
     error: dict[str, str] | None = None
+    # The model that graded and the tokens it took, so analytics can sum cost per
+    # assignment and per client; None for the offline grader and for failed jobs.
+    model: str | None = None
+    usage: dict[str, int] | None = None
 
     @classmethod
     def from_job(cls, job: Job) -> GradingCompleted:
@@ -62,6 +66,8 @@ class GradingCompleted:
             occurred_at=job.completed_at,
             callback_url=job.request.callback_url,
             error=job.error.to_dict() if job.error else None,
+            model=(job.result.model or None) if job.result else None,
+            usage=(dict(job.result.usage) or None) if job.result else None,
         )
 
     def data(self) -> dict[str, Any]:
@@ -78,4 +84,6 @@ class GradingCompleted:
             "timings": dict(self.timings),
             "callback_url": self.callback_url,
             "error": self.error,
+            "model": self.model,
+            "usage": dict(self.usage) if self.usage is not None else None,
         }

@@ -95,6 +95,12 @@ class GradeResult:
     feedback: str
     criteria: tuple[dict[str, Any], ...] = ()
     grader: str = ""
+    # Which model and prompt version produced it, and the tokens it took (all
+    # provider requests of the attempt): input_tokens, output_tokens, total_tokens,
+    # requests. Empty for the offline grader.
+    model: str = ""
+    prompt_version: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +109,9 @@ class GradeResult:
             "feedback": self.feedback,
             "criteria": [dict(c) for c in self.criteria],
             "grader": self.grader,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "usage": dict(self.usage),
         }
 
     @classmethod
@@ -113,6 +122,9 @@ class GradeResult:
             feedback=data["feedback"],
             criteria=tuple(data.get("criteria") or ()),
             grader=data.get("grader", ""),
+            model=data.get("model") or "",
+            prompt_version=data.get("prompt_version") or "",
+            usage={k: int(v) for k, v in (data.get("usage") or {}).items()},
         )
 
 
@@ -215,6 +227,23 @@ class Job:
     def succeed(self, owner: str, result: GradeResult, now: datetime) -> Job:
         self._check_owner(owner)
         return self._finish(JobStatus.SUCCEEDED, owner, now, result=result, error=None)
+
+    def release(self, owner: str, now: datetime) -> Job:
+        """Give back a claim whose attempt never started (no provider quota): uncounted.
+
+        The job waits for the queue's next delivery as it did before the claim.
+        """
+        self._check_owner(owner)
+        attempts = max(0, self.attempts - 1)
+        return self._to(
+            JobStatus.RETRYING,
+            now,
+            attempts=attempts,
+            started_at=self.started_at if attempts else None,
+            attempt_started_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
 
     def retry_later(self, owner: str, error: JobError, now: datetime) -> Job:
         self._check_owner(owner)

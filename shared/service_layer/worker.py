@@ -21,6 +21,7 @@ from shared.domain.errors import (
     JobNotFound,
     LeaseLost,
     PermanentGradingError,
+    ProviderQuotaExhausted,
     TransientGradingError,
 )
 from shared.domain.job import Job, JobError
@@ -48,6 +49,7 @@ class Verdict(StrEnum):
     RETRY = "retry"  # the attempt failed transiently: deliver again after a backoff
     LOCKED = "locked"  # another attempt holds the job, or took it over: try again later
     DROPPED = "dropped"  # the task can never succeed (unknown job, bad body): delete it
+    THROTTLED = "throttled"  # no provider quota: the job was given back; try again later
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class WorkerService:
             )
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
+        except ProviderQuotaExhausted as exc:
+            return self._throttled(job, owner, exc)
         except TransientGradingError as exc:
             return self._transient(job, owner, delivery, exc, exc.retry_after_s)
         except Exception as exc:
@@ -156,6 +160,13 @@ class WorkerService:
             extra={"error": exc.detail, "attempt": retrying.attempts},
         )
         return DeliveryResult(Verdict.RETRY, retrying, retry_after_s)
+
+    def _throttled(self, job: Job, owner: str, exc: ProviderQuotaExhausted) -> DeliveryResult:
+        # Nothing reached the provider: the claim is given back without counting an
+        # attempt, and the queue (not a thread) waits for the quota to have room.
+        released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+        log.info("no provider quota; job given back", extra={"retry_after_s": exc.retry_after_s})
+        return DeliveryResult(Verdict.THROTTLED, released, exc.retry_after_s, reason=exc)
 
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:
         error = JobError(exc.slug, exc.detail)

@@ -2,7 +2,8 @@
 
 It needs no account or network, so `make run` and the tests grade real answers. It can
 also act out the failures a real provider shows (slow answers, 429s, refusals, hangs):
-set `metadata.simulate` on a job, e.g. `{"failure": "transient", "times": 2}`.
+set `metadata.simulate` on a job, e.g. `{"failure": "transient", "times": 2}`. That is
+honoured only when the grader is built with `simulate=True` (GRADEQ_GRADER_SIMULATE).
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ class RubricGrader:
 
     name = "rubric-offline-v1"
 
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, simulate: bool = True) -> None:
         self._latency_s = latency_s
+        self._simulate = simulate
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
-        sim = Simulation.from_metadata(request.metadata)
+        sim = Simulation.from_metadata(request.metadata) if self._simulate else Simulation()
         latency = self._latency_s if sim.latency_s is None else sim.latency_s
         failing = sim.failure is not None and attempt <= sim.times
         if failing and sim.failure == "hang":

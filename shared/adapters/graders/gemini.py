@@ -1,0 +1,121 @@
+"""Gemini, on Vertex AI (Application Default Credentials) or the Gemini API (API key).
+
+Built on the official google-genai SDK: one client for both endpoints, structured output
+through `response_json_schema`, and usage metadata on every answer. The SDK's own
+retries stay off (no `retry_options`): the queue owns retries, with its backoff and the
+provider's Retry-After (or the RetryInfo of a RESOURCE_EXHAUSTED answer).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import google.auth.exceptions
+import httpx2
+from google.genai import Client, errors, types
+
+from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
+from shared.adapters.graders.prompt import RenderedPrompt
+from shared.domain.errors import (
+    GradingRefused,
+    GradingTimeout,
+    ProviderRejected,
+    ProviderUnavailable,
+)
+
+PROVIDER = "gemini"
+#: Candidate finish reasons that mean the model declined (safety, policy, recitation).
+_REFUSED = frozenset(
+    {
+        types.FinishReason.SAFETY,
+        types.FinishReason.BLOCKLIST,
+        types.FinishReason.PROHIBITED_CONTENT,
+        types.FinishReason.SPII,
+        types.FinishReason.RECITATION,
+    }
+)
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+class GeminiChat:
+    """`ChatModel` over `client.models.generate_content`."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        client: Client,
+        model: str,
+        *,
+        max_output_tokens: int,
+        temperature: float = 0.0,
+    ) -> None:
+        self.model = model
+        self._client = client
+        self._max_output_tokens = max_output_tokens
+        self._temperature = temperature
+
+    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        config = types.GenerateContentConfig(
+            system_instruction=prompt.system,
+            response_mime_type="application/json",
+            response_json_schema=prompt.schema,
+            temperature=self._temperature,
+            max_output_tokens=self._max_output_tokens,
+            candidate_count=1,
+            http_options=types.HttpOptions(timeout=max(1, int(timeout_s * 1000))),
+        )
+        try:
+            response = self._client.models.generate_content(
+                model=self.model, contents=prompt.user, config=config
+            )
+        except errors.APIError as exc:
+            headers = exc.response.headers if exc.response is not None else {}
+            wait = retry_after_s(headers)
+            if wait is None:
+                wait = _retry_info(exc.details)
+            raise error_for_status(PROVIDER, exc.code, wait, exc.status) from None
+        except httpx2.TimeoutException:
+            raise GradingTimeout(f"{PROVIDER} gave no answer within {timeout_s:.0f}s") from None
+        except httpx2.TransportError:
+            raise ProviderUnavailable(f"{PROVIDER} could not be reached") from None
+        except google.auth.exceptions.DefaultCredentialsError:
+            raise ProviderRejected("no Application Default Credentials for Vertex AI") from None
+        except google.auth.exceptions.RefreshError:
+            raise ProviderRejected("the service account's credentials were refused") from None
+        except google.auth.exceptions.TransportError:
+            raise ProviderUnavailable("credentials could not be fetched") from None
+
+        feedback = response.prompt_feedback
+        if feedback is not None and feedback.block_reason is not None:
+            raise GradingRefused(f"{self.model} blocked the request ({feedback.block_reason})")
+        candidate = response.candidates[0] if response.candidates else None
+        if candidate is not None and candidate.finish_reason in _REFUSED:
+            raise GradingRefused(f"{self.model} stopped answering ({candidate.finish_reason})")
+        parts = candidate.content.parts if candidate and candidate.content else None
+        text = "".join(p.text for p in parts or [] if p.text and not p.thought)
+        return Completion(text=text, usage=_usage(response.usage_metadata))
+
+
+def _usage(meta: types.GenerateContentResponseUsageMetadata | None) -> Usage:
+    if meta is None:
+        return Usage(requests=1)
+    return Usage(
+        input_tokens=meta.prompt_token_count or 0,
+        # Thinking tokens are billed as output.
+        output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
+        total_tokens=meta.total_token_count or 0,
+        requests=1,
+    )
+
+
+def _retry_info(details: Any) -> float | None:
+    """The retryDelay of a google.rpc.RetryInfo in an error body, in seconds."""
+    error = details.get("error", details) if isinstance(details, dict) else None
+    for item in (error or {}).get("details") or []:
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            match = _DURATION.match(str(item.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None

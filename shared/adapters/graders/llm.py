@@ -1,0 +1,194 @@
+"""The grader that asks a language model, whatever the provider.
+
+One attempt: reserve quota, send the rendered prompt, parse and check the answer. An
+unusable answer is asked again, up to `answer_retries` more times within the attempt
+and its time budget; then the attempt fails with `MalformedModelAnswer`, a transient
+error the queue retries (and the worker records as final on the queue's last attempt).
+
+Provider adapters (`gemini.py`, `openai_compat.py`) implement `ChatModel`: they send one
+request and map the provider's failures onto the grading error tree.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.adapters.graders.answer import UnusableAnswer, parse_answer
+from shared.adapters.graders.limiter import RollingLimiter
+from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
+from shared.domain.errors import (
+    GradingError,
+    GradingTimeout,
+    MalformedModelAnswer,
+    ProviderQuotaExhausted,
+    ProviderRateLimited,
+    ProviderRejected,
+    ProviderUnavailable,
+)
+from shared.domain.job import GradeResult, GradingRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one or more provider requests took."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.total_tokens + other.total_tokens,
+            self.requests + other.requests,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "requests": self.requests,
+        }
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The model's text answer to one request and what it cost."""
+
+    text: str
+    usage: Usage
+
+
+class ChatModel(Protocol):
+    """One provider and model: sends a rendered prompt, returns the model's answer."""
+
+    provider: str
+    model: str
+
+    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        """Send one request; raise a GradingError subclass for every provider failure.
+
+        429 -> ProviderRateLimited, 5xx and connection errors -> ProviderUnavailable,
+        timeouts -> GradingTimeout, other 4xx -> ProviderRejected, a safety block or
+        refusal -> GradingRefused.
+        """
+        ...
+
+
+def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (delta seconds or an HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = (lowered.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def error_for_status(
+    provider: str, status: int, retry_after: float | None, code: str | None = None
+) -> GradingError:
+    """The grading error for a provider's HTTP error status (its message is not kept)."""
+    detail = f"{provider} answered HTTP {status}" + (f" {code}" if code else "")
+    if status == 429:
+        return ProviderRateLimited(detail, retry_after)
+    if status >= 500 or status == 408:
+        return ProviderUnavailable(detail, retry_after)
+    return ProviderRejected(detail)
+
+
+class ModelGrader:
+    """Grades with a language model behind `ChatModel`, within the instance's quota."""
+
+    def __init__(
+        self,
+        chat: ChatModel,
+        limiter: RollingLimiter,
+        prompt: GradingPrompt,
+        max_output_tokens: int,
+        answer_retries: int = 2,
+        request_timeout_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = chat.provider
+        self._chat = chat
+        self._limiter = limiter
+        self._prompt = prompt
+        self._max_output_tokens = max_output_tokens
+        self._answer_retries = answer_retries
+        self._request_timeout_s = request_timeout_s
+        self._clock = clock
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        deadline = self._clock() + timeout_s
+        rendered = self._prompt.render(request)
+        estimate = rendered.estimated_tokens(self._max_output_tokens)
+        # Nothing has been sent yet: ProviderQuotaExhausted goes up as it is, and the
+        # worker gives the job back without counting an attempt.
+        reservation = self._limiter.acquire(estimate)
+        usage = Usage()
+        asks = self._answer_retries + 1
+        problem = ""
+        for ask in range(1, asks + 1):
+            if ask > 1:
+                try:
+                    reservation = self._limiter.acquire(estimate)
+                except ProviderQuotaExhausted as exc:
+                    raise MalformedModelAnswer(
+                        f"the model's answer was unusable ({problem}); no quota to ask again",
+                        exc.retry_after_s,
+                    ) from None
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise GradingTimeout(f"no usable answer within {timeout_s:g}s")
+            timeout = min(remaining, self._request_timeout_s)
+            completion = self._chat.complete(rendered, timeout_s=timeout)
+            reservation.settle(completion.usage.total_tokens or estimate)
+            usage += completion.usage
+            try:
+                parsed = parse_answer(completion.text, rendered)
+            except UnusableAnswer as exc:
+                problem = str(exc)
+                log.warning(
+                    "model answer unusable",
+                    extra={"reason": problem, "ask": ask, "asks": asks, "attempt": attempt},
+                )
+                continue
+            log.info(
+                "model answer accepted",
+                extra={"model": self._chat.model, "ask": ask, **usage.as_dict()},
+            )
+            return GradeResult(
+                score=parsed.score,
+                max_score=request.max_score,
+                feedback=parsed.feedback,
+                criteria=parsed.criteria,
+                grader=self.name,
+                model=self._chat.model,
+                prompt_version=rendered.version,
+                usage=usage.as_dict(),
+            )
+        raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")

@@ -1,0 +1,100 @@
+"""The grading prompt, read from versioned files, and the request rendered as data.
+
+Each version is a folder under `prompts/`: `system.md` (the instructions) and
+`response.schema.json` (the JSON Schema of the model's answer). A change to either makes
+a new version; the job result records the version that graded it.
+
+The student's answer never enters the instructions: the user message is one JSON
+document (`max_score`, `criteria`, `answer`) whose string escaping keeps the answer
+inside its field whatever it says.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from shared.adapters.graders.rubric import criteria_of
+from shared.domain.errors import PermanentGradingError
+from shared.domain.job import GradingRequest
+
+DEFAULT_PROMPT_VERSION = "grading-v1"
+#: A rough, provider-independent count used only to reserve tokens before a request.
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Criterion:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """What one grading request sends: instructions, data, and the answer's schema."""
+
+    version: str
+    system: str
+    user: str
+    schema: dict[str, Any]
+    criteria: tuple[Criterion, ...]
+    max_score: float
+
+    def estimated_tokens(self, max_output_tokens: int) -> int:
+        """Input tokens (estimated from length) plus the output budget."""
+        return (len(self.system) + len(self.user)) // CHARS_PER_TOKEN + max_output_tokens
+
+
+@dataclass(frozen=True)
+class GradingPrompt:
+    """One prompt version: the system instructions and the response schema."""
+
+    version: str
+    system: str
+    schema: dict[str, Any]
+
+    @classmethod
+    @cache
+    def load(cls, version: str = DEFAULT_PROMPT_VERSION) -> GradingPrompt:
+        """Read a version from package data; raise ValueError for an unknown one."""
+        folder = resources.files(__package__).joinpath("prompts", version)
+        if not folder.joinpath("system.md").is_file():
+            raise ValueError(f"unknown prompt version {version!r}")
+        system = folder.joinpath("system.md").read_text("utf-8").strip()
+        schema = json.loads(folder.joinpath("response.schema.json").read_text("utf-8"))
+        return cls(version, system, schema)
+
+    def render(self, request: GradingRequest) -> RenderedPrompt:
+        """The prompt for one request; raise PermanentGradingError for an empty rubric."""
+        texts = criteria_of(request.rubric)
+        if not texts:
+            raise PermanentGradingError("the rubric has no criteria to grade against")
+        criteria = tuple(Criterion(f"c{i}", text) for i, text in enumerate(texts, 1))
+        document = {
+            "max_score": request.max_score,
+            "criteria": [{"id": c.id, "text": c.text} for c in criteria],
+            "answer": request.answer,
+        }
+        user = json.dumps(document, ensure_ascii=False, indent=1)
+        return RenderedPrompt(
+            version=self.version,
+            system=self.system,
+            user=user,
+            schema=self._schema_for(criteria, request.max_score),
+            criteria=criteria,
+            max_score=request.max_score,
+        )
+
+    def _schema_for(self, criteria: tuple[Criterion, ...], max_score: float) -> dict[str, Any]:
+        # Constrain the answer to this rubric, so constrained decoding helps the model
+        # get it right; the parser checks the same things again.
+        schema = copy.deepcopy(self.schema)
+        verdicts = schema["properties"]["criteria"]
+        verdicts["minItems"] = verdicts["maxItems"] = len(criteria)
+        verdicts["items"]["properties"]["id"]["enum"] = [c.id for c in criteria]
+        schema["properties"]["score"].update(minimum=0, maximum=max_score)
+        return schema
