@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench image-test run-google-emulators clean constraints
+.PHONY: install run test lint unit bench image-test run-google-emulators clean constraints mutation
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,25 @@ constraints:
 	$(PY) scripts/freeze-constraints.py
 	touch $(STAMP)
 
+# Mutation testing of the core (minutes; not part of `make test`). mutmut imports the
+# mutated copy in mutants/, so it runs from a venv that holds the dependencies but not
+# the editable install, whose import hook would load the unmutated code instead.
+MUTATION_VENV := .venv-mutation
+MUTMUT := mutmut==3.8.1
+
+$(MUTATION_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(MUTATION_VENV)
+	$(MUTATION_VENV)/bin/python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['dev']))" > $(MUTATION_VENV)/requirements.txt
+	$(MUTATION_VENV)/bin/pip install --quiet -c $(CONSTRAINTS) -r $(MUTATION_VENV)/requirements.txt $(MUTMUT)
+	touch $@
+
+mutation: $(MUTATION_VENV)/.installed
+	rm -rf mutants
+	$(MUTATION_VENV)/bin/mutmut run > $(MUTATION_VENV)/run.log 2>&1 || (tail -30 $(MUTATION_VENV)/run.log; exit 1)
+	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
+
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MUTATION_VENV) mutants data .pytest_cache .mypy_cache .ruff_cache
 
 image-test: install
 	bash scripts/image-test.sh
