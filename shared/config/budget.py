@@ -56,6 +56,15 @@ class Budget:
         return self.lease_s
 
     @property
+    def last_delivery_wait_s(self) -> float:
+        """How long the queue's last delivery waits for a live attempt to end the job.
+
+        It must still be able to take over and grade before its dispatch deadline.
+        """
+        deadline = self.queue.dispatch_deadline.total_seconds()
+        return deadline - self.grader_timeout_s - self.result_write_retry_s
+
+    @property
     def longest_delivery_s(self) -> float:
         """Wait for a dead lease, grade, retry the result write."""
         return self.takeover_wait_s + self.grader_timeout_s + self.result_write_retry_s
@@ -119,7 +128,7 @@ class Budget:
             )
         if 0 < attempts < self.job_max_attempts:
             raise BudgetError(
-                f"GRADEQ_JOB_MAX_ATTEMPTS ({self.job_max_attempts}) cannot exceed the queue's "
+                f"GRADEQ_JOB_MAX_ATTEMPTS ({self.job_max_attempts}) must not exceed the queue's "
                 f"max_attempts ({attempts}): the queue's last delivery would end the job early"
             )
         usable = CLOUD_RUN_SIGTERM_GRACE_S - RELEASE_MARGIN_S

@@ -262,8 +262,9 @@ class WorkerService:
         holder (the sweep replays the job if that holder fails it later).
         """
         seen = locked.until
-        give_up = time.monotonic() + self._budget.takeover_wait_s
         last = self._is_last(delivery, None)
+        patience = self._budget.last_delivery_wait_s if last else self._budget.takeover_wait_s
+        give_up = time.monotonic() + patience
         while True:
             remaining = (seen - self._clock.now()).total_seconds()
             pause = min(self._poll_s, max(0.0, remaining) + 0.01, give_up - time.monotonic())
