@@ -1,11 +1,14 @@
 """Run the local dispatcher: Cloud Tasks for HTTP targets on the shared SQLite file.
 
-    python -m localcloud.tasks [--db PATH] [--queues-file FILE] [--grpc-host HOST]
+    python -m localcloud.tasks [--db PATH] [--queues-file FILE] [--target-base URL]
+        [--grpc-host HOST]
         [--grpc-port N] [--grace-s S] [--paused] [--reclaim-leases]
 
 Defaults come from the GRADEQ_* settings: --db is GRADEQ_DATA_DIR/gradeq.sqlite3,
 --queues-file is GRADEQ_QUEUES_FILE, and GRADEQ_PUSH_TOKEN (if set) is sent as
-`Authorization: Bearer <token>`, standing in for the OIDC token. The gRPC API listens on
+`Authorization: Bearer <token>`, standing in for the OIDC token. Tasks the embedded
+queue stores relative to the worker go to --target-base (GRADEQ_WORKER_URL), so a stack
+restarted on other ports still reaches its worker. The gRPC API listens on
 127.0.0.1:8123 unless told otherwise (--grpc-port 0 picks a free port, logged at start).
 SIGINT/SIGTERM stop it gracefully: attempts still in flight after --grace-s are handed
 back and sent again by the next dispatcher.
@@ -37,6 +40,11 @@ def parse_args(settings: Settings, argv: list[str] | None = None) -> argparse.Na
     )
     parser.add_argument("--db", type=Path, default=settings.database_path)
     parser.add_argument("--queues-file", type=Path, default=settings.queues_file)
+    parser.add_argument(
+        "--target-base",
+        default=settings.worker_url,
+        help="base URL of tasks stored relative to the worker (default: GRADEQ_WORKER_URL)",
+    )
     parser.add_argument("--grpc-host", default="127.0.0.1")
     parser.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT)
     parser.add_argument(
@@ -78,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         SqliteDatabase(args.db),
         load_queues(args.queues_file),
         push_token=token,
+        target_base=args.target_base,
         grpc_address=f"{args.grpc_host}:{args.grpc_port}",
         poll_interval_s=args.poll_interval_s,
         name_reservation=timedelta(seconds=args.name_reservation_s),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import requests
 
@@ -52,12 +53,26 @@ def build_headers(task: TaskRow, push_token: str | None) -> dict[str, str]:
     return own | added
 
 
-def send(task: TaskRow, headers: dict[str, str], timeout_s: float) -> AttemptResult:
+def resolve(url: str, target_base: str | None) -> str | None:
+    """The URL to send to: a task stored relative to the worker goes to its current base."""
+    if urlsplit(url).scheme:
+        return url
+    if target_base is None:
+        return None
+    return target_base.rstrip("/") + "/" + url.lstrip("/")
+
+
+def send(
+    task: TaskRow, headers: dict[str, str], timeout_s: float, target_base: str | None = None
+) -> AttemptResult:
     """Send the task's request; redirects are not followed (a 3xx is a failed attempt)."""
+    url = resolve(task.url, target_base)
+    if url is None:
+        return AttemptResult(None, UNREACHABLE, detail=f"no worker base URL for {task.url!r}")
     try:
         response = requests.request(
             task.http_method,
-            task.url,
+            url,
             headers=headers,
             data=task.body,
             timeout=timeout_s,
