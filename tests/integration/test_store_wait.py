@@ -14,9 +14,10 @@ from shared.bootstrap import build_adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from tests.fakes import ScriptedGrader
-from tests.unit.conftest import API_KEY, PUSH_TOKEN
 
 WAIT_S = 0.3
+API_KEY = "key-of-client-a"
+PUSH_TOKEN = "local-push-secret"
 
 
 @contextmanager
