@@ -64,6 +64,8 @@ class StackConfig:
     worker_threads: int = 16
     recover_every_s: float = 30.0
     env: dict[str, str] = field(default_factory=dict)
+    # Extra options of the local bus (e.g. shorter backoffs for tests and the soak).
+    bus_args: list[str] = field(default_factory=list)
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
@@ -146,6 +148,7 @@ class LocalStack:
                 sys.executable, "-m", "localcloud.pubsub", "run",
                 "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
                 "--subscription", f"analytics={cfg.url('analytics')}/pubsub/push",
+                *cfg.bus_args,
             ]  # fmt: skip
         raise ValueError(f"unknown process {name!r}")
 
