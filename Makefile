@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit bench image-test run-google-emulators clean
+.PHONY: install run test lint unit bench image-test run-google-emulators soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ test: lint
 
 unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"
+
+# Seeded, time-bounded: load + SIGKILL/SIGSTOP faults on the local stack, then invariants.
+SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
+soak: install
+	$(PY) -m localcloud.soak $(SOAK_ARGS)
 
 bench: install
 	$(PY) bench/bench_enqueue.py
