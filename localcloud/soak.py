@@ -465,6 +465,55 @@ def run_soak(
             stack.stop()
 
 
+def shipped_rescue(kills: int, data_dir: Path) -> dict[str, Any]:
+    """Crash-to-rescue with the shipped settings: kill the worker mid-grading, time the takeover.
+
+    The stack runs the shipped queue (backoff from 10 s) and lease (45 s, renewed every
+    15 s); each job grades for a minute, the worker is SIGKILLed 20-35 s into it and
+    restarted at once; the figure is the time to the job's next "grading started".
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(kills)
+    times = []
+    with (data_dir / "stack.log").open("w") as log:
+        config = StackConfig.on_free_ports(
+            data_dir / "data", client_keys=f"soak={API_KEY}", recover_every_s=0
+        )
+        stack = LocalStack(config, output=log)
+        stack.start()
+        try:
+            for n in range(kills):
+                body = {
+                    "submission_id": f"rescue-{n}",
+                    "answer": "ATP",
+                    "rubric": "names ATP",
+                    "metadata": {"simulate": {"latency_s": 60}},
+                }
+                headers = {**API, "Idempotency-Key": f"rescue-{n}-{time.time()}"}
+                url = config.url("intake") + "/v1/grading-jobs"
+                job_id = requests.post(url, json=body, headers=headers, timeout=10).json()["id"]
+                while _started(stack, job_id) < 1:
+                    time.sleep(0.1)
+                time.sleep(rng.uniform(20, 35))
+                stack.kill("worker")
+                killed = time.monotonic()
+                stack.restart("worker")
+                while _started(stack, job_id) < 2:
+                    time.sleep(0.1)
+                times.append(round(time.monotonic() - killed, 1))
+                stack.kill("worker")  # end the job's grading; the next one starts clean
+                stack.restart("worker")
+        finally:
+            stack.stop()
+    return {"kills": kills, "crash_to_rescue_s": times, "lease_s": 45, "first_backoff_s": 10}
+
+
+def _started(stack: LocalStack, job_id: str) -> int:
+    return sum(
+        1 for line in stack.lines("worker") if '"grading started"' in line and job_id in line
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m localcloud.soak",
@@ -478,8 +527,17 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=180.0, help="max seconds to settle")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--shipped-rescue",
+        type=int,
+        metavar="N",
+        help="instead: kill the worker mid-grading N times with the shipped settings",
+    )
     args = parser.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gradeq-soak-"))
+    if args.shipped_rescue:
+        print(json.dumps(shipped_rescue(args.shipped_rescue, data_dir), indent=2), flush=True)
+        return
     print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s; logs in "
           f"{data_dir}/stack.log", flush=True)  # fmt: skip
     figures = run_soak(args.seed, args.jobs, args.duration, data_dir, args.fault_every, args.settle)
