@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench image-test run-google-emulators clean constraints mutation
+.PHONY: install run test lint unit bench image-test run-google-emulators soak clean constraints mutation
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: lint
 
 unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"
+
+# Seeded, time-bounded: load + SIGKILL/SIGSTOP faults on the local stack, then invariants.
+SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
+soak: install
+	$(PY) -m localcloud.soak $(SOAK_ARGS)
 
 bench: install
 	$(PY) bench/bench_enqueue.py

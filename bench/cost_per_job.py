@@ -29,6 +29,7 @@ from shared.adapters.google.clients import cloud_tasks_client
 from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
 from shared.config.queues import load_queues
+from shared.config.settings import Settings
 from shared.config.subscriptions import load_subscriptions
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest
@@ -134,8 +135,9 @@ def _measure(tmp: Path) -> list[JobCost]:
         publisher = PubSubEventPublisher(publisher_api, topic, timeout_s=30.0)
         clock = SystemClock()
         intake = IntakeService(store, queue, publisher, clock)
+        budget = Settings(grader_timeout_s=60.0).budget()
         worker = WorkerService(
-            store, publisher, RubricGrader(), clock, grading.retry_config, 60.0, 30.0
+            store, publisher, RubricGrader(), clock, grading.retry_config, budget
         )
         meters = (store.meter, queue.meter, publisher.meter, processed.meter)
 

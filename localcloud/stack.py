@@ -36,6 +36,7 @@ import requests
 
 from localcloud.cloudrun import CloudRunFront, forwarded_authorization
 from localcloud.emulators import Emulator
+from localcloud.ports import check_free
 
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
 SUBSCRIBERS = ("notification", "analytics")
@@ -81,6 +82,8 @@ class StackConfig:
     worker_threads: int = 16
     recover_every_s: float = 30.0
     env: dict[str, str] = field(default_factory=dict)
+    # Extra options of the local bus (e.g. shorter backoffs for tests and the soak).
+    bus_args: list[str] = field(default_factory=list)
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
@@ -158,23 +161,27 @@ class LocalStack:
                 sys.executable, "-m", "gunicorn",
                 "--bind", f"127.0.0.1:{cfg.ports[name]}",
                 "--workers", "1", "--worker-class", "gthread", "--threads", str(threads),
-                "--timeout", "0", "--graceful-timeout", "5", "--log-level", "warning",
+                "--timeout", "0", "--graceful-timeout", "8", "--log-level", "warning",
                 f"services.{name}.app:create_app()",
             ]  # fmt: skip
         if name == "dispatcher":
+            # The stack's dispatcher is its database's only one: a restarted dispatcher
+            # resends at once what a killed one had in flight.
             return [
                 sys.executable, "-m", "localcloud.tasks",
-                "--grpc-port", str(cfg.ports["dispatcher_grpc"]),
+                "--grpc-port", str(cfg.ports["dispatcher_grpc"]), "--reclaim-leases",
             ]  # fmt: skip
         if name == "bus":
             return [
                 sys.executable, "-m", "localcloud.pubsub", "run",
                 "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
                 "--subscription", f"analytics={cfg.url('analytics')}/pubsub/push",
+                *cfg.bus_args,
             ]  # fmt: skip
         raise ValueError(f"unknown process {name!r}")
 
     def start(self, wait: bool = True) -> None:
+        check_free(self.config.ports)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
@@ -188,8 +195,10 @@ class LocalStack:
             self._ticker.start()
 
     def _spawn(self, name: str) -> None:
+        # Through localcloud.child: the process dies with this one, even on SIGKILL. Spawn
+        # only from long-lived threads (the signal follows the thread that started it).
         process = subprocess.Popen(
-            self.command(name),
+            [sys.executable, "-m", "localcloud.child", *self.command(name)],
             env=self.environment(name),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -36,8 +36,22 @@ class JobStore(Protocol):
         """
         ...
 
-    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
-        """Jobs in `status` not updated since `updated_before`, oldest first (recovery)."""
+    def find(
+        self,
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> list[Job]:
+        """Jobs in `status` not updated since `updated_before`, oldest first (recovery).
+
+        `updated_after` (exclusive) pages on: pass the last job's `updated_at`.
+        """
+        ...
+
+    def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
+        """Final jobs whose event is not marked published, not updated since
+        `updated_before`, oldest first: answered by the store's query, not by filtering."""
         ...
 
     def ping(self) -> None:
@@ -59,6 +73,10 @@ class TaskQueue(Protocol):
 
     def enqueue(self, task: TaskSpec) -> bool:
         """Create the task; True if created, False if the name already exists (success)."""
+        ...
+
+    def exists(self, task_name: str) -> bool:
+        """Whether the queue still holds this task (to be delivered or retried)."""
         ...
 
     def ping(self) -> None:

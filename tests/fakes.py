@@ -17,6 +17,8 @@ class FakeTaskQueue:
 
     tasks: list[TaskSpec] = field(default_factory=list)
     available: bool = True
+    #: Names of tasks the queue no longer holds (delivered, or deleted when retries ran out).
+    gone: set[str] = field(default_factory=set)
 
     def enqueue(self, task: TaskSpec) -> bool:
         if not self.available:
@@ -25,6 +27,15 @@ class FakeTaskQueue:
             return False
         self.tasks.append(task)
         return True
+
+    def exists(self, task_name: str) -> bool:
+        if not self.available:
+            raise DependencyUnavailable("queue down")
+        return task_name not in self.gone and any(t.name == task_name for t in self.tasks)
+
+    def finish_all(self) -> None:
+        """Let every task leave the queue, as after its last attempt."""
+        self.gone.update(t.name for t in self.tasks)
 
     def ping(self) -> None:
         if not self.available:

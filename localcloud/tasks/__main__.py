@@ -1,6 +1,7 @@
 """Run the local dispatcher: Cloud Tasks for HTTP targets on the shared SQLite file.
 
-    python -m localcloud.tasks [--db PATH] [--queues-file FILE] [--grpc-host HOST]
+    python -m localcloud.tasks [--db PATH] [--queues-file FILE] [--target-base URL]
+        [--grpc-host HOST]
         [--grpc-port N] [--grace-s S] [--paused] [--reclaim-leases]
 
 Defaults come from the GRADEQ_* settings: --db is GRADEQ_DATA_DIR/gradeq.sqlite3,
@@ -8,7 +9,9 @@ Defaults come from the GRADEQ_* settings: --db is GRADEQ_DATA_DIR/gradeq.sqlite3
 ID token shaped as Cloud Run forwards it (signature removed) for the task's OIDC account
 and audience, or for GRADEQ_TASKS_SERVICE_ACCOUNT and the target's base URL when the task
 names none; otherwise GRADEQ_PUSH_TOKEN (if set) is sent as `Authorization: Bearer
-<token>`. The gRPC API listens on
+<token>`. Tasks the embedded queue stores relative to the worker go to --target-base
+(GRADEQ_WORKER_URL), so a stack restarted on other ports still reaches its worker. The
+gRPC API listens on
 127.0.0.1:8123 unless told otherwise (--grpc-port 0 picks a free port, logged at start).
 SIGINT/SIGTERM stop it gracefully: attempts still in flight after --grace-s are handed
 back and sent again by the next dispatcher.
@@ -40,6 +43,11 @@ def parse_args(settings: Settings, argv: list[str] | None = None) -> argparse.Na
     )
     parser.add_argument("--db", type=Path, default=settings.database_path)
     parser.add_argument("--queues-file", type=Path, default=settings.queues_file)
+    parser.add_argument(
+        "--target-base",
+        default=settings.worker_url,
+        help="base URL of tasks stored relative to the worker (default: GRADEQ_WORKER_URL)",
+    )
     parser.add_argument("--grpc-host", default="127.0.0.1")
     parser.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT)
     parser.add_argument(
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         load_queues(args.queues_file),
         push_token=token,
         oidc_account=oidc_account,
+        target_base=args.target_base,
         grpc_address=f"{args.grpc_host}:{args.grpc_port}",
         poll_interval_s=args.poll_interval_s,
         name_reservation=timedelta(seconds=args.name_reservation_s),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import requests
 
@@ -32,7 +33,7 @@ class AttemptResult:
 
 
 def authorization(
-    task: TaskRow, push_token: str | None, oidc_account: str | None
+    task: TaskRow, push_token: str | None, oidc_account: str | None, target_base: str | None
 ) -> dict[str, str]:
     """The Authorization header the target receives for `task`.
 
@@ -42,7 +43,7 @@ def authorization(
     """
     if oidc_account is not None:
         account = task.oidc_service_account or oidc_account
-        audience = task.oidc_audience or base_url(task.url)
+        audience = task.oidc_audience or base_url(resolve(task.url, target_base) or task.url)
         return forwarded_authorization(audience, account)
     if push_token:
         return {"Authorization": f"Bearer {push_token}"}
@@ -50,7 +51,10 @@ def authorization(
 
 
 def build_headers(
-    task: TaskRow, push_token: str | None, oidc_account: str | None = None
+    task: TaskRow,
+    push_token: str | None,
+    oidc_account: str | None = None,
+    target_base: str | None = None,
 ) -> dict[str, str]:
     """The task's own headers plus those Cloud Tasks adds, for the attempt after `task`."""
     added = {
@@ -65,18 +69,32 @@ def build_headers(
         # 0 stands for "no response" (timeout, connection error, abandoned attempt).
         added["X-CloudTasks-TaskPreviousResponse"] = str(task.last_response_code or 0)
         added["X-CloudTasks-TaskRetryReason"] = task.last_retry_reason or HTTP_ERROR
-    added.update(authorization(task, push_token, oidc_account))
+    added.update(authorization(task, push_token, oidc_account, target_base))
     overridden = {name.lower() for name in added}
     own = {k: v for k, v in task.headers.items() if k.lower() not in overridden}
     return own | added
 
 
-def send(task: TaskRow, headers: dict[str, str], timeout_s: float) -> AttemptResult:
+def resolve(url: str, target_base: str | None) -> str | None:
+    """The URL to send to: a task stored relative to the worker goes to its current base."""
+    if urlsplit(url).scheme:
+        return url
+    if target_base is None:
+        return None
+    return target_base.rstrip("/") + "/" + url.lstrip("/")
+
+
+def send(
+    task: TaskRow, headers: dict[str, str], timeout_s: float, target_base: str | None = None
+) -> AttemptResult:
     """Send the task's request; redirects are not followed (a 3xx is a failed attempt)."""
+    url = resolve(task.url, target_base)
+    if url is None:
+        return AttemptResult(None, UNREACHABLE, detail=f"no worker base URL for {task.url!r}")
     try:
         response = requests.request(
             task.http_method,
-            task.url,
+            url,
             headers=headers,
             data=task.body,
             timeout=timeout_s,

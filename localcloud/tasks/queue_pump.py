@@ -38,6 +38,7 @@ class QueuePump:
         *,
         push_token: str | None,
         oidc_account: str | None = None,
+        target_base: str | None = None,
         poll_interval_s: float,
         lease_margin_s: float,
         name_reservation_s: float,
@@ -47,6 +48,8 @@ class QueuePump:
         self.owner = owner
         self.push_token = push_token
         self.oidc_account = oidc_account
+        # Tasks stored with a relative URL go to this base (the worker's current address).
+        self.target_base = target_base
         self.poll_interval_s = poll_interval_s
         self.lease_margin_s = lease_margin_s
         self.name_reservation_s = name_reservation_s
@@ -142,8 +145,8 @@ class QueuePump:
         try:
             with job_context(_job_id(task)):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
-                headers = build_headers(task, self.push_token, self.oidc_account)
-                result = send(task, headers, deadline)
+                headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
+                result = send(task, headers, deadline, self.target_base)
                 self._record(task, result, first_attempt_at)
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from flask import Flask
 
 from services.worker.routes import build_blueprint
+from services.worker.shutdown import drain_on_sigterm
 from shared.bootstrap import Adapters, build_adapters, build_clock, build_grader
 from shared.config.settings import Settings
 from shared.http.health import register_health
@@ -30,25 +29,25 @@ def create_app(
     configure_logging("worker", settings.log_level)
     adapters = adapters or build_adapters(settings)
     clock = clock or build_clock()
-    queue_config = settings.queue_config()
+    budget = settings.budget()
     app = Flask(__name__)
-    app.extensions["gradeq.worker"] = WorkerService(
+    worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,
         grader=grader or build_grader(settings),
         clock=clock,
-        retry=queue_config.retry_config,
-        grader_timeout_s=settings.grader_timeout_s,
-        lease_margin_s=settings.lease_margin_s,
+        retry=settings.queue_config().retry_config,
+        budget=budget,
     )
+    app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(
         store=adapters.store,
         queue=adapters.queue,
         publisher=adapters.publisher,
         clock=clock,
-        queue_config=queue_config,
-        lease=timedelta(seconds=settings.grader_timeout_s + settings.lease_margin_s),
+        budget=budget,
     )
+    drain_on_sigterm(worker, budget.drain_grace_s)
     register_error_handlers(app)
     register_trace_context(app, settings.project_id)
     register_health(app, [("store", adapters.store.ping), ("bus", adapters.publisher.ping)])

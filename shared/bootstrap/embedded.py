@@ -28,9 +28,8 @@ class EmbeddedFamily:
 
     def task_queue(self) -> SqliteTaskQueue:
         queue = self._settings.queue_config()
-        return SqliteTaskQueue(
-            self._db, queue, self._settings.worker_url.rstrip("/") + queue.target_path
-        )
+        # Relative to the worker: the dispatcher adds the worker's current base URL.
+        return SqliteTaskQueue(self._db, queue, queue.target_path)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

@@ -38,7 +38,9 @@ class GoogleFamily:
 
     def job_store(self) -> FirestoreJobStore:
         s = self._settings
-        return FirestoreJobStore(self._firestore, s.jobs_collection, self._ttl, s.store_wait_s)
+        return FirestoreJobStore(
+            self._firestore, s.jobs_collection, self._ttl, s.firestore_deadline_s
+        )
 
     def task_queue(self) -> CloudTasksQueue:
         s = self._settings
@@ -71,5 +73,5 @@ class GoogleFamily:
     def _processed(self) -> FirestoreProcessedEvents:
         s = self._settings
         return FirestoreProcessedEvents(
-            self._firestore, s.processed_events_collection, self._ttl, s.store_wait_s
+            self._firestore, s.processed_events_collection, self._ttl, s.firestore_deadline_s
         )

@@ -13,9 +13,12 @@ from pathlib import Path
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.config.budget import Budget
 from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
 
 _EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
+#: A job's attempt budget when its queue retries without limit (max_attempts -1).
+DEFAULT_JOB_MAX_ATTEMPTS = 10
 
 
 class Backend(StrEnum):
@@ -65,13 +68,12 @@ class Settings(BaseSettings):
     # Client credentials: "client_id=api_key" pairs separated by commas.
     client_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
-    # How long one call waits for a busy or unreachable store before the request answers 503.
-    store_wait_s: float = Field(default=10.0, gt=0)
+    # How long a request waits for a busy embedded store before answering 503.
+    store_wait_s: float = Field(default=2.0, gt=0)
 
-    # Worker behaviour.
+    # Worker behaviour; the durations are checked against each other (shared.config.budget).
     grader: GraderKind = GraderKind.RUBRIC
     grader_timeout_s: float = Field(default=540.0, gt=0)
-    lease_margin_s: float = Field(default=30.0, ge=0)
     grader_latency_s: float = Field(default=0.5, ge=0)
     # Honour metadata.simulate (failure injection) in the offline grader; unset means
     # on for the embedded backend and off for the Google backend.
@@ -94,6 +96,16 @@ class Settings(BaseSettings):
     grader_quota_headroom: float = Field(default=0.9, gt=0, le=1)
     worker_max_instances: int = Field(default=1, ge=1)
 
+    # The attempt's lease, renewed every heartbeat while it grades.
+    lease_s: float = Field(default=45.0, gt=0)
+    heartbeat_s: float = Field(default=15.0, gt=0)
+    # Grader calls one job may cost, across replays; None: the queue's max_attempts.
+    job_max_attempts: int | None = Field(default=None, ge=1)
+    # How long a graded result's write is retried while the store is unavailable.
+    result_write_retry_s: float = Field(default=10.0, ge=0)
+    # On SIGTERM: how long gradings in flight may still finish before their leases go back.
+    drain_grace_s: float = Field(default=5.0, ge=0)
+
     # Push authentication for /tasks/* and /pubsub/*.
     push_auth: PushAuth = PushAuth.SHARED_TOKEN
     push_token: SecretStr = SecretStr("")
@@ -113,6 +125,8 @@ class Settings(BaseSettings):
     tasks_service_account: str = ""
     firestore_database: str = "(default)"
     jobs_collection: str = "grading_jobs"
+    # How long one Firestore call may take, retries included, before the request answers 503.
+    firestore_deadline_s: float = Field(default=10.0, gt=0)
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"
@@ -135,12 +149,7 @@ class Settings(BaseSettings):
         self._queues = load_queues(self.queues_file)
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
-        deadline = self.queue_config().dispatch_deadline.total_seconds()
-        if self.grader_timeout_s >= deadline:
-            raise ValueError(
-                f"GRADEQ_GRADER_TIMEOUT_S ({self.grader_timeout_s}) must be below the "
-                f"queue's dispatch_deadline ({deadline}s)"
-            )
+        self.budget()  # refuse an inconsistent set of durations at start-up
         return self
 
     def _check_grader(self) -> None:
@@ -173,6 +182,23 @@ class Settings(BaseSettings):
 
     def queue_config(self) -> QueueConfig:
         return self._queues[self.queue]
+
+    def budget(self) -> Budget:
+        """The checked time budget of the configured queue (raises `BudgetError`)."""
+        queue = self.queue_config()
+        attempts = self.job_max_attempts
+        if attempts is None:
+            attempts = queue.retry_config.max_attempts
+            attempts = attempts if attempts > 0 else DEFAULT_JOB_MAX_ATTEMPTS
+        return Budget(
+            grader_timeout_s=self.grader_timeout_s,
+            lease_s=self.lease_s,
+            heartbeat_s=self.heartbeat_s,
+            result_write_retry_s=self.result_write_retry_s,
+            drain_grace_s=self.drain_grace_s,
+            job_max_attempts=attempts,
+            queue=queue,
+        ).check()
 
     def client_key_map(self) -> dict[str, str]:
         """Return {api_key: client_id} from GRADEQ_CLIENT_KEYS."""

@@ -34,6 +34,9 @@ class JobStatus(StrEnum):
 #: before another delivery or the recovery sweep may announce it instead.
 ANNOUNCE_LEASE = timedelta(seconds=60)
 
+#: The error slug of a job failed because its attempt budget is spent.
+ATTEMPTS_EXHAUSTED = "attempts-exhausted"
+
 FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 #: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease.
@@ -219,6 +222,29 @@ class Job:
             lease_owner=owner,
             lease_expires_at=now + lease_for,
         )
+
+    def start_attempt(
+        self, owner: str, now: datetime, lease_for: timedelta, max_attempts: int
+    ) -> Job:
+        """Claim the job for one more attempt, or fail it once its attempts are spent.
+
+        `attempts` counts every claim across replays, and each grader call follows a
+        claim, so a job never costs more than `max_attempts` grader calls. A claim over an
+        expired lease (a takeover) counts too: the dead attempt may have called the grader.
+        """
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        if self.attempts >= max_attempts:
+            error = JobError(
+                ATTEMPTS_EXHAUSTED, f"all {max_attempts} attempts of the job were used"
+            )
+            return self.fail(None, error, now)
+        return self.claim(owner, now, lease_for)
+
+    def renew(self, owner: str, now: datetime, lease_for: timedelta) -> Job:
+        """Extend the attempt's lease (the heartbeat); LeaseLost if it is no longer ours."""
+        self._check_owner(owner)
+        return dataclasses.replace(self, updated_at=now, lease_expires_at=now + lease_for)
 
     def _check_owner(self, owner: str) -> None:
         if self.status is not JobStatus.RUNNING or self.lease_owner != owner:

@@ -48,7 +48,11 @@ def register_error_handlers(app: Flask) -> None:
     def _gradeq_error(error: GradeqError) -> Response:
         if error.status >= 500:
             log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
-        return problem_for(error)
+        response = problem_for(error)
+        if error.status == 503:
+            # A busy or unreachable dependency: tell the client (or the queue) when to retry.
+            response.headers["Retry-After"] = str(app.config.get("RETRY_AFTER_S", 1))
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:

@@ -4,18 +4,23 @@ Cloud Tasks deletes a task after its last attempt and keeps no dead-letter queue
 intake can die between storing a job and enqueueing its task. A periodic sweep (Cloud
 Scheduler -> worker `/tasks/recover`) finds such jobs by status and age and either
 enqueues a fresh task (a new generation, hence a new task name) or, once the replay
-budget is spent, fails them for good. Final jobs whose event was never published are
-announced.
+or attempt budget is spent, fails them for good. Final jobs whose event was never
+published are announced.
+
+A job is replayed only when the queue no longer holds its current task (task names are
+deterministic, so the sweep asks the queue): a job waiting in a deep backlog is left to
+its task. Replays keep the job's attempt count, so they never grant a fresh budget.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TypeVar
 
-from shared.config.queues import QueueConfig
+from shared.config.budget import Budget
 from shared.domain.errors import GradeqError
 from shared.domain.ids import task_name_for
 from shared.domain.job import Job, JobError, JobStatus
@@ -24,6 +29,7 @@ from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,51 +59,76 @@ class RecoveryService:
         queue: TaskQueue,
         publisher: EventPublisher,
         clock: Clock,
-        queue_config: QueueConfig,
-        lease: timedelta,
+        budget: Budget,
         max_replays: int = 3,
         batch: int = 100,
+        max_scan: int = 2000,
     ) -> None:
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
         self._max_replays = max_replays
+        self._max_attempts = budget.job_max_attempts
         self._batch = batch
-        retry = queue_config.retry_config
-        # Past these ages the queue cannot be holding a live task for the job any more.
-        self._stale = {
-            JobStatus.PENDING: queue_config.dispatch_deadline + retry.max_backoff,
-            JobStatus.RETRYING: queue_config.dispatch_deadline + retry.max_backoff,
-            JobStatus.RUNNING: lease + retry.max_backoff,
-        }
+        self._max_scan = max_scan
+        # Younger jobs are still in the intake's or a delivery's hands.
+        self._stale = budget.sweep_stale
         self._unannounced_after = timedelta(minutes=1)
 
     def sweep(self) -> SweepReport:
         report = SweepReport()
         now = self._clock.now()
-        for status, age in self._stale.items():
-            for job in self._store.find(status, now - age, self._batch):
+        for status in (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.RUNNING):
+            for job in self._stale_jobs(status, now - self._stale):
                 with job_context(job.id):
                     self._recover(job, report)
-        for status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
-            for job in self._store.find(status, now - self._unannounced_after, self._batch):
-                if not job.event_published and not job.lease_is_live(now):
+        # Announcing takes a job out of this query, so asking again pages on.
+        seen: set[str] = set()
+        while len(seen) < self._max_scan:
+            page = [
+                j
+                for j in self._store.find_unannounced(now - self._unannounced_after, self._batch)
+                if j.id not in seen
+            ]
+            for job in page:
+                seen.add(job.id)
+                if not job.lease_is_live(now):
                     with job_context(job.id):
                         self._try(job, report, lambda j: self._announce(j, report))
+            if len(page) < self._batch or not report.announced:
+                break
         return report
+
+    def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:
+        """Every job in `status` older than `before`, in pages, up to the scan limit."""
+        after: datetime | None = None
+        scanned = 0
+        while scanned < self._max_scan:
+            page = self._store.find(status, before, self._batch, updated_after=after)
+            yield from page
+            scanned += len(page)
+            if len(page) < self._batch:
+                return
+            after = page[-1].updated_at
 
     def _recover(self, job: Job, report: SweepReport) -> None:
         if job.status is JobStatus.RUNNING and job.lease_is_live(self._clock.now()):
             return
-        if job.generation >= self._max_replays:
+        if self._try(job, report, lambda j: self._queue.exists(self._task_name(j))) is not False:
+            return  # the queue still holds its task (or could not be asked): leave it be
+        if job.generation >= self._max_replays or job.attempts >= self._max_attempts:
             self._try(job, report, lambda j: self._give_up(j, report))
         else:
             self._try(job, report, lambda j: self._replay(j, report))
 
+    @staticmethod
+    def _task_name(job: Job) -> str:
+        return task_name_for(job.id, job.generation)
+
     def _replay(self, job: Job, report: SweepReport) -> None:
         replayed = self._store.update(job.id, lambda j: j.replay(self._clock.now()))
-        self._queue.enqueue(TaskSpec(task_name_for(replayed.id, replayed.generation), replayed.id))
+        self._queue.enqueue(TaskSpec(self._task_name(replayed), replayed.id))
         log.warning("stuck job replayed", extra={"generation": replayed.generation})
         report.replayed.append(job.id)
 
@@ -113,10 +144,11 @@ class RecoveryService:
         report.announced.append(job.id)
 
     @staticmethod
-    def _try(job: Job, report: SweepReport, action: Callable[[Job], None]) -> None:
+    def _try(job: Job, report: SweepReport, action: Callable[[Job], T]) -> T | None:
         try:
-            action(job)
+            return action(job)
         except GradeqError as exc:
             # A lost race (the job moved on meanwhile) is fine; the next sweep looks again.
             log.info("recovery skipped the job", extra={"reason": exc.detail})
             report.errors.append(job.id)
+            return None

@@ -1,19 +1,28 @@
-"""Run one delivery of a grading task: claim, grade, record, announce.
+"""Run one delivery of a grading task: claim, grade under a heartbeat lease, record, announce.
 
 The worker answers 2xx only once the job's state is durably recorded (and, for a final
 state, its event published); anything else makes the queue deliver the task again.
+
+The lease is short (`Budget.lease_s`) and renewed while the grader runs, so a live lease
+means a live attempt. A delivery that meets a lease waits for it: if the holder stops
+renewing (it died), the delivery takes the job over as soon as the lease expires.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from enum import StrEnum
 
+from shared.config.budget import Budget
 from shared.config.queues import RetryConfig
 from shared.domain.errors import (
+    DependencyUnavailable,
     GradeqError,
     GradingError,
     JobAlreadyFinal,
@@ -24,12 +33,15 @@ from shared.domain.errors import (
     ProviderQuotaExhausted,
     TransientGradingError,
 )
-from shared.domain.job import Job, JobError
+from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
+
+#: The error a job records when a shutting-down worker hands its attempt back.
+WORKER_SHUTDOWN = "worker-shutdown"
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,7 @@ class TaskDelivery:
 class Verdict(StrEnum):
     """What the delivery comes to, for the queue (the worker's HTTP reply maps it)."""
 
-    DONE = "done"  # the job is final and announced: delete the task
+    DONE = "done"  # the job is final and announced (or left to its live attempt): delete the task
     RETRY = "retry"  # the attempt failed transiently: deliver again after a backoff
     LOCKED = "locked"  # another attempt holds the job, or took it over: try again later
     DROPPED = "dropped"  # the task can never succeed (unknown job, bad body): delete it
@@ -62,6 +74,36 @@ class DeliveryResult:
     reason: GradeqError | None = None
 
 
+class _Released(Exception):
+    """The worker is shutting down and handed the attempt back."""
+
+
+class _Grading:
+    """One grader call on its own thread, so the delivery can renew, give up or drain."""
+
+    def __init__(self, call: Callable[[], GradeResult]) -> None:
+        self.done = threading.Event()
+        self.result: GradeResult | None = None
+        self.error: BaseException | None = None
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(self._run, call), daemon=True)
+        thread.start()
+
+    def _run(self, call: Callable[[], GradeResult]) -> None:
+        try:
+            self.result = call()
+        except BaseException as exc:  # handed to the delivery's thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def outcome(self) -> GradeResult:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
 class WorkerService:
     """Grades jobs delivered by the task queue."""
 
@@ -72,22 +114,41 @@ class WorkerService:
         grader: Grader,
         clock: Clock,
         retry: RetryConfig,
-        grader_timeout_s: float,
-        lease_margin_s: float,
+        budget: Budget,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._grader = grader
         self._clock = clock
         self._retry = retry
-        self._timeout_s = grader_timeout_s
-        # The lease outlives the longest possible grading, so a live lease means a live
-        # attempt and an expired one means the attempt died.
-        self._lease = timedelta(seconds=grader_timeout_s + lease_margin_s)
+        self._budget = budget
+        self._lease = budget.lease
+        # A waiting delivery re-reads the job this often (one store read each time).
+        self._poll_s = min(2.0, max(0.05, budget.heartbeat_s / 3))
+        self._draining = threading.Event()
+        self._drain_until = float("inf")
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    def drain(self, grace_s: float) -> None:
+        """Take no new attempt; attempts still grading after `grace_s` hand their job back."""
+        if not self._draining.is_set():
+            self._drain_until = time.monotonic() + grace_s
+            self._draining.set()
+            log.warning("draining: gradings in flight have %.1fs to finish", grace_s)
+
+    @property
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
+    # --- a delivery ----------------------------------------------------------------------
 
     def handle(self, delivery: TaskDelivery) -> DeliveryResult:
         """Process one delivery and say what the queue should do with the task."""
         with job_context(delivery.job_id):
+            if self.draining:
+                reason = DependencyUnavailable("the worker is shutting down")
+                return DeliveryResult(Verdict.RETRY, None, retry_after_s=1, reason=reason)
             try:
                 return self._handle(delivery)
             except JobLocked as exc:
@@ -96,37 +157,142 @@ class WorkerService:
                 log.warning("the attempt lost its lease; its outcome was refused")
                 return DeliveryResult(Verdict.LOCKED, None, reason=exc)
 
+    def _owner(self, delivery: TaskDelivery) -> str:
+        return f"{delivery.task_name or 'direct'}/{delivery.retry_count}/{uuid.uuid4().hex[:8]}"
+
+    def _start(self, job_id: str, owner: str) -> Job:
+        budget = self._budget.job_max_attempts
+        return self._store.update(
+            job_id, lambda j: j.start_attempt(owner, self._clock.now(), self._lease, budget)
+        )
+
     def _handle(self, delivery: TaskDelivery) -> DeliveryResult:
-        owner = f"{delivery.task_name or 'direct'}/{delivery.retry_count}/{uuid.uuid4().hex[:8]}"
+        owner = self._owner(delivery)
         try:
-            job = self._store.update(
-                delivery.job_id, lambda j: j.claim(owner, self._clock.now(), self._lease)
-            )
+            job = self._start(delivery.job_id, owner)
         except JobNotFound as exc:
             log.error("task names an unknown job; dropping it")
             return DeliveryResult(Verdict.DROPPED, None, reason=exc)
         except JobAlreadyFinal:
             return self._already_final(delivery.job_id)
+        except JobLocked as exc:
+            waited = self._wait_for_lease(delivery, exc)
+            if waited is not None:
+                return waited
+            try:
+                job = self._start(delivery.job_id, owner)
+            except JobAlreadyFinal:
+                return self._already_final(delivery.job_id)
+            log.warning("attempt taken over after its lease expired")
 
+        if job.status is JobStatus.FAILED:
+            log.error("job failed: attempts exhausted", extra={"event": "job_failed"})
+            return DeliveryResult(Verdict.DONE, self._announce(job))
+        return self._attempt(job, owner, delivery)
+
+    def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
         try:
-            result = self._grader.grade(
-                job.request, attempt=job.attempts, timeout_s=self._timeout_s
-            )
+            result = self._grade(job, owner)
+        except _Released:
+            return self._release(job, owner)
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
         except ProviderQuotaExhausted as exc:
             return self._throttled(job, owner, exc)
         except TransientGradingError as exc:
             return self._transient(job, owner, delivery, exc, exc.retry_after_s)
+        except (LeaseLost, JobLocked):
+            raise
         except Exception as exc:
             log.exception("grader raised an unexpected error")
             wrapped = GradingError(f"unexpected grader error: {type(exc).__name__}")
             return self._transient(job, owner, delivery, wrapped, None)
 
-        done = self._store.update(job.id, lambda j: j.succeed(owner, result, self._clock.now()))
+        done = self._store_outcome(job.id, lambda j: j.succeed(owner, result, self._clock.now()))
         log.info("job succeeded", extra={"score": result.score, "attempt": done.attempts})
         return DeliveryResult(Verdict.DONE, self._announce(done))
+
+    # --- the heartbeat -------------------------------------------------------------------
+
+    def _grade(self, job: Job, owner: str) -> GradeResult:
+        """Run the grader while renewing the lease; stop when the lease is lost or drained."""
+        timeout = self._budget.grader_timeout_s
+        grading = _Grading(
+            lambda: self._grader.grade(job.request, attempt=job.attempts, timeout_s=timeout)
+        )
+        heartbeat = self._budget.heartbeat_s
+        renewed_at = time.monotonic()
+        renew_at = renewed_at + heartbeat
+        while True:
+            wait = renew_at - time.monotonic()
+            if self.draining:
+                wait = min(wait, self._drain_until - time.monotonic())
+            if grading.done.wait(max(0.0, wait)):
+                return grading.outcome()
+            now = time.monotonic()
+            if self.draining and now >= self._drain_until:
+                raise _Released()
+            if now >= renew_at:
+                if self._renew(job.id, owner, renewed_at):
+                    renewed_at = time.monotonic()
+                    renew_at = renewed_at + heartbeat
+                else:
+                    renew_at = now + min(1.0, heartbeat / 3)
+
+    def _renew(self, job_id: str, owner: str, renewed_at: float) -> bool:
+        """One fenced write extending the lease; False: try again soon. LeaseLost stops."""
+        try:
+            self._store.update(job_id, lambda j: j.renew(owner, self._clock.now(), self._lease))
+        except LeaseLost:
+            log.warning("lease renewal found the lease lost; stopping the attempt")
+            raise
+        except DependencyUnavailable as exc:
+            # The lease may still be ours; once it can have expired, it is not.
+            if time.monotonic() - renewed_at >= self._budget.lease_s:
+                log.warning("lease could not be renewed before it expired; stopping")
+                raise LeaseLost(job_id, owner) from exc
+            log.warning("lease renewal failed; trying again", extra={"reason": exc.detail})
+            return False
+        return True
+
+    # --- meeting another attempt's lease -------------------------------------------------
+
+    def _wait_for_lease(self, delivery: TaskDelivery, locked: JobLocked) -> DeliveryResult | None:
+        """Wait while the lease's holder may be dead; None means: the lease expired, claim.
+
+        A holder that renews is alive: a delivery other than the queue's last answers
+        LOCKED at once; the last one waits for the job to end, then leaves it to its
+        holder (the sweep replays the job if that holder fails it later).
+        """
+        seen = locked.until
+        last = self._is_last(delivery, None)
+        patience = self._budget.last_delivery_wait_s if last else self._budget.takeover_wait_s
+        give_up = time.monotonic() + patience
+        while True:
+            remaining = (seen - self._clock.now()).total_seconds()
+            pause = min(self._poll_s, max(0.0, remaining) + 0.01, give_up - time.monotonic())
+            if pause > 0:
+                time.sleep(pause)
+            job = self._store.get(delivery.job_id)
+            if job is None:
+                return DeliveryResult(Verdict.DROPPED, None, reason=JobNotFound(delivery.job_id))
+            if job.status.is_final:
+                return self._already_final(job.id)
+            if not job.lease_is_live(self._clock.now()):
+                return None
+            assert job.lease_expires_at is not None
+            renewed = job.lease_expires_at > seen
+            if renewed and not last:
+                return DeliveryResult(Verdict.LOCKED, job, reason=locked)
+            seen = job.lease_expires_at
+            if time.monotonic() >= give_up:
+                if last:
+                    log.warning("the queue's last delivery leaves the job to its live attempt")
+                    return DeliveryResult(Verdict.DONE, job)
+                return DeliveryResult(Verdict.LOCKED, job, reason=locked)
+
+    # --- outcomes ------------------------------------------------------------------------
 
     def _already_final(self, job_id: str) -> DeliveryResult:
         job = self._store.get(job_id)
@@ -139,6 +305,11 @@ class WorkerService:
             raise JobLocked(job.id, job.lease_expires_at)
         return DeliveryResult(Verdict.DONE, self._announce(job))
 
+    def _is_last(self, delivery: TaskDelivery, job: Job | None) -> bool:
+        started = job.started_at if job is not None else None
+        elapsed = self._clock.now() - started if started is not None else None
+        return self._retry.is_last_attempt(delivery.retry_count, elapsed)
+
     def _transient(
         self,
         job: Job,
@@ -147,12 +318,11 @@ class WorkerService:
         exc: GradingError,
         retry_after_s: float | None,
     ) -> DeliveryResult:
-        elapsed = self._clock.now() - (job.started_at or self._clock.now())
-        if self._retry.is_last_attempt(delivery.retry_count, elapsed):
+        if self._is_last(delivery, job) or job.attempts >= self._budget.job_max_attempts:
             log.warning("transient error on the final attempt", extra={"error": exc.detail})
             return self._fail(job, owner, exc)
         error = JobError(exc.slug, exc.detail)
-        retrying = self._store.update(
+        retrying = self._store_outcome(
             job.id, lambda j: j.retry_later(owner, error, self._clock.now())
         )
         log.warning(
@@ -168,11 +338,37 @@ class WorkerService:
         log.info("no provider quota; job given back", extra={"retry_after_s": exc.retry_after_s})
         return DeliveryResult(Verdict.THROTTLED, released, exc.retry_after_s, reason=exc)
 
+    def _release(self, job: Job, owner: str) -> DeliveryResult:
+        error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")
+        released = self._store.update(
+            job.id, lambda j: j.retry_later(owner, error, self._clock.now())
+        )
+        log.warning("worker shutting down; lease released", extra={"attempt": released.attempts})
+        return DeliveryResult(Verdict.RETRY, released, retry_after_s=1)
+
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:
         error = JobError(exc.slug, exc.detail)
-        failed = self._store.update(job.id, lambda j: j.fail(owner, error, self._clock.now()))
+        failed = self._store_outcome(job.id, lambda j: j.fail(owner, error, self._clock.now()))
         log.error("job failed", extra={"event": "job_failed", "error_type": exc.slug})
         return DeliveryResult(Verdict.DONE, self._announce(failed))
+
+    def _store_outcome(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        """Store an attempt's outcome, retrying a briefly unavailable store.
+
+        The grading already happened: giving up at the first store error would make the
+        queue pay for a second grader call.
+        """
+        give_up = time.monotonic() + self._budget.result_write_retry_s
+        delay = 0.1
+        while True:
+            try:
+                return self._store.update(job_id, mutate)
+            except DependencyUnavailable as exc:
+                if time.monotonic() + delay > give_up:
+                    raise
+                log.warning("storing the outcome failed; retrying", extra={"reason": exc.detail})
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def _announce(self, job: Job) -> Job:
         return announce(job, self._store, self._publisher, self._clock)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from shared.ports import TaskSpec
 from tests.contract.harness import TaskQueueHarness
@@ -45,3 +46,21 @@ def test_task_is_delivered_as_json_post(task_queue_harness: TaskQueueHarness) ->
     assert request.json == {"job_id": spec.job_id}
     assert request.header("X-CloudTasks-TaskName") == spec.name
     assert request.header("X-CloudTasks-TaskRetryCount") == "0"
+
+
+def test_exists_while_the_queue_holds_the_task_and_not_after(
+    task_queue_harness: TaskQueueHarness,
+) -> None:
+    queue = task_queue_harness.queue
+    later = TaskSpec(unique("t"), unique("job"), datetime.now(UTC) + timedelta(hours=1))
+    assert queue.enqueue(later) is True
+    assert queue.exists(later.name) is True
+    assert queue.exists(unique("never-created")) is False
+    now = TaskSpec(name=unique("t"), job_id=unique("job"))
+    queue.enqueue(now)
+    task_queue_harness.wait_for_deliveries(1, timeout=10)
+    deadline = time.monotonic() + 5
+    while queue.exists(now.name):  # a delivered task leaves the queue (once recorded)
+        assert time.monotonic() < deadline, "a delivered task is still in the queue"
+        time.sleep(0.05)
+    assert queue.exists(later.name) is True

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +30,10 @@ from tests.support.id_tokens import google_claims, signed_id_token
 pytestmark = pytest.mark.e2e
 
 API = {"Authorization": "Bearer e2e-key"}
-FAST_QUEUE = {
+LEASE_S = 2.0
+#: Time for the restarted worker to come up, which a second Cloud Run instance would not need.
+RESTART_SLACK_S = 5.0
+FAST_QUEUE: dict[str, Any] = {
     "grading": {
         "target_path": "/tasks/grade",
         "dispatch_deadline": "20s",
@@ -63,7 +68,10 @@ def stack(
             "GRADEQ_QUEUES_FILE": str(queues),
             "GRADEQ_GRADER_LATENCY_S": "0.1",
             "GRADEQ_GRADER_TIMEOUT_S": "8",
-            "GRADEQ_LEASE_MARGIN_S": "1",
+            "GRADEQ_LEASE_S": str(LEASE_S),
+            "GRADEQ_HEARTBEAT_S": "0.5",
+            "GRADEQ_RESULT_WRITE_RETRY_S": "2",
+            "GRADEQ_DRAIN_GRACE_S": "0.5",
             "GRADEQ_RETRY_AFTER_S": "1",
             "GRADEQ_BUS_MIN_BACKOFF_S": "0.2",
         },
@@ -155,12 +163,42 @@ def test_worker_killed_mid_grading_is_retried_to_one_success(stack: LocalStack) 
         assert time.monotonic() < deadline, "grading never started"
         time.sleep(0.1)
     stack.kill("worker")
+    killed = time.monotonic()
     stack.restart("worker")
+    while len(job_lines(stack, "worker", job_id, "grading started")) < 2:
+        assert time.monotonic() < killed + 30, "the dead attempt was never taken over"
+        time.sleep(0.05)
+    rescued_s = time.monotonic() - killed
     job = wait_final(stack, location, timeout_s=60)
     assert job["status"] == "SUCCEEDED"
     assert job["attempts"] == 2
+    # Taken over by the next delivery within a lease and one backoff (plus the restart).
+    backoff = FAST_QUEUE["grading"]["retry_config"]["max_backoff"]
+    assert rescued_s < LEASE_S + float(str(backoff).rstrip("s")) + RESTART_SLACK_S
     assert len(received_by_analytics(stack, job_id)) == 1
     time.sleep(1)  # let any duplicate delivery arrive before counting again
+    assert len(received_by_analytics(stack, job_id)) == 1
+
+
+def test_sigterm_hands_a_long_grading_back_instead_of_leaving_its_lease(
+    stack: LocalStack,
+) -> None:
+    response = submit(stack, "e2e-sigterm", metadata={"simulate": {"latency_s": 6}})
+    location = response.headers["Location"]
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 20
+    while not job_lines(stack, "worker", job_id, "grading started"):
+        assert time.monotonic() < deadline, "grading never started"
+        time.sleep(0.1)
+    worker = stack.processes["worker"]
+    os.killpg(worker.pid, signal.SIGTERM)  # as Cloud Run does on scale-in or redeploy
+    worker.wait(timeout=10)
+    assert job_lines(stack, "worker", job_id, "worker shutting down; lease released")
+    held = requests.get(stack.config.url("intake") + location, headers=API, timeout=10).json()
+    assert held["status"] == "RETRYING" and held["error"]["type"] == "worker-shutdown"
+    stack.restart("worker")
+    job = wait_final(stack, location, timeout_s=60)
+    assert job["status"] == "SUCCEEDED" and job["attempts"] == 2
     assert len(received_by_analytics(stack, job_id)) == 1
 
 

@@ -32,7 +32,8 @@ def settings(tmp_path: Path) -> Settings:
         client_keys=f"client-a={API_KEY},client-b={OTHER_KEY}",  # type: ignore[arg-type]
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
         grader_timeout_s=5,
-        lease_margin_s=5,
+        lease_s=1,
+        heartbeat_s=0.3,
     )
 
 

@@ -97,3 +97,14 @@ def test_outcome_of_a_superseded_attempt_is_ignored(db: SqliteDatabase) -> None:
     assert table.finish(old, "a", True, "succeeded", time.time()) is False
     assert table.retry_later(old, "a", 500, "HTTP_ERROR", time.time()) is False
     assert table.finish(new, "b", True, "succeeded", time.time()) is True
+
+
+def test_a_task_stored_relative_to_the_worker_reaches_its_current_address(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    queue = fast_queue()
+    # Enqueued while the worker listened elsewhere: only the path is stored.
+    SqliteTaskQueue(db, queue, queue.target_path).enqueue(TaskSpec("t-rel", "job-rel"))
+    with running_dispatcher(db, queue, target_base=target.url):
+        (request,) = target.wait_for(1, timeout=3)
+    assert request.path == queue.target_path and request.json == {"job_id": "job-rel"}

@@ -10,7 +10,8 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.ports import TaskSpec
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakePublisher, FakeTaskQueue
 
@@ -20,7 +21,7 @@ LEASE = timedelta(seconds=10)
 @pytest.fixture
 def sweeper(settings: Settings, adapters: Adapters, clock: FrozenClock) -> RecoveryService:
     return RecoveryService(
-        adapters.store, adapters.queue, adapters.publisher, clock, settings.queue_config(), LEASE
+        adapters.store, adapters.queue, adapters.publisher, clock, settings.budget()
     )
 
 
@@ -41,7 +42,7 @@ def test_fresh_jobs_are_left_alone(
     sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
 ) -> None:
     seed(adapters, clock, "fresh")
-    clock.advance(timedelta(seconds=30))
+    clock.advance(timedelta(seconds=1))  # younger than the sweep's staleness (2 leases)
     assert sweeper.sweep().as_dict() == {
         "replayed": [], "failed": [], "announced": [], "errors": []
     }  # fmt: skip
@@ -75,9 +76,13 @@ def test_replay_budget_spent_fails_and_announces_once(
     sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
 ) -> None:
     job_id = seed(adapters, clock, "hopeless")
+    queue, _ = fakes(adapters)
     for _ in range(3):
         clock.advance(timedelta(hours=1))
         assert sweeper.sweep().replayed == [job_id]
+        clock.advance(timedelta(hours=1))
+        assert sweeper.sweep().replayed == []  # its task is still queued
+        queue.finish_all()
     clock.advance(timedelta(hours=1))
     report = sweeper.sweep()
     assert report.failed == [job_id]
@@ -103,3 +108,42 @@ def test_final_job_left_unannounced_is_announced(
     assert sweeper.sweep().announced == [job_id]
     _, publisher = fakes(adapters)
     assert [e.job_id for e in publisher.events] == [job_id]
+
+
+def test_job_whose_task_is_still_queued_is_not_replayed(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "backlog")
+    queue, _ = fakes(adapters)
+    queue.enqueue(TaskSpec(task_name_for(job_id, 0), job_id))
+    clock.advance(timedelta(hours=5))
+    assert sweeper.sweep().as_dict()["replayed"] == []
+    queue.finish_all()
+    assert sweeper.sweep().replayed == [job_id]
+
+
+def test_an_unreachable_queue_replays_nothing(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    seed(adapters, clock, "unknown")
+    queue, _ = fakes(adapters)
+    queue.available = False
+    clock.advance(timedelta(hours=1))
+    report = sweeper.sweep()
+    assert report.replayed == [] and len(report.errors) == 1
+
+
+def test_replays_keep_the_attempt_budget(
+    sweeper: RecoveryService, settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "spent")
+    budget = settings.budget().job_max_attempts
+    error = JobError("grading-transient", "429")
+    for _ in range(budget):
+        adapters.store.update(job_id, lambda j: j.claim("w", clock.now(), LEASE))
+        adapters.store.update(job_id, lambda j: j.retry_later("w", error, clock.now()))
+    clock.advance(timedelta(hours=1))
+    report = sweeper.sweep()
+    assert report.failed == [job_id] and report.replayed == []
+    job = adapters.store.get(job_id)
+    assert job is not None and job.attempts == budget and job.status is JobStatus.FAILED

@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.errors import JobNotFound
-from shared.domain.job import DATETIME_FIELDS, Job, JobStatus
+from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -18,10 +18,37 @@ CREATE TABLE IF NOT EXISTS jobs (
     client_id TEXT NOT NULL,
     status TEXT NOT NULL,
     updated_at TEXT NOT NULL,
+    event_published INTEGER NOT NULL DEFAULT 0,
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at)
 """
+#: Serves find_unannounced: final jobs whose event is not marked published, by age.
+UNANNOUNCED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS jobs_unannounced ON jobs (event_published, status, updated_at)"
+)
+
+
+def _migrate(db: SqliteDatabase) -> None:
+    """Create the table, or add the event_published column to one made before it existed."""
+    with db.transaction() as conn:
+        for statement in SCHEMA.split(";"):
+            conn.execute(statement)
+        columns = {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}
+        if "event_published" not in columns:
+            conn.execute("ALTER TABLE jobs ADD COLUMN event_published INTEGER NOT NULL DEFAULT 0")
+            conn.execute(
+                "UPDATE jobs SET event_published ="
+                " COALESCE(json_extract(record, '$.event_published'), 0)"
+            )
+        conn.execute(UNANNOUNCED_INDEX)
+
+
+_FINAL = tuple(sorted(s.value for s in FINAL_STATUSES))
+_UNANNOUNCED = (
+    "SELECT record FROM jobs WHERE event_published = 0 AND status IN (?, ?, ?)"
+    " AND updated_at < ? ORDER BY updated_at LIMIT ?"
+)
 
 
 def _sortable(moment: datetime) -> str:
@@ -50,7 +77,7 @@ class SqliteJobStore:
 
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
-        db.ensure_schema(SCHEMA)
+        _migrate(db)
 
     def create(self, job: Job) -> tuple[Job, bool]:
         with unavailable_on_error("create job"), self._db.transaction() as conn:
@@ -78,15 +105,31 @@ class SqliteJobStore:
             self._write(conn, updated, insert=False)
         return updated
 
-    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
+    def find(
+        self,
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> list[Job]:
+        after = _sortable(updated_after) if updated_after is not None else ""
         with unavailable_on_error("find jobs"):
             rows = (
                 self._db.connection()
                 .execute(
                     "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
-                    " ORDER BY updated_at LIMIT ?",
-                    (status.value, _sortable(updated_before), limit),
+                    " AND updated_at > ? ORDER BY updated_at LIMIT ?",
+                    (status.value, _sortable(updated_before), after, limit),
                 )
+                .fetchall()
+            )
+        return [_decode(r["record"]) for r in rows]
+
+    def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
+        with unavailable_on_error("find unannounced jobs"):
+            rows = (
+                self._db.connection()
+                .execute(_UNANNOUNCED, (*_FINAL, _sortable(updated_before), limit))
                 .fetchall()
             )
         return [_decode(r["record"]) for r in rows]
@@ -97,13 +140,23 @@ class SqliteJobStore:
 
     @staticmethod
     def _write(conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:
-        params = (job.client_id, job.status.value, _sortable(job.updated_at), _encode(job), job.id)
+        params = (
+            job.client_id,
+            job.status.value,
+            _sortable(job.updated_at),
+            int(job.event_published),
+            _encode(job),
+            job.id,
+        )
         if insert:
             conn.execute(
-                "INSERT INTO jobs (client_id, status, updated_at, record, id) VALUES (?,?,?,?,?)",
+                "INSERT INTO jobs (client_id, status, updated_at, event_published, record, id)"
+                " VALUES (?,?,?,?,?,?)",
                 params,
             )
         else:
             conn.execute(
-                "UPDATE jobs SET client_id=?, status=?, updated_at=?, record=? WHERE id=?", params
+                "UPDATE jobs SET client_id=?, status=?, updated_at=?, event_published=?,"
+                " record=? WHERE id=?",
+                params,
             )

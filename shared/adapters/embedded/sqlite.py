@@ -28,6 +28,7 @@ class SqliteDatabase:
     """A thread-local connection per thread to one database file."""
 
     def __init__(self, path: Path | str, busy_timeout_s: float = 30.0) -> None:
+        """`busy_timeout_s`: how long a statement waits for another writer's lock."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout_s = busy_timeout_s
@@ -52,10 +53,13 @@ class SqliteDatabase:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT (busy): never leave the thread's connection inside
+            # a transaction, or every later request on it would fail.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     def ensure_schema(self, ddl: str) -> None:
         with self.transaction() as conn:

@@ -68,6 +68,10 @@ class SqliteTaskQueue:
         with unavailable_on_error("enqueue task"):
             return self.table.create(new, self.name_reservation.total_seconds())
 
+    def exists(self, task_name: str) -> bool:
+        with unavailable_on_error("look up task"):
+            return self.table.get(self.queue.name, task_name) is not None
+
     def ping(self) -> None:
         with unavailable_on_error("ping task queue"):
             self.table.db.connection().execute("SELECT 1 FROM tasks LIMIT 1").fetchall()

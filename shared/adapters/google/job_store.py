@@ -19,11 +19,13 @@ from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import FINAL_STATUSES, Job, JobStatus
 
 #: Whole transactions retried when a read is aborted under contention (the client
 #: itself only retries ABORTED at commit).
 _ABORTED_READ_RETRIES = 3
+#: The statuses find_unannounced asks for (a Firestore `in` filter).
+_FINAL = sorted(s.value for s in FINAL_STATUSES)
 #: A readiness probe answers within this, without the client's long default retries.
 PING_TIMEOUT_S = 5.0
 
@@ -116,14 +118,32 @@ class FirestoreJobStore:
                 raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def find(self, status: JobStatus, updated_before: datetime, limit: int) -> list[Job]:
+    def find(
+        self,
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> list[Job]:
         # Needs the composite index (status ASC, updated_at ASC): see docs/cost.md.
+        query = self._jobs.where(filter=firestore.FieldFilter("status", "==", status.value))
+        query = query.where(filter=firestore.FieldFilter("updated_at", "<", updated_before))
+        if updated_after is not None:
+            query = query.where(filter=firestore.FieldFilter("updated_at", ">", updated_after))
+        return self._run(query.order_by("updated_at").limit(limit))
+
+    def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
+        # Needs the composite index (event_published ASC, status ASC, updated_at ASC).
         query = (
-            self._jobs.where(filter=firestore.FieldFilter("status", "==", status.value))
+            self._jobs.where(filter=firestore.FieldFilter("event_published", "==", False))
+            .where(filter=firestore.FieldFilter("status", "in", _FINAL))
             .where(filter=firestore.FieldFilter("updated_at", "<", updated_before))
             .order_by("updated_at")
             .limit(limit)
         )
+        return self._run(query)
+
+    def _run(self, query: Any) -> list[Job]:
         try:
             snapshots: list[Any] = list(query.stream(retry=self._retry, timeout=self._deadline_s))
         except gexc.GoogleAPIError as exc:

@@ -21,6 +21,8 @@ CREATE_RETRY = gretry.Retry(
     multiplier=2.0,
     timeout=15.0,
 )
+#: The meter's counter of get_task calls (billed as API calls, like create_task).
+TASKS_GET_CALLS = "cloudtasks.get_task_calls"
 #: Per-attempt timeout of create_task, in seconds.
 CREATE_TIMEOUT_S = 5.0
 
@@ -88,6 +90,20 @@ class CloudTasksQueue:
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
             raise DependencyUnavailable(f"Cloud Tasks create_task failed: {exc}") from exc
         self.meter.add(metering.TASKS_CREATED)
+        return True
+
+    def exists(self, task_name: str) -> bool:
+        self.meter.add(TASKS_GET_CALLS)
+        try:
+            self._client.get_task(
+                name=f"{self._queue_path}/tasks/{task_name}",
+                retry=self._retry,
+                timeout=self._timeout_s,
+            )
+        except gexc.NotFound:
+            return False
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise DependencyUnavailable(f"Cloud Tasks get_task failed: {exc}") from exc
         return True
 
     def ping(self) -> None:

@@ -1,0 +1,64 @@
+"""Find out whether a loopback port is free, and which process holds it if not (Linux /proc)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+
+def is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a listener could bind `host:port` now."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(inode)
+    return inodes
+
+
+def holder(port: int) -> str | None:
+    """'pid N (command line)' of a process listening on `port`, or None when unknown."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    raw = (entry / "cmdline").read_bytes()
+                    command = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+                    return f"pid {entry.name} ({command or '?'})"
+    return None
+
+
+def check_free(ports: dict[str, int]) -> None:
+    """Raise RuntimeError naming every taken port and, where visible, its process."""
+    taken = []
+    for name, port in ports.items():
+        if not is_free(port):
+            who = holder(port) or "a process this user cannot see"
+            taken.append(f"port {port} ({name}) is held by {who}")
+    if taken:
+        raise RuntimeError(
+            "cannot start the local stack: "
+            + "; ".join(taken)
+            + ". Stop that process (a stack left over from an earlier run?) or free the port."
+        )

@@ -1,0 +1,552 @@
+"""`make soak`: the whole local stack under load and faults, then its invariants and figures.
+
+    python -m localcloud.soak [--seed N] [--jobs N] [--duration S] [--data-dir DIR]
+        [--fault-every S] [--settle S] [--report FILE]
+
+Seeded and time-bounded. Clients submit `--jobs` jobs over `--duration` seconds, mixing
+quick, slow, transient, permanent, hanging and always-failing gradings, with duplicate
+POSTs (same body: the same job; another body: 422) and cancels. Meanwhile one fault at a
+time hits a random process (intake, worker, dispatcher, bus, notification, analytics):
+SIGKILL then a restart, or SIGSTOP then SIGCONT. Then the faults stop and every accepted
+job must become final. Checked at the end:
+
+- every accepted job is final, and no job exists that was not accepted;
+- no result was overwritten (what a client saw final stays as it was);
+- exactly one event id per final job at each subscriber, matching the job's outcome;
+- no task, bus delivery or dead letter left behind, no final job left unannounced;
+- no job cost more grader calls than its attempt budget.
+
+It prints the figures (jobs, faults by kind, crash-to-rescue p50/p99, violations) as JSON
+and exits 1 on any violation. The stack runs with the shipped rules on scaled-down
+durations (lease 2 s, grader timeout 4 s, queue backoff 0.2..2 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from localcloud.stack import HTTP_SERVICES, LocalStack, StackConfig
+
+API_KEY = "soak-key"
+API = {"Authorization": f"Bearer {API_KEY}"}
+LEASE_S = 2.0
+GRADER_TIMEOUT_S = 4.0
+MAX_ATTEMPTS = 8
+QUEUES = {
+    "grading": {
+        "target_path": "/tasks/grade",
+        "dispatch_deadline": "20s",
+        "rate_limits": {"max_dispatches_per_second": 100, "max_concurrent_dispatches": 50},
+        "retry_config": {
+            "max_attempts": MAX_ATTEMPTS,
+            "max_retry_duration": "0s",
+            "min_backoff": "0.2s",
+            "max_backoff": "2s",
+            "max_doublings": 3,
+        },
+    }
+}
+ENV = {
+    "GRADEQ_GRADER_LATENCY_S": "0.05",
+    "GRADEQ_GRADER_TIMEOUT_S": str(GRADER_TIMEOUT_S),
+    "GRADEQ_LEASE_S": str(LEASE_S),
+    "GRADEQ_HEARTBEAT_S": "0.5",
+    "GRADEQ_RESULT_WRITE_RETRY_S": "2",
+    "GRADEQ_DRAIN_GRACE_S": "0.5",
+    "GRADEQ_STORE_WAIT_S": "2",
+    "GRADEQ_RETRY_AFTER_S": "1",
+}
+BUS_ARGS = ["--ack-deadline", "10", "--min-backoff", "0.3", "--max-backoff", "2"]
+BUS_ARGS += ["--max-delivery-attempts", "100"]
+#: Kinds of job and their weights; each maps to the offline grader's simulation.
+KINDS = {
+    "quick": 30,
+    "slow": 15,
+    "transient": 20,
+    "permanent": 10,
+    "hanging": 8,
+    "doomed": 5,
+    "cancelled": 12,
+}
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+#: Every process, the worker weighted up: its crashes are what the rescue figures measure.
+PROCESSES = (*HTTP_SERVICES, "dispatcher", "bus", "worker", "worker")
+
+
+def simulation(kind: str, rng: random.Random) -> dict[str, Any]:
+    if kind == "slow":
+        return {"latency_s": round(rng.uniform(1.0, 3.0), 2)}
+    if kind == "transient":
+        return {"failure": "transient", "times": rng.randint(1, 3)}
+    if kind == "permanent":
+        return {"failure": "permanent"}
+    if kind == "hanging":
+        return {"failure": "hang", "times": 1}
+    if kind == "doomed":
+        return {"failure": "transient"}
+    if kind == "cancelled":
+        return {"latency_s": round(rng.uniform(2.0, 3.5), 2)}
+    return {"latency_s": round(rng.uniform(0.05, 0.5), 2)}
+
+
+@dataclass
+class Planned:
+    """One job the clients will submit, and what they will do around it."""
+
+    index: int
+    kind: str
+    key: str
+    body: dict[str, Any]
+    at: float
+    duplicate: str | None  # None, "same" or "different"
+    cancel_after: float | None
+
+
+@dataclass
+class Soak:
+    """One seeded run: the plan, what happened, and what was checked."""
+
+    seed: int
+    jobs: int
+    duration_s: float
+    fault_every_s: float
+    settle_s: float
+    stack: LocalStack
+    rng: random.Random = field(init=False)
+    accepted: dict[str, Planned] = field(default_factory=dict)
+    seen_final: dict[str, dict[str, Any]] = field(default_factory=dict)
+    faults: Counter[str] = field(default_factory=Counter)
+    rescues: list[float] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    duplicates: Counter[str] = field(default_factory=Counter)
+    cancels: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _watch: list[tuple[str, int, float]] = field(default_factory=list)
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    # --- the database, read as an observer ---------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        path = self.stack.config.data_dir / "gradeq.sqlite3"
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def _jobs(self, conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+        rows = conn.execute("SELECT id, record FROM jobs").fetchall()
+        return {r["id"]: json.loads(r["record"]) for r in rows}
+
+    # --- the plan ----------------------------------------------------------------------
+
+    def plan(self) -> list[Planned]:
+        kinds, weights = zip(*KINDS.items(), strict=True)
+        planned = []
+        for i in range(self.jobs):
+            kind = self.rng.choices(kinds, weights)[0]
+            roll = self.rng.random()
+            duplicate = "same" if roll < 0.2 else "different" if roll < 0.3 else None
+            body = {
+                "submission_id": f"soak-{self.seed}-{i}",
+                "answer": "The mitochondria produce ATP through cellular respiration.",
+                "rubric": ["mentions mitochondria", "names ATP", "explains glycolysis"],
+                "max_score": 9,
+                "metadata": {"simulate": simulation(kind, self.rng)},
+            }
+            cancel = self.rng.uniform(0.0, 2.0) if kind == "cancelled" else None
+            at = self.rng.uniform(0, self.duration_s * 0.8)
+            planned.append(Planned(i, kind, f"soak-{self.seed}-{i}", body, at, duplicate, cancel))
+        return sorted(planned, key=lambda p: p.at)
+
+    # --- clients -----------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        """A patient client: retries connection errors, timeouts and 5xx (honouring Retry-After)."""
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            try:
+                response = requests.request(
+                    method, self.stack.config.url("intake") + path, timeout=5, **kwargs
+                )
+                if response.status_code < 500:
+                    return response
+                wait = float(response.headers.get("Retry-After", "0.5"))
+            except requests.RequestException:
+                wait = 0.3
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{method} {path}: no answer within {self.settle_s}s")
+            time.sleep(min(wait, 2.0))
+
+    def _submit(self, job: Planned, started: float) -> None:
+        time.sleep(max(0.0, started + job.at - time.monotonic()))
+        headers = {**API, "Idempotency-Key": job.key}
+        response = self._call("POST", "/v1/grading-jobs", json=job.body, headers=headers)
+        if response.status_code != 202:
+            self._violation(f"{job.key}: POST answered {response.status_code}")
+            return
+        job_id = response.json()["id"]
+        with self._lock:
+            self.accepted[job_id] = job
+        if job.duplicate == "same":
+            again = self._call("POST", "/v1/grading-jobs", json=job.body, headers=headers)
+            self.duplicates["same"] += 1
+            if again.status_code != 202 or again.json()["id"] != job_id:
+                self._violation(f"{job.key}: same-body duplicate answered {again.status_code}")
+        elif job.duplicate == "different":
+            other = {**job.body, "answer": "another answer"}
+            again = self._call("POST", "/v1/grading-jobs", json=other, headers=headers)
+            self.duplicates["different"] += 1
+            if again.status_code != 422:
+                self._violation(f"{job.key}: other-body duplicate answered {again.status_code}")
+        if job.cancel_after is not None:
+            time.sleep(job.cancel_after)
+            cancel = self._call("POST", f"/v1/grading-jobs/{job_id}/cancel", headers=API)
+            self.cancels[str(cancel.status_code)] += 1
+            if cancel.status_code not in (200, 409):
+                self._violation(f"{job.key}: cancel answered {cancel.status_code}")
+        self._follow(job_id)
+
+    def _follow(self, job_id: str) -> None:
+        """Poll like a client until the job is final, and remember what it said."""
+        deadline = time.monotonic() + self.duration_s + self.settle_s
+        while time.monotonic() < deadline:
+            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=API).json()
+            if job["status"] in FINAL:
+                with self._lock:
+                    self.seen_final[job_id] = job
+                return
+            time.sleep(0.3)
+
+    def _violation(self, what: str) -> None:
+        with self._lock:
+            self.violations.append(what)
+
+    # --- faults ------------------------------------------------------------------------
+
+    def _running_jobs(self) -> list[tuple[str, int]]:
+        with self._db() as conn:
+            return [
+                (job_id, int(r["attempts"]))
+                for job_id, r in self._jobs(conn).items()
+                if r["status"] == "RUNNING"
+            ]
+
+    def _fault(self) -> None:
+        name = self.rng.choice(PROCESSES)
+        kind = self.rng.choice(("SIGKILL", "SIGSTOP"))
+        process = self.stack.processes[name]
+        if process.poll() is not None:
+            return
+        at = time.monotonic()
+        running = self._running_jobs() if name == "worker" else []
+        self.faults[f"{kind} {name}"] += 1
+        if kind == "SIGKILL":
+            self.stack.kill(name)
+            time.sleep(self.rng.uniform(0.1, 1.0))
+            self.stack.restart(name)  # from this (the main) thread: see LocalStack._spawn
+        else:
+            os.killpg(process.pid, signal.SIGSTOP)
+            time.sleep(self.rng.uniform(0.3, 2 * LEASE_S))
+            os.killpg(process.pid, signal.SIGCONT)
+        if kind == "SIGKILL":
+            with self._lock:
+                self._watch.extend((job_id, attempts, at) for job_id, attempts in running)
+
+    def _watch_rescues(self) -> None:
+        """Time from a worker's death to the next attempt (or end) of each job it held."""
+        while not self._done.is_set():
+            with self._lock:
+                watched = list(self._watch)
+            if watched:
+                with self._db() as conn:
+                    jobs = self._jobs(conn)
+                now = time.monotonic()
+                for entry in watched:
+                    job_id, attempts, at = entry
+                    job = jobs.get(job_id)
+                    if job and (job["attempts"] > attempts or job["status"] in FINAL):
+                        with self._lock:
+                            self._watch.remove(entry)
+                            self.rescues.append(now - at)
+            self._done.wait(0.05)
+
+    # --- the run -----------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        planned = self.plan()
+        started = time.monotonic()
+        watcher = threading.Thread(target=self._watch_rescues, daemon=True)
+        watcher.start()
+        with ThreadPoolExecutor(max_workers=24) as clients:
+            futures = [clients.submit(self._submit, job, started) for job in planned]
+            # Faults come from this thread, which also restarts what it kills.
+            while time.monotonic() < started + self.duration_s:
+                time.sleep(self.rng.expovariate(1.0 / self.fault_every_s))
+                if time.monotonic() < started + self.duration_s:
+                    self._fault()
+            for future in futures:
+                try:
+                    future.result()
+                except Exception as exc:  # a client that never got an answer
+                    self._violation(f"client failed: {exc}")
+        self._settle()
+        self._done.set()
+        watcher.join()
+        self._check()
+        return self.figures(time.monotonic() - started)
+
+    def _settle(self) -> None:
+        """Wait until every accepted job is final and nothing is left in flight."""
+        deadline = time.monotonic() + self.settle_s
+        while time.monotonic() < deadline:
+            with self._db() as conn:
+                jobs = self._jobs(conn)
+                open_jobs = [j for j in jobs.values() if j["status"] not in FINAL]
+                unannounced = [j for j in jobs.values() if not j["event_published"]]
+                tasks = conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'pending'")
+                deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries")
+                busy = tasks.fetchone()[0] + deliveries.fetchone()[0]
+            if not open_jobs and not unannounced and busy == 0:
+                return
+            time.sleep(0.5)
+
+    def _check(self) -> None:
+        with self._db() as conn:
+            jobs = self._jobs(conn)
+            pending_tasks = conn.execute(
+                "SELECT COUNT(*) FROM tasks WHERE state = 'pending'"
+            ).fetchone()[0]
+            deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries").fetchone()[0]
+            dead = conn.execute("SELECT COUNT(*) FROM bus_dead_letters").fetchone()[0]
+            events = conn.execute(
+                "SELECT subscriber, event_id, record FROM processed_events"
+            ).fetchall()
+        for job_id in set(jobs) - set(self.accepted):
+            self._violation(f"{job_id}: stored but never accepted")
+        per_subscriber: dict[tuple[str, str], set[str]] = {}
+        outcomes: dict[tuple[str, str], str] = {}
+        for row in events:
+            record = json.loads(row["record"])
+            key = (row["subscriber"], record["job_id"])
+            per_subscriber.setdefault(key, set()).add(row["event_id"])
+            outcomes[key] = record.get("outcome", "")
+        for job_id in self.accepted:
+            job = jobs.get(job_id)
+            if job is None or job["status"] not in FINAL:
+                self._violation(f"{job_id}: not final ({job and job['status']})")
+                continue
+            seen = self.seen_final.get(job_id)
+            if seen is not None and (
+                seen["status"] != job["status"]
+                or seen.get("result") != job["result"]
+                or seen.get("completed_at", "")[:19] != job["completed_at"][:19]
+            ):
+                self._violation(f"{job_id}: final state changed after a client saw it")
+            if job["attempts"] > MAX_ATTEMPTS:
+                self._violation(f"{job_id}: {job['attempts']} attempts > {MAX_ATTEMPTS}")
+            for subscriber in ("notification", "analytics"):
+                ids = per_subscriber.get((subscriber, job_id), set())
+                if len(ids) != 1:
+                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}")
+                elif outcomes[(subscriber, job_id)] != job["status"].lower():
+                    self._violation(f"{job_id}: {subscriber} saw another outcome")
+        calls = self._grader_calls()
+        for job_id, n in calls.items():
+            if n > MAX_ATTEMPTS:
+                self._violation(f"{job_id}: {n} grader calls > budget {MAX_ATTEMPTS}")
+        if pending_tasks or deliveries or dead:
+            self._violation(
+                f"left behind: {pending_tasks} tasks, {deliveries} bus deliveries, "
+                f"{dead} dead letters"
+            )
+        if self._watch:
+            self._violation(f"{len(self._watch)} jobs of a killed worker never rescued")
+
+    def _grader_calls(self) -> Counter[str]:
+        calls: Counter[str] = Counter()
+        for line in self.stack.lines("worker"):
+            if '"grading started"' in line:
+                try:
+                    calls[json.loads(line)["job_id"]] += 1
+                except (ValueError, KeyError):
+                    continue
+        return calls
+
+    def figures(self, elapsed_s: float) -> dict[str, Any]:
+        rescues = sorted(self.rescues)
+        statuses = Counter(j["status"] for j in self.seen_final.values())
+        calls = self._grader_calls()
+        return {
+            "seed": self.seed,
+            "elapsed_s": round(elapsed_s, 1),
+            "jobs": {
+                "accepted": len(self.accepted),
+                "by_kind": dict(Counter(p.kind for p in self.accepted.values())),
+                "final_by_status": dict(statuses),
+                "duplicate_posts": dict(self.duplicates),
+                "cancels_by_answer": dict(self.cancels),
+                "max_grader_calls_per_job": max(calls.values(), default=0),
+                "grader_call_budget": MAX_ATTEMPTS,
+            },
+            "faults": dict(sorted(self.faults.items())),
+            "crash_to_rescue_s": {
+                "n": len(rescues),
+                "p50": _percentile(rescues, 50),
+                "p99": _percentile(rescues, 99),
+                "max": round(rescues[-1], 2) if rescues else None,
+                "lease_s": LEASE_S,
+            },
+            "violations": len(self.violations),
+            "violation_details": self.violations[:20],
+        }
+
+
+def _percentile(values: list[float], pct: float) -> float | None:
+    """Nearest-rank percentile of sorted values."""
+    if not values:
+        return None
+    rank = max(1, -(-len(values) * pct // 100))
+    return round(values[int(rank) - 1], 2)
+
+
+def soak_stack(data_dir: Path, output: Any) -> LocalStack:
+    """The local stack (embedded backend) on free ports with the soak's durations."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    queues = data_dir / "queues.json"
+    queues.write_text(json.dumps(QUEUES))
+    config = StackConfig.on_free_ports(
+        data_dir / "data",
+        client_keys=f"soak={API_KEY}",
+        recover_every_s=3.0,
+        bus_args=BUS_ARGS,
+        env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
+    )
+    return LocalStack(config, output=output)
+
+
+def run_soak(
+    seed: int,
+    jobs: int,
+    duration_s: float,
+    data_dir: Path,
+    fault_every_s: float = 2.0,
+    settle_s: float = 120.0,
+) -> dict[str, Any]:
+    """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / "stack.log").open("w") as log:
+        stack = soak_stack(data_dir, log)
+        stack.start()
+        try:
+            soak = Soak(seed, jobs, duration_s, fault_every_s, settle_s, stack)
+            return soak.run()
+        finally:
+            for process in stack.processes.values():
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGCONT)
+            stack.stop()
+
+
+def shipped_rescue(kills: int, data_dir: Path) -> dict[str, Any]:
+    """Crash-to-rescue with the shipped settings: kill the worker mid-grading, time the takeover.
+
+    The stack runs the shipped queue (backoff from 10 s) and lease (45 s, renewed every
+    15 s); each job grades for a minute, the worker is SIGKILLed 20-35 s into it and
+    restarted at once; the figure is the time to the job's next "grading started".
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(kills)
+    times = []
+    with (data_dir / "stack.log").open("w") as log:
+        config = StackConfig.on_free_ports(
+            data_dir / "data", client_keys=f"soak={API_KEY}", recover_every_s=0
+        )
+        stack = LocalStack(config, output=log)
+        stack.start()
+        try:
+            for n in range(kills):
+                body = {
+                    "submission_id": f"rescue-{n}",
+                    "answer": "ATP",
+                    "rubric": "names ATP",
+                    "metadata": {"simulate": {"latency_s": 60}},
+                }
+                headers = {**API, "Idempotency-Key": f"rescue-{n}-{time.time()}"}
+                url = config.url("intake") + "/v1/grading-jobs"
+                job_id = requests.post(url, json=body, headers=headers, timeout=10).json()["id"]
+                while _started(stack, job_id) < 1:
+                    time.sleep(0.1)
+                time.sleep(rng.uniform(20, 35))
+                stack.kill("worker")
+                killed = time.monotonic()
+                stack.restart("worker")
+                while _started(stack, job_id) < 2:
+                    time.sleep(0.1)
+                times.append(round(time.monotonic() - killed, 1))
+                stack.kill("worker")  # end the job's grading; the next one starts clean
+                stack.restart("worker")
+        finally:
+            stack.stop()
+    return {"kills": kills, "crash_to_rescue_s": times, "lease_s": 45, "first_backoff_s": 10}
+
+
+def _started(stack: LocalStack, job_id: str) -> int:
+    return sum(
+        1 for line in stack.lines("worker") if '"grading started"' in line and job_id in line
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m localcloud.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--duration", type=float, default=180.0, help="seconds of load + faults")
+    parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
+    parser.add_argument("--settle", type=float, default=180.0, help="max seconds to settle")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--shipped-rescue",
+        type=int,
+        metavar="N",
+        help="instead: kill the worker mid-grading N times with the shipped settings",
+    )
+    args = parser.parse_args()
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gradeq-soak-"))
+    if args.shipped_rescue:
+        print(json.dumps(shipped_rescue(args.shipped_rescue, data_dir), indent=2), flush=True)
+        return
+    print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s; logs in "
+          f"{data_dir}/stack.log", flush=True)  # fmt: skip
+    figures = run_soak(args.seed, args.jobs, args.duration, data_dir, args.fault_every, args.settle)
+    text = json.dumps(figures, indent=2)
+    print(text, flush=True)
+    if args.report:
+        args.report.write_text(text + "\n")
+    sys.exit(1 if figures["violations"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""A small `make soak`: the whole stack under SIGKILL/SIGSTOP faults keeps every invariant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localcloud.soak import run_soak
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_short_seeded_soak_keeps_every_invariant(tmp_path: Path) -> None:
+    figures = run_soak(seed=7, jobs=30, duration_s=20, data_dir=tmp_path, fault_every_s=1.5)
+    assert figures["violations"] == 0, figures["violation_details"]
+    assert figures["jobs"]["accepted"] == 30
+    assert sum(figures["jobs"]["final_by_status"].values()) == 30
+    assert sum(figures["faults"].values()) >= 3
+    assert figures["jobs"]["max_grader_calls_per_job"] <= figures["jobs"]["grader_call_budget"]

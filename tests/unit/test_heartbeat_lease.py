@@ -1,0 +1,287 @@
+"""The heartbeat lease: renewed while grading, taken over soon after its holder dies.
+
+These run on the real clock with a lease of a fraction of a second (the shipped
+settings scaled down) and a grader that blocks until the test lets it go.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import SystemClock
+from shared.config.budget import Budget
+from shared.config.queues import load_queues
+from shared.domain.errors import DependencyUnavailable, TransientGradingError
+from shared.domain.ids import job_id_for
+from shared.domain.job import ATTEMPTS_EXHAUSTED, GradeResult, GradingRequest, Job, JobStatus
+from shared.ports import JobStore
+from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
+from tests.fakes import FakePublisher
+
+LEASE_S = 0.6
+HEARTBEAT_S = 0.2
+
+
+class GateGrader:
+    """Blocks each call until `release` is set (or a call's own `fail` is scripted)."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+        self.calls = 0
+        self.errors: list[Exception] = []
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        self.calls += 1
+        self.started.release()
+        if self.errors:
+            raise self.errors.pop(0)
+        assert self.release.wait(timeout_s), "the grader was never released"
+        return GradeResult(5, request.max_score, "ok", grader=self.name)
+
+
+def budget(**changes: float) -> Budget:
+    queue = load_queues()["grading"]
+    values: dict[str, float] = {
+        "grader_timeout_s": 5.0,
+        "lease_s": LEASE_S,
+        "heartbeat_s": HEARTBEAT_S,
+        "result_write_retry_s": 1.0,
+        "drain_grace_s": 0.3,
+        "job_max_attempts": queue.retry_config.max_attempts,
+    }
+    values.update(changes)
+    return Budget(
+        grader_timeout_s=values["grader_timeout_s"],
+        lease_s=values["lease_s"],
+        heartbeat_s=values["heartbeat_s"],
+        result_write_retry_s=values["result_write_retry_s"],
+        drain_grace_s=values["drain_grace_s"],
+        job_max_attempts=int(values["job_max_attempts"]),
+        queue=queue,
+    ).check()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    return SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        yield executor
+
+
+def worker(store: JobStore, grader: object, **changes: float) -> WorkerService:
+    b = budget(**changes)
+    return WorkerService(
+        store,
+        FakePublisher(),
+        grader,
+        SystemClock(),
+        b.queue.retry_config,
+        b,  # type: ignore[arg-type]
+    )
+
+
+def seed(store: JobStore, key: str = "k") -> str:
+    job_id = job_id_for("c", key)
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    store.create(Job.new(job_id, "c", request, "fp", SystemClock().now()))
+    return job_id
+
+
+def test_the_lease_is_renewed_while_grading(store: JobStore, pool: ThreadPoolExecutor) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    running = pool.submit(worker(store, grader).handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    first = store.get(job_id)
+    assert first is not None and first.lease_expires_at is not None
+    threading.Event().wait(LEASE_S * 2)  # past the first lease: only renewals keep it
+    later = store.get(job_id)
+    assert later is not None and later.lease_is_live(SystemClock().now())
+    assert later.lease_expires_at is not None and later.lease_expires_at > first.lease_expires_at
+    grader.release.set()
+    assert running.result(5).verdict is Verdict.DONE
+
+
+def test_a_dead_attempt_is_taken_over_within_one_lease(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    job_id = seed(store)
+    # A claim whose process died at once: nobody renews it.
+    store.update(job_id, lambda j: j.claim("dead", SystemClock().now(), timedelta(seconds=LEASE_S)))
+    grader = GateGrader()
+    grader.release.set()
+    # One delivery: it waits for the lease instead of answering 409 and burning a retry.
+    result = worker(store, grader).handle(TaskDelivery(job_id, "t", 1))
+    assert result.verdict is Verdict.DONE
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 2
+
+
+def test_a_live_holder_makes_another_delivery_answer_locked(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    service = worker(store, grader)
+    running = pool.submit(service.handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    duplicate = service.handle(TaskDelivery(job_id, "t", 1))
+    assert duplicate.verdict is Verdict.LOCKED
+    grader.release.set()
+    assert running.result(5).verdict is Verdict.DONE
+    assert grader.calls == 1
+
+
+def test_the_queues_last_delivery_waits_for_a_live_holder_to_finish(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    service = worker(store, grader)
+    last = budget().queue.retry_config.max_attempts - 1
+    running = pool.submit(service.handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    final: Future[object] = pool.submit(service.handle, TaskDelivery(job_id, "t", last))
+    threading.Event().wait(LEASE_S * 1.5)
+    assert not final.done()  # it did not answer 409 and let the task be deleted
+    grader.release.set()
+    assert running.result(5).verdict is Verdict.DONE
+    assert getattr(final.result(5), "verdict", None) is Verdict.DONE
+    assert grader.calls == 1
+
+
+def test_a_renewal_that_finds_the_lease_lost_stops_the_attempt(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    running = pool.submit(worker(store, grader).handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    # Another attempt takes the job (as after a pause longer than the lease).
+    later = SystemClock().now() + timedelta(hours=1)
+    store.update(job_id, lambda j: j.claim("thief", later, timedelta(hours=2)))
+    result = running.result(timeout=HEARTBEAT_S * 5)  # answered without the grader ending
+    assert result.verdict is Verdict.LOCKED
+    assert result.reason is not None and result.reason.slug == "lease-lost"
+    grader.release.set()
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.RUNNING and job.lease_owner == "thief"
+    assert job.result is None
+
+
+def test_attempts_count_across_replays_and_the_budget_is_the_worst_case(
+    store: JobStore,
+) -> None:
+    grader = GateGrader()
+    grader.release.set()
+    service = worker(store, grader, job_max_attempts=3)
+    job_id = seed(store)
+    grader.errors = [TransientGradingError("429") for _ in range(10)]
+    verdicts = []
+    for generation in range(4):  # the sweep replays with a fresh task each time
+        store.update(job_id, lambda j: j if j.status.is_final else j.replay(SystemClock().now()))
+        verdicts.append(service.handle(TaskDelivery(job_id, f"t{generation}", 0)).verdict)
+    assert verdicts == [Verdict.RETRY, Verdict.RETRY, Verdict.DONE, Verdict.DONE]
+    assert grader.calls == 3 == budget(job_max_attempts=3).worst_case_grader_calls
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.FAILED and job.attempts == 3
+
+
+def test_a_job_whose_last_attempt_died_is_failed_not_graded_again(store: JobStore) -> None:
+    grader = GateGrader()
+    service = worker(store, grader, job_max_attempts=3)
+    job_id = seed(store)
+    past = SystemClock().now() - timedelta(hours=1)
+    for n in range(3):
+        at = past + timedelta(minutes=n)
+        store.update(job_id, lambda j, n=n, at=at: j.claim(f"dead{n}", at, timedelta(seconds=1)))
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    assert result.verdict is Verdict.DONE and grader.calls == 0
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.FAILED
+    assert job.error is not None and job.error.type == ATTEMPTS_EXHAUSTED
+
+
+class FlakyStore:
+    """A store whose next `fail_updates` updates raise DependencyUnavailable."""
+
+    def __init__(self, inner: JobStore) -> None:
+        self.inner = inner
+        self.fail_updates = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def update(self, job_id: str, mutate: object) -> Job:
+        if self.fail_updates > 0:
+            self.fail_updates -= 1
+            raise DependencyUnavailable("database is locked")
+        return self.inner.update(job_id, mutate)  # type: ignore[arg-type]
+
+
+def test_a_result_is_stored_after_a_short_store_hiccup_without_grading_again(
+    store: JobStore,
+) -> None:
+    flaky = FlakyStore(store)
+    grader = GateGrader()
+    job_id = seed(store)
+
+    def grade_then_hiccup(
+        request: GradingRequest, *, attempt: int, timeout_s: float
+    ) -> GradeResult:
+        flaky.fail_updates = 2
+        return GradeResult(5, request.max_score, "ok")
+
+    grader.grade = grade_then_hiccup  # type: ignore[method-assign]
+    service = worker(flaky, grader)  # type: ignore[arg-type]
+    assert service.handle(TaskDelivery(job_id, "t", 0)).verdict is Verdict.DONE
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
+
+
+def test_draining_releases_the_lease_of_a_grading_that_cannot_finish(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    service = worker(store, grader)
+    running = pool.submit(service.handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    service.drain(grace_s=0.2)
+    result = running.result(timeout=2)
+    assert result.verdict is Verdict.RETRY and result.retry_after_s == 1
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.RETRYING and job.lease_owner is None
+    # A delivery arriving while draining is sent back without a claim.
+    assert service.handle(TaskDelivery(job_id, "t", 1)).verdict is Verdict.RETRY
+    grader.release.set()
+
+
+def test_draining_lets_a_grading_that_finishes_in_time_finish(
+    store: JobStore, pool: ThreadPoolExecutor
+) -> None:
+    grader = GateGrader()
+    job_id = seed(store)
+    service = worker(store, grader)
+    running = pool.submit(service.handle, TaskDelivery(job_id, "t", 0))
+    assert grader.started.acquire(timeout=5)
+    service.drain(grace_s=5)
+    grader.release.set()
+    assert running.result(timeout=5).verdict is Verdict.DONE
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.SUCCEEDED

@@ -1,0 +1,44 @@
+"""A jobs table made before `event_published` had its own column is migrated in place."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from shared.adapters.embedded.job_store import SqliteJobStore, _encode, _sortable
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+
+OLD_SCHEMA = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, client_id TEXT NOT NULL, status TEXT NOT NULL,
+    updated_at TEXT NOT NULL, record TEXT NOT NULL
+)
+"""
+
+
+def test_an_old_table_gets_the_column_filled_from_each_record(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    now = FrozenClock().now()
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    done = dataclasses.replace(
+        Job.new("done", "c", request, "fp", now),
+        status=JobStatus.SUCCEEDED,
+        result=GradeResult(1, 10, "ok"),
+        completed_at=now,
+    )
+    announced = dataclasses.replace(done, id="announced", event_published=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute(OLD_SCHEMA)
+        for job in (done, announced):
+            conn.execute(
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+                (job.id, job.client_id, job.status.value, _sortable(job.updated_at), _encode(job)),
+            )
+    store = SqliteJobStore(SqliteDatabase(path))
+    found = store.find_unannounced(now + timedelta(minutes=1), limit=10)
+    assert [j.id for j in found] == ["done"]
+    SqliteJobStore(SqliteDatabase(path))  # a second start finds the column in place
