@@ -186,10 +186,14 @@ class LocalStack:
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
         names = self.process_names()
-        for name in names:
-            self._spawn(name)
-        if wait:
-            self.wait_healthy([n for n in names if n in HTTP_SERVICES])
+        try:
+            for name in names:
+                self._spawn(name)
+            if wait:
+                self.wait_healthy([n for n in names if n in HTTP_SERVICES])
+        except BaseException:
+            self.stop()  # a stack that cannot start leaves nothing running behind it
+            raise
         if self._ticker is None and self.config.recover_every_s > 0:
             self._ticker = threading.Thread(target=self._recover_loop, daemon=True)
             self._ticker.start()

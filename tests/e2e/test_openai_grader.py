@@ -48,7 +48,9 @@ def stack(fake: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> I
             "GRADEQ_GRADER_API_KEY": "sk-e2e-key",
             "GRADEQ_GRADER_TIMEOUT_S": "3",
             "GRADEQ_GRADER_QUOTA_RPM": "600",
-            "GRADEQ_LEASE_MARGIN_S": "1",
+            "GRADEQ_LEASE_S": "2",
+            "GRADEQ_HEARTBEAT_S": "0.5",
+            "GRADEQ_RESULT_WRITE_RETRY_S": "2",
             "GRADEQ_BUS_MIN_BACKOFF_S": "0.2",
         },
     )
