@@ -34,6 +34,8 @@ SUBSCRIBERS = ("notification", "analytics")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
 EMULATOR_PROJECT = "demo-gradeq"
+#: Request limits and problem+json refusals, as in the container image.
+GUNICORN_CONFIG = "python:shared.http.gunicorn_conf"
 
 
 def free_port() -> int:
@@ -128,6 +130,7 @@ class LocalStack:
             threads = cfg.worker_threads if name == "worker" else 4
             return [
                 sys.executable, "-m", "gunicorn",
+                "--config", GUNICORN_CONFIG,
                 "--bind", f"127.0.0.1:{cfg.ports[name]}",
                 "--workers", "1", "--worker-class", "gthread", "--threads", str(threads),
                 "--timeout", "0", "--graceful-timeout", "5", "--log-level", "warning",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from services.intake.body import check_request_head
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, build_adapters, build_clock
@@ -34,6 +35,7 @@ def create_app(
         adapters.store, adapters.queue, adapters.publisher, clock or build_clock()
     )
     register_error_handlers(app)
+    app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)
     register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
     app.register_blueprint(bp)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
+from services.intake.body import read_json_body
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.schemas import parse_grading_request
 from services.intake.views import job_view
-from shared.domain.errors import ValidationFailed
 from shared.domain.job import Job
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
 from shared.service_layer.intake import IntakeService
@@ -48,12 +47,7 @@ def create_job() -> Response:
     key = request.headers.get("Idempotency-Key")
     if key is None or not _KEY.match(key):
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
-    try:
-        payload = json.loads(request.get_data(cache=False))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
-            "the body is not valid JSON", errors=[{"field": "", "message": str(exc)}]
-        ) from exc
+    payload = read_json_body(current_app.config["MAX_CONTENT_LENGTH"])
     grading_request = parse_grading_request(payload)
     submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)

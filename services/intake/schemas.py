@@ -16,6 +16,7 @@ from pydantic import (
 
 from shared.domain.errors import ValidationFailed
 from shared.domain.job import GradingRequest
+from shared.domain.rubric import criteria_of
 
 MAX_ANSWER_BYTES = 100 * 1024
 MAX_METADATA_BYTES = 4 * 1024
@@ -45,6 +46,13 @@ class GradingJobIn(BaseModel):
     def _answer_size(cls, value: str) -> str:
         if len(value.encode()) > MAX_ANSWER_BYTES:
             raise ValueError(f"must be at most {MAX_ANSWER_BYTES} bytes of UTF-8")
+        return value
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
+        if not criteria_of(value):
+            raise ValueError("must name at least one criterion (blank items do not count)")
         return value
 
     @field_validator("callback_url")
