@@ -110,6 +110,8 @@ class LocalStack:
             "GRADEQ_PUSH_AUTH": "shared-token",
             "GRADEQ_PUSH_TOKEN": self.push_token,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
+            # Local runs may call back to a receiver on this machine.
+            "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }
         if cfg.backend == GOOGLE_EMULATORS:
             env.update(self._emulator_env)

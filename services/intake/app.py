@@ -9,6 +9,7 @@ from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, build_adapters, build_clock
 from shared.config.settings import Settings
+from shared.http.callback_guard import CallbackGuard
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
@@ -23,6 +24,7 @@ def create_app(
     settings: Settings | None = None,
     adapters: Adapters | None = None,
     clock: Clock | None = None,
+    guard: CallbackGuard | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
@@ -31,6 +33,9 @@ def create_app(
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
     app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(settings.client_key_map())
+    app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        allow_loopback=settings.callback_allow_loopback
+    )
     app.extensions["gradeq.intake"] = IntakeService(
         adapters.store, adapters.queue, adapters.publisher, clock or build_clock()
     )

@@ -11,6 +11,7 @@ from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.schemas import parse_grading_request
 from services.intake.views import job_view
 from shared.domain.job import Job
+from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
 from shared.service_layer.intake import IntakeService
 
@@ -49,6 +50,9 @@ def create_job() -> Response:
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     payload = read_json_body(current_app.config["MAX_CONTENT_LENGTH"])
     grading_request = parse_grading_request(payload)
+    if grading_request.callback_url is not None:
+        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+        guard.check(grading_request.callback_url)
     submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)
     if not submission.created:

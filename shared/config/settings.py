@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     push_audience: str = ""
     push_service_accounts: str = ""
 
+    # Callback URLs: loopback targets are refused unless this is set (local runs only).
+    callback_allow_loopback: bool = False
+
     # Notification subscriber.
     webhook_secret: SecretStr = SecretStr("")
     webhook_timeout_s: float = Field(default=10.0, gt=0)
@@ -87,6 +90,8 @@ class Settings(BaseSettings):
         emulated = any(os.environ.get(v) for v in _EMULATOR_VARIABLES)
         if self.push_auth is not PushAuth.OIDC and self.backend is Backend.GOOGLE and not emulated:
             raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
+        if self.callback_allow_loopback and self.backend is Backend.GOOGLE and not emulated:
+            raise ValueError("GRADEQ_CALLBACK_ALLOW_LOOPBACK is for local runs only")
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._queues = load_queues(self.queues_file)
