@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -61,7 +62,8 @@ class StackConfig:
         }
     )
     backend: str = EMBEDDED
-    client_keys: str = "demo=demo-key"
+    #: The client the development API key (made at start) belongs to.
+    client_id: str = "demo"
     worker_threads: int = 16
     recover_every_s: float = 30.0
     env: dict[str, str] = field(default_factory=dict)
@@ -90,6 +92,8 @@ class LocalStack:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        #: A working API key of `config.client_id`, issued when the stack starts.
+        self.api_key = ""
 
     # --- process management ------------------------------------------------------------
 
@@ -106,7 +110,6 @@ class LocalStack:
             "GRADEQ_BACKEND": "embedded",
             "GRADEQ_DATA_DIR": str(cfg.data_dir),
             "GRADEQ_WORKER_URL": cfg.url("worker"),
-            "GRADEQ_CLIENT_KEYS": cfg.client_keys,
             "GRADEQ_PUSH_AUTH": "shared-token",
             "GRADEQ_PUSH_TOKEN": self.push_token,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
@@ -155,6 +158,7 @@ class LocalStack:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
+        self.api_key = self.issue_api_key(self.config.client_id)
         names = self.process_names()
         for name in names:
             self._spawn(name)
@@ -163,6 +167,19 @@ class LocalStack:
         if self._ticker is None and self.config.recover_every_s > 0:
             self._ticker = threading.Thread(target=self._recover_loop, daemon=True)
             self._ticker.start()
+
+    def issue_api_key(self, client_id: str) -> str:
+        """Issue a key with the admin command, in the store the intake reads."""
+        made = subprocess.run(
+            [sys.executable, "-m", "services.intake.keys", "create", "--client", client_id],
+            env=self.environment("intake"),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        key: str = json.loads(made.stdout)["key"]
+        return key
 
     def _spawn(self, name: str) -> None:
         process = subprocess.Popen(

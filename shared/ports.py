@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 
@@ -118,4 +119,24 @@ class EventRecords(Protocol):
 
     def records(self, subscriber: str) -> list[dict[str, Any]]:
         """Every record the subscriber stored, oldest first."""
+        ...
+
+
+class ApiKeyStore(Protocol):
+    """Issued API keys by key id, stored as digests (never the key itself)."""
+
+    def add(self, key: ApiKey) -> None:
+        """Store a newly issued key; its key id must be new."""
+        ...
+
+    def get(self, key_id: str) -> ApiKey | None:
+        """The key with this id, or None."""
+        ...
+
+    def list(self, client_id: str | None = None) -> list[ApiKey]:
+        """Every key (of one client), oldest first."""
+        ...
+
+    def revoke(self, key_id: str, now: datetime) -> ApiKey:
+        """Mark the key revoked at `now` (kept for audit); raise ApiKeyNotFound if unknown."""
         ...

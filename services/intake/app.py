@@ -7,14 +7,14 @@ from flask import Flask
 from services.intake.body import check_request_head
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.routes import bp
-from shared.bootstrap import Adapters, build_adapters, build_clock
+from shared.bootstrap import Adapters, adapter_family, build_clock
 from shared.config.settings import Settings
 from shared.http.callback_guard import CallbackGuard
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
-from shared.ports import Clock
+from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.intake import IntakeService
 
 MAX_BODY_BYTES = 160 * 1024
@@ -25,19 +25,26 @@ def create_app(
     adapters: Adapters | None = None,
     clock: Clock | None = None,
     guard: CallbackGuard | None = None,
+    api_keys: ApiKeyStore | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
-    adapters = adapters or build_adapters(settings)
+    family = adapter_family(settings)
+    adapters = adapters or Adapters(
+        family.job_store(), family.task_queue(), family.event_publisher()
+    )
+    clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
-    app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(settings.client_key_map())
+    app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(
+        api_keys or family.api_key_store(), clock
+    )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback
     )
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock or build_clock()
+        adapters.store, adapters.queue, adapters.publisher, clock
     )
     register_error_handlers(app)
     app.before_request(check_request_head)

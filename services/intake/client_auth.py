@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 from flask import request
 
+from shared.domain.api_keys import key_id_of
 from shared.http.errors import Unauthenticated
+from shared.ports import ApiKeyStore, Clock
 
 
 class ApiKeyAuthenticator:
-    """Map `Authorization: Bearer <key>` to a client id, comparing digests in constant time."""
+    """Map `Authorization: Bearer gq_...` to a client id through the key store."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
-        if not keys:
-            raise ValueError("GRADEQ_CLIENT_KEYS is empty: no client could use the API")
-        self._digests = [(hashlib.sha256(k.encode()).digest(), c) for k, c in keys.items()]
+    def __init__(self, keys: ApiKeyStore, clock: Clock) -> None:
+        self._keys = keys
+        self._clock = clock
 
     def client_id(self) -> str:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key:
             raise Unauthenticated("send your API key as 'Authorization: Bearer <key>'")
-        digest = hashlib.sha256(key.encode()).digest()
-        found = None
-        for known, client in self._digests:
-            if hmac.compare_digest(known, digest):
-                found = client
-        if found is None:
-            raise Unauthenticated("unknown API key")
-        return found
+        key_id = key_id_of(key)
+        stored = self._keys.get(key_id) if key_id else None
+        # One message for unknown, wrong, revoked and expired keys: nothing to probe.
+        if stored is None or not stored.matches(key) or not stored.usable(self._clock.now()):
+            raise Unauthenticated("unknown, revoked or expired API key")
+        return stored.client_id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -31,6 +32,9 @@ class EmbeddedFamily:
         return SqliteTaskQueue(
             self._db, queue, self._settings.worker_url.rstrip("/") + queue.target_path
         )
+
+    def api_key_store(self) -> SqliteApiKeyStore:
+        return SqliteApiKeyStore(self._db)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

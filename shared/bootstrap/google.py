@@ -12,6 +12,7 @@ from functools import cached_property
 
 from google.cloud import firestore
 
+from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_store import FirestoreJobStore
@@ -52,6 +53,10 @@ class GoogleFamily:
             service_account=s.tasks_service_account,
             audience=worker_url,
         )
+
+    def api_key_store(self) -> FirestoreApiKeyStore:
+        s = self._settings
+        return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.store_wait_s)
 
     def event_publisher(self) -> PubSubEventPublisher:
         client = publisher_client()

@@ -43,8 +43,6 @@ class Settings(BaseSettings):
 
     # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
     worker_url: str = "http://127.0.0.1:8081"
-    # Client credentials: "client_id=api_key" pairs separated by commas.
-    client_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
     # How long one call waits for a busy or unreachable store before the request answers 503.
     store_wait_s: float = Field(default=10.0, gt=0)
@@ -74,6 +72,8 @@ class Settings(BaseSettings):
     tasks_service_account: str = ""
     firestore_database: str = "(default)"
     jobs_collection: str = "grading_jobs"
+    # Server clients' API keys (digests only), managed with `python -m services.intake.keys`.
+    api_keys_collection: str = "api_keys"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"
@@ -111,17 +111,6 @@ class Settings(BaseSettings):
 
     def queue_config(self) -> QueueConfig:
         return self._queues[self.queue]
-
-    def client_key_map(self) -> dict[str, str]:
-        """Return {api_key: client_id} from GRADEQ_CLIENT_KEYS."""
-        pairs = [p.strip() for p in self.client_keys.get_secret_value().split(",") if p.strip()]
-        mapping = {}
-        for pair in pairs:
-            client_id, sep, key = pair.partition("=")
-            if not sep or not client_id or not key:
-                raise ValueError("GRADEQ_CLIENT_KEYS must look like 'client=key,other=key2'")
-            mapping[key] = client_id
-        return mapping
 
     @property
     def database_path(self) -> Path:

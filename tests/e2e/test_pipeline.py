@@ -17,7 +17,6 @@ from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 
 pytestmark = pytest.mark.e2e
 
-API = {"Authorization": "Bearer e2e-key"}
 FAST_QUEUE = {
     "grading": {
         "target_path": "/tasks/grade",
@@ -47,7 +46,7 @@ def stack(
     config = StackConfig.on_free_ports(
         root / "data",
         backend=request.param,
-        client_keys="e2e=e2e-key",
+        client_id="e2e",
         recover_every_s=0,
         env={
             "GRADEQ_QUEUES_FILE": str(queues),
@@ -66,6 +65,11 @@ def stack(
     log.close()
 
 
+def api(stack: LocalStack) -> dict[str, str]:
+    """The stack's development credential."""
+    return {"Authorization": f"Bearer {stack.api_key}"}
+
+
 def submit(stack: LocalStack, key: str | None, **changes: Any) -> requests.Response:
     body = {
         "submission_id": f"sub-{uuid.uuid4().hex[:6]}",
@@ -74,7 +78,7 @@ def submit(stack: LocalStack, key: str | None, **changes: Any) -> requests.Respo
         "max_score": 9,
         **changes,
     }
-    headers = dict(API)
+    headers = api(stack)
     if key is not None:
         headers["Idempotency-Key"] = key
     return requests.post(
@@ -86,7 +90,7 @@ def wait_final(stack: LocalStack, location: str, timeout_s: float = 60) -> dict[
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job: dict[str, Any] = requests.get(
-            stack.config.url("intake") + location, headers=API, timeout=10
+            stack.config.url("intake") + location, headers=api(stack), timeout=10
         ).json()
         if job["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
             return job

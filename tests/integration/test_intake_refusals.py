@@ -5,19 +5,25 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.domain.api_keys import ApiKey
 from shared.domain.errors import PROBLEM_BASE
 from tests.support.intake_server import RunningIntake, running_intake
 
-API_KEY = "refusals-key"
+API_KEY = "gq_refusals_" + "r" * 43
 
 
 @pytest.fixture(scope="module")
 def intake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningIntake]:
     data = tmp_path_factory.mktemp("intake")
-    with running_intake(data, {"GRADEQ_CLIENT_KEYS": f"refusals={API_KEY}"}) as running:
+    _, record = ApiKey.issue("refusals", datetime.now(UTC), key_id="refusals", secret="r" * 43)
+    SqliteApiKeyStore(SqliteDatabase(data / "gradeq.sqlite3")).add(record)
+    with running_intake(data) as running:
         yield running
 
 
