@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
@@ -20,8 +21,18 @@ from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
-    def create(self, job: Job) -> tuple[Job, bool]:
-        """Insert `job` unless its id exists; return (stored job, created?)."""
+    def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
+        """Insert `job` unless its id exists; return (stored job, created?).
+
+        Creating counts the job as not yet final for its client and in total, in the same
+        transaction; with `limits`, a new job past a ceiling raises TooManyActiveJobs or
+        BacklogFull and nothing is written (an existing job is returned whatever the
+        counts: a retried request is never refused for the job it already made).
+        """
+        ...
+
+    def active_counts(self, client_id: str) -> ActiveCounts:
+        """Jobs not yet final of this client and of everyone, as the counters hold them."""
         ...
 
     def get(self, job_id: str) -> Job | None:
@@ -32,8 +43,10 @@ class JobStore(Protocol):
         """Atomically apply `mutate` to the current job and store its result.
 
         `mutate` may raise (a domain error): then nothing is written and the error
-        propagates. Raises `JobNotFound` for an unknown id. `mutate` may be called more
-        than once when the store retries a contended transaction, so it must be pure.
+        propagates. When the job first reaches a final state its client's and the total
+        count of jobs not yet final drop by one in the same transaction. Raises
+        `JobNotFound` for an unknown id. `mutate` may be called more than once when the
+        store retries a contended transaction, so it must be pure.
         """
         ...
 

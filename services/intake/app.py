@@ -6,9 +6,11 @@ from flask import Flask
 
 from services.intake.body import check_request_head
 from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, adapter_family, build_clock
 from shared.config.settings import Settings
+from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CallbackGuard
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -43,8 +45,14 @@ def create_app(
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback
     )
+    app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
+        settings.submit_burst, settings.submit_rate_per_s, clock
+    )
+    limits = AdmissionLimits(
+        settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
+    )
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock
+        adapters.store, adapters.queue, adapters.publisher, clock, limits
     )
     register_error_handlers(app)
     app.before_request(check_request_head)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from services.intake.body import read_json_body
 from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
 from services.intake.schemas import parse_grading_request
 from services.intake.views import job_view
 from shared.domain.job import Job
@@ -40,9 +41,27 @@ def _respond(job: Job, status: int) -> Response:
     return response
 
 
+def _spend_submission(client_id: str) -> None:
+    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.rate_limiter"]
+    try:
+        g.rate_quota = limiter.take(client_id)
+    except RateLimited as exc:
+        g.rate_quota = exc.quota
+        raise
+
+
+@bp.after_request
+def _rate_limit_headers(response: Response) -> Response:
+    quota = g.get("rate_quota")
+    if quota is not None:
+        response.headers.update(quota.headers())
+    return response
+
+
 @bp.post("")
 def create_job() -> Response:
     client_id = _client_id()
+    _spend_submission(client_id)
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     key = request.headers.get("Idempotency-Key")

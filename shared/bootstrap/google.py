@@ -39,7 +39,13 @@ class GoogleFamily:
 
     def job_store(self) -> FirestoreJobStore:
         s = self._settings
-        return FirestoreJobStore(self._firestore, s.jobs_collection, self._ttl, s.store_wait_s)
+        return FirestoreJobStore(
+            self._firestore,
+            s.jobs_collection,
+            self._ttl,
+            s.store_wait_s,
+            counters_collection=s.counters_collection,
+        )
 
     def task_queue(self) -> CloudTasksQueue:
         s = self._settings

@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
     worker_url: str = "http://127.0.0.1:8081"
     retry_after_s: int = Field(default=2, ge=1)
+    # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
+    max_active_jobs_per_client: int = Field(default=1000, ge=1)
+    max_backlog: int = Field(default=100_000, ge=1)
+    admission_retry_after_s: int = Field(default=30, ge=1)
+    # Submissions per client: a token bucket of this size, refilled at this rate.
+    submit_burst: int = Field(default=60, ge=1)
+    submit_rate_per_s: float = Field(default=1.0, gt=0)
     # How long one call waits for a busy or unreachable store before the request answers 503.
     store_wait_s: float = Field(default=10.0, gt=0)
 
@@ -72,6 +79,8 @@ class Settings(BaseSettings):
     tasks_service_account: str = ""
     firestore_database: str = "(default)"
     jobs_collection: str = "grading_jobs"
+    # Counters of jobs not yet final (per client, and the backlog's shards).
+    counters_collection: str = "grading_job_counters"
     # Server clients' API keys (digests only), managed with `python -m services.intake.keys`.
     api_keys_collection: str = "api_keys"
     # Shared with terraform's TTL policy (var.processed_events_collection).

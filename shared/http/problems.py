@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from flask import Flask, Response, jsonify
@@ -35,9 +36,21 @@ def problem(
 
 
 def problem_for(error: GradeqError, status: int | None = None) -> Response:
-    """Render a Gradeq error (with its own status unless one is given)."""
+    """Render a Gradeq error (with its own status unless one is given).
+
+    A 429 or 503 error that carries `retry_after_s` answers with a Retry-After header too.
+    """
+    headers = {}
+    retry_after = getattr(error, "retry_after_s", None)
+    if (status or error.status) in (429, 503) and isinstance(retry_after, int | float):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     return problem(
-        status or error.status, error.slug, error.title, error.detail, **error.extensions
+        status or error.status,
+        error.slug,
+        error.title,
+        error.detail,
+        headers=headers,
+        **error.extensions,
     )
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import IdempotencyConflict, JobNotFound
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
@@ -35,8 +36,14 @@ class IntakeService:
     """Submit, read and cancel grading jobs for one authenticated client."""
 
     def __init__(
-        self, store: JobStore, queue: TaskQueue, publisher: EventPublisher, clock: Clock
+        self,
+        store: JobStore,
+        queue: TaskQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        limits: AdmissionLimits | None = None,
     ) -> None:
+        self._limits = limits
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -48,7 +55,8 @@ class IntakeService:
         with job_context(job_id):
             digest = fingerprint(request)
             new = Job.new(job_id, client_id, request, digest, self._clock.now())
-            job, created = self._store.create(new)
+            # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
+            job, created = self._store.create(new, self._limits)
             if not created and job.fingerprint != digest:
                 raise IdempotencyConflict(
                     "this Idempotency-Key was already used with a different request body"
