@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Response, jsonify
 
 from services.intake.body import check_request_head
 from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, adapter_family, build_clock
@@ -59,4 +60,9 @@ def create_app(
     register_trace_context(app, settings.project_id)
     register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
     app.register_blueprint(bp)
+    app.add_url_rule(OPENAPI_PATH, "openapi", _serve_openapi)
     return app
+
+
+def _serve_openapi() -> Response:
+    return jsonify(openapi_document())
