@@ -129,7 +129,7 @@ def _job_id_parameter() -> dict[str, Any]:
 
 
 def _paths() -> dict[str, Any]:
-    secured = [{"bearer": []}]
+    secured: list[dict[str, list[str]]] = [{"bearer": []}]
     create_errors = (
         *COMMON_ERRORS,
         ValidationFailed,
