@@ -6,6 +6,7 @@ from flask import Flask, Response, jsonify
 
 from services.intake.body import check_request_head
 from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.cors import register_cors
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
@@ -61,6 +62,7 @@ def create_app(
     register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
     app.register_blueprint(bp)
     app.add_url_rule(OPENAPI_PATH, "openapi", _serve_openapi)
+    register_cors(app, settings.cors_origin_list())
     return app
 
 

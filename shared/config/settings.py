@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     push_audience: str = ""
     push_service_accounts: str = ""
 
+    # Browser origins allowed to call the intake (CORS), comma-separated; none by default.
+    cors_origins: str = ""
+
     # Callback URLs: loopback targets are refused unless this is set (local runs only).
     callback_allow_loopback: bool = False
 
@@ -113,6 +116,14 @@ class Settings(BaseSettings):
                 f"queue's dispatch_deadline ({deadline}s)"
             )
         return self
+
+    def cors_origin_list(self) -> list[str]:
+        """The configured frontend origins, e.g. ["https://app.example.com"]."""
+        origins = [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
+        for origin in origins:
+            if origin == "*" or "://" not in origin:
+                raise ValueError(f"GRADEQ_CORS_ORIGINS needs exact origins, got {origin!r}")
+        return origins
 
     def queues(self) -> dict[str, QueueConfig]:
         """Every queue of the queues file, read once when the settings were made."""
