@@ -18,6 +18,18 @@ from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 
 
+@dataclass(frozen=True)
+class JobQuery:
+    """One page of a client's jobs: filters, a page size, and where the last page ended."""
+
+    client_id: str
+    limit: int
+    status: JobStatus | None = None
+    submission_id: str | None = None
+    #: (created_at, id) of the last job of the previous page.
+    after: tuple[datetime, str] | None = None
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
@@ -28,6 +40,13 @@ class JobStore(Protocol):
         transaction; with `limits`, a new job past a ceiling raises TooManyActiveJobs or
         BacklogFull and nothing is written (an existing job is returned whatever the
         counts: a retried request is never refused for the job it already made).
+        """
+        ...
+
+    def list_jobs(self, query: JobQuery) -> list[Job]:
+        """The client's jobs matching `query`, newest first (created_at, then id, descending).
+
+        At most `query.limit` jobs, starting after `query.after` when given.
         """
         ...
 

@@ -18,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.rate_limit import RateLimited
-from services.intake.schemas import GradingJobIn
+from services.intake.schemas import GradingJobIn, JobListQuery
 from services.intake.views import JobPage, JobView, Problem
 from shared.domain.errors import (
     PROBLEM_BASE,
@@ -124,6 +124,21 @@ def _job_response(description: str, status: int, extra: dict[str, Any]) -> dict[
     }
 
 
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """One query parameter per field of `model`, its schema taken from the model's."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    required = set(schema.get("required", ()))
+    parameters = []
+    for name, prop in schema["properties"].items():
+        # An absent parameter is the model's None: a query string has no null.
+        options = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"]
+        value = options[0] if len(options) == 1 else {"anyOf": options}
+        parameters.append(
+            {"name": name, "in": "query", "required": name in required, "schema": value}
+        )
+    return parameters
+
+
 def _job_id_parameter() -> dict[str, Any]:
     return {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
 
@@ -145,6 +160,19 @@ def _paths() -> dict[str, Any]:
     )
     return {
         "/v1/grading-jobs": {
+            "get": {
+                "operationId": "listGradingJobs",
+                "summary": "List your jobs, newest first, a page at a time",
+                "security": secured,
+                "parameters": _query_parameters(JobListQuery),
+                "responses": {
+                    "200": {
+                        "description": "One page; follow next_cursor for the next",
+                        "content": {"application/json": {"schema": _ref(JobPage)}},
+                    },
+                    **_problems((*COMMON_ERRORS, ValidationFailed)),
+                },
+            },
             "post": {
                 "operationId": "createGradingJob",
                 "summary": "Submit a grading job (idempotent per Idempotency-Key)",

@@ -9,8 +9,8 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 from services.intake.body import read_json_body
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
-from services.intake.schemas import parse_grading_request
-from services.intake.views import job_view
+from services.intake.schemas import parse_grading_request, parse_list_query
+from services.intake.views import JobPage, job_model, job_view
 from shared.domain.job import Job
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
@@ -77,6 +77,15 @@ def create_job() -> Response:
     if not submission.created:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+@bp.get("")
+def list_jobs() -> Response:
+    client_id = _client_id()
+    query = parse_list_query(request.args.to_dict())
+    page = _service().list(client_id, query.limit, query.status, query.submission_id, query.cursor)
+    body = JobPage(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
+    return jsonify(body.model_dump(mode="json"))
 
 
 @bp.get("/<job_id>")

@@ -15,7 +15,7 @@ from pydantic import (
 )
 
 from shared.domain.errors import ValidationFailed
-from shared.domain.job import GradingRequest
+from shared.domain.job import GradingRequest, JobStatus
 from shared.domain.rubric import criteria_of
 
 MAX_ANSWER_BYTES = 100 * 1024
@@ -86,6 +86,38 @@ class GradingJobIn(BaseModel):
         )
 
 
+class JobListQuery(BaseModel):
+    """GET /v1/grading-jobs query: filters, page size and the cursor of the next page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: JobStatus | None = None
+    submission_id: Text | None = None
+    cursor: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+def parse_list_query(args: dict[str, str]) -> JobListQuery:
+    """Validate the list query string; raise ValidationFailed listing every bad parameter."""
+    try:
+        return JobListQuery.model_validate(args)
+    except ValidationError as exc:
+        raise _failed(exc, "invalid query parameters") from exc
+
+
+def _failed(exc: ValidationError, summary: str) -> ValidationFailed:
+    errors = []
+    for err in exc.errors(include_url=False):
+        # A union reports each branch; name the field, not the branch.
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
+        if loc and loc[0] == "rubric" and len(loc) > 1 and not isinstance(loc[1], int):
+            loc = loc[:1]
+        errors.append({"field": ".".join(str(p) for p in loc), "message": err["msg"]})
+    unique = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in errors)]
+    fields = sorted({e["field"] for e in unique})
+    return ValidationFailed(f"{summary}: {', '.join(fields)}", errors=unique)
+
+
 def parse_grading_request(payload: object) -> GradingRequest:
     """Validate a decoded JSON body; raise ValidationFailed listing every bad field."""
     if not isinstance(payload, dict):
@@ -96,13 +128,4 @@ def parse_grading_request(payload: object) -> GradingRequest:
     try:
         return GradingJobIn.model_validate(payload).to_request()
     except ValidationError as exc:
-        errors = []
-        for err in exc.errors(include_url=False):
-            # A union reports each branch; name the field, not the branch.
-            loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
-            if loc and loc[0] == "rubric" and len(loc) > 1 and not isinstance(loc[1], int):
-                loc = loc[:1]
-            errors.append({"field": ".".join(str(p) for p in loc), "message": err["msg"]})
-        unique = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in errors)]
-        fields = sorted({e["field"] for e in unique})
-        raise ValidationFailed(f"invalid fields: {', '.join(fields)}", errors=unique) from exc
+        raise _failed(exc, "invalid fields") from exc

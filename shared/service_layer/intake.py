@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.domain.admission import AdmissionLimits
-from shared.domain.errors import IdempotencyConflict, JobNotFound
+from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
+from shared.ports import Clock, EventPublisher, JobQuery, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -22,6 +25,36 @@ def fingerprint(request: GradingRequest) -> str:
     """Hash the request canonically, to tell a retry from a different reuse of a key."""
     canonical = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def encode_cursor(job: Job) -> str:
+    """An opaque cursor naming where a page ended."""
+    raw = json.dumps([job.created_at.isoformat(), job.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor names; ValidationFailed when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, job_id = json.loads(raw)
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None or not isinstance(job_id, str):
+            raise ValueError("not a cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "the cursor is not one this API returned",
+            errors=[{"field": "cursor", "message": "invalid cursor"}],
+        ) from exc
+    return moment, job_id
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a client's jobs, and the cursor of the next (None on the last)."""
+
+    jobs: list[Job]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)
@@ -74,6 +107,23 @@ class IntakeService:
         if job is None or job.client_id != client_id:
             raise JobNotFound(f"no grading job {job_id}")
         return job
+
+    def list(
+        self,
+        client_id: str,
+        limit: int,
+        status: JobStatus | None = None,
+        submission_id: str | None = None,
+        cursor: str | None = None,
+    ) -> Page:
+        """The client's jobs, newest first, `limit` at a time."""
+        after = decode_cursor(cursor) if cursor else None
+        # One more than asked tells whether another page exists.
+        query = JobQuery(client_id, limit + 1, status, submission_id, after)
+        jobs = self._store.list_jobs(query)
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        return Page(jobs, encode_cursor(jobs[-1]) if more else None)
 
     def cancel(self, client_id: str, job_id: str) -> Job:
         """Cancel a job that has not finished; announce it like any final state."""

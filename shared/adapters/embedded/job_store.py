@@ -12,6 +12,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, Job, JobStatus
+from shared.ports import JobQuery
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -22,6 +23,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at);
+CREATE INDEX IF NOT EXISTS jobs_client_created
+    ON jobs (client_id, json_extract(record, '$.created_at') DESC, id DESC);
 CREATE TABLE IF NOT EXISTS job_counters (
     scope TEXT PRIMARY KEY,
     active INTEGER NOT NULL
@@ -90,6 +93,27 @@ class SqliteJobStore:
             self._write(conn, job, insert=True)
             self._count(conn, job.client_id, +1)
         return job, True
+
+    def list_jobs(self, query: JobQuery) -> list[Job]:
+        created = "json_extract(record, '$.created_at')"
+        where = ["client_id = ?"]
+        params: list[object] = [query.client_id]
+        if query.status is not None:
+            where.append("status = ?")
+            params.append(query.status.value)
+        if query.submission_id is not None:
+            where.append("json_extract(record, '$.request.submission_id') = ?")
+            params.append(query.submission_id)
+        if query.after is not None:
+            where.append(f"({created}, id) < (?, ?)")
+            params.extend([query.after[0].isoformat(), query.after[1]])
+        sql = (
+            "SELECT record FROM jobs WHERE " + " AND ".join(where)
+            + f" ORDER BY {created} DESC, id DESC LIMIT ?"
+        )  # fmt: skip
+        with unavailable_on_error("list jobs"):
+            rows = self._db.connection().execute(sql, (*params, query.limit)).fetchall()
+        return [_decode(r["record"]) for r in rows]
 
     def active_counts(self, client_id: str) -> ActiveCounts:
         with unavailable_on_error("read counters"):

@@ -23,6 +23,7 @@ from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import Job, JobStatus
+from shared.ports import JobQuery
 
 #: Whole transactions retried when a read is aborted under contention (the client
 #: itself only retries ABORTED at commit).
@@ -211,6 +212,32 @@ class FirestoreJobStore:
             raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_QUERIES)
         # A query is billed one read per document returned, and at least one.
+        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
+        return [from_document(s.id, s.to_dict()) for s in snapshots]
+
+    def list_jobs(self, query: JobQuery) -> list[Job]:
+        # Needs composite indexes on (client_id, [status,] [request.submission_id,]
+        # created_at DESC, __name__ DESC): see docs/cost.md.
+        q: Any = self._jobs.where(filter=firestore.FieldFilter("client_id", "==", query.client_id))
+        if query.status is not None:
+            q = q.where(filter=firestore.FieldFilter("status", "==", query.status.value))
+        if query.submission_id is not None:
+            q = q.where(
+                filter=firestore.FieldFilter("request.submission_id", "==", query.submission_id)
+            )
+        q = q.order_by("created_at", direction=firestore.Query.DESCENDING).order_by(
+            "__name__", direction=firestore.Query.DESCENDING
+        )
+        if query.after is not None:
+            created_at, job_id = query.after
+            q = q.start_after({"created_at": created_at, "__name__": self._jobs.document(job_id)})
+        try:
+            snapshots: list[Any] = list(
+                q.limit(query.limit).stream(retry=self._retry, timeout=self._deadline_s)
+            )
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_QUERIES)
         self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
         return [from_document(s.id, s.to_dict()) for s in snapshots]
 
