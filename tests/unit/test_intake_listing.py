@@ -27,7 +27,9 @@ def submit(client: FlaskClient, clock: FrozenClock, n: int, **body: Any) -> list
     made = []
     for i in range(n):
         clock.advance(timedelta(seconds=1))
-        response = post(client, body={**BODY, **body}, key=f"{body.get('submission_id', 'job')}-{i}")
+        response = post(
+            client, body={**BODY, **body}, key=f"{body.get('submission_id', 'job')}-{i}"
+        )
         made.append(response.get_json()["id"])
     return made
 

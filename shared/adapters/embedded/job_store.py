@@ -46,6 +46,19 @@ SELECT 'all', COUNT(*) FROM jobs WHERE status NOT IN (SELECT value FROM json_eac
 """
 
 
+# Newest first; an absent filter is NULL. Served by the jobs_client_created index.
+_LIST = """
+SELECT record FROM jobs
+WHERE client_id = :client
+  AND (:status IS NULL OR status = :status)
+  AND (:submission IS NULL OR json_extract(record, '$.request.submission_id') = :submission)
+  AND (:after_at IS NULL
+       OR (json_extract(record, '$.created_at'), id) < (:after_at, :after_id))
+ORDER BY json_extract(record, '$.created_at') DESC, id DESC
+LIMIT :limit
+"""
+
+
 def _client_scope(client_id: str) -> str:
     return "client:" + client_id
 
@@ -95,24 +108,19 @@ class SqliteJobStore:
         return job, True
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
-        created = "json_extract(record, '$.created_at')"
-        where = ["client_id = ?"]
-        params: list[object] = [query.client_id]
-        if query.status is not None:
-            where.append("status = ?")
-            params.append(query.status.value)
-        if query.submission_id is not None:
-            where.append("json_extract(record, '$.request.submission_id') = ?")
-            params.append(query.submission_id)
-        if query.after is not None:
-            where.append(f"({created}, id) < (?, ?)")
-            params.extend([query.after[0].isoformat(), query.after[1]])
-        sql = (
-            "SELECT record FROM jobs WHERE " + " AND ".join(where)
-            + f" ORDER BY {created} DESC, id DESC LIMIT ?"
-        )  # fmt: skip
+        after_at, after_id = (
+            (query.after[0].isoformat(), query.after[1]) if query.after else (None, None)
+        )
+        params = {
+            "client": query.client_id,
+            "status": query.status.value if query.status else None,
+            "submission": query.submission_id,
+            "after_at": after_at,
+            "after_id": after_id,
+            "limit": query.limit,
+        }
         with unavailable_on_error("list jobs"):
-            rows = self._db.connection().execute(sql, (*params, query.limit)).fetchall()
+            rows = self._db.connection().execute(_LIST, params).fetchall()
         return [_decode(r["record"]) for r in rows]
 
     def active_counts(self, client_id: str) -> ActiveCounts:
