@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -17,9 +19,16 @@ from pydantic import (
 from shared.domain.errors import ValidationFailed
 from shared.domain.job import GradingRequest, JobStatus
 from shared.domain.rubric import criteria_of
+from shared.service_layer.intake import MAX_SCHEDULE_AHEAD
 
 MAX_ANSWER_BYTES = 100 * 1024
 MAX_METADATA_BYTES = 4 * 1024
+MAX_SCHEDULE_DAYS = MAX_SCHEDULE_AHEAD.days
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
 
 Text = Annotated[str, StringConstraints(strip_whitespace=False, min_length=1, max_length=256)]
 Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
@@ -40,12 +49,26 @@ class GradingJobIn(BaseModel):
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    not_before: Annotated[AwareDatetime, Field(strict=False)] | None = Field(
+        default=None,
+        description=(
+            "RFC 3339 date-time with an offset; grading starts no earlier, at most "
+            f"{MAX_SCHEDULE_DAYS} days ahead"
+        ),
+    )
 
     @field_validator("answer")
     @classmethod
     def _answer_size(cls, value: str) -> str:
         if len(value.encode()) > MAX_ANSWER_BYTES:
             raise ValueError(f"must be at most {MAX_ANSWER_BYTES} bytes of UTF-8")
+        return value
+
+    @field_validator("not_before", mode="before")
+    @classmethod
+    def _rfc3339_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("must be an RFC 3339 date-time string")
         return value
 
     @field_validator("rubric")
@@ -83,6 +106,7 @@ class GradingJobIn(BaseModel):
             max_score=self.max_score,
             callback_url=self.callback_url,
             metadata=self.metadata,
+            not_before=_rfc3339(self.not_before) if self.not_before else None,
         )
 
 

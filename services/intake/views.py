@@ -105,6 +105,7 @@ def job_model(job: Job) -> JobView:
         started_at=_iso(job.started_at),
         completed_at=_iso(job.completed_at),
         last_updated_at=updated_at,
+        not_before=job.request.not_before,
         timings=Timings(**job.timings()),
         result=Result(**job.result.to_dict()) if job.result else None,
         error=JobErrorView(**job.error.to_dict()) if job.error else None,

@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
@@ -19,6 +19,9 @@ from shared.ports import Clock, EventPublisher, JobQuery, JobStore, TaskQueue, T
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
+
+#: How far ahead a job may be scheduled: Cloud Tasks' limit for a task's schedule_time.
+MAX_SCHEDULE_AHEAD = timedelta(days=30)
 
 
 def fingerprint(request: GradingRequest) -> str:
@@ -86,8 +89,15 @@ class IntakeService:
         """Store the job once per key, then make sure its task exists."""
         job_id = job_id_for(client_id, idempotency_key)
         with job_context(job_id):
+            now = self._clock.now()
+            scheduled = request.scheduled_for
+            if scheduled is not None and scheduled > now + MAX_SCHEDULE_AHEAD:
+                raise ValidationFailed(
+                    f"not_before may be at most {MAX_SCHEDULE_AHEAD.days} days ahead",
+                    errors=[{"field": "not_before", "message": "too far ahead"}],
+                )
             digest = fingerprint(request)
-            new = Job.new(job_id, client_id, request, digest, self._clock.now())
+            new = Job.new(job_id, client_id, request, digest, now)
             # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
             job, created = self._store.create(new, self._limits)
             if not created and job.fingerprint != digest:
@@ -97,7 +107,15 @@ class IntakeService:
             if job.status is JobStatus.PENDING:
                 # Also on a retried request: the first one may have died before enqueueing.
                 # The task name is derived from the job, so the queue dedupes it.
-                self._queue.enqueue(TaskSpec(task_name_for(job.id, job.generation), job.id))
+                # A scheduled job's task waits in the queue until not_before.
+                schedule = job.request.scheduled_for
+                self._queue.enqueue(
+                    TaskSpec(
+                        task_name_for(job.id, job.generation),
+                        job.id,
+                        schedule_time=schedule if schedule and schedule > now else None,
+                    )
+                )
             log.info("job accepted" if created else "job request replayed")
             return Submission(job, created)
 
