@@ -5,8 +5,9 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 
 from services.intake.body import check_request_head
-from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.client_auth import ApiKeyAuthenticator, ClientAuthenticator
 from services.intake.cors import register_cors
+from services.intake.firebase_auth import FirebaseAuthenticator
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
@@ -30,6 +31,7 @@ def create_app(
     clock: Clock | None = None,
     guard: CallbackGuard | None = None,
     api_keys: ApiKeyStore | None = None,
+    firebase: FirebaseAuthenticator | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
@@ -41,8 +43,9 @@ def create_app(
     clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
-    app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(
-        api_keys or family.api_key_store(), clock
+    app.extensions["gradeq.client_auth"] = ClientAuthenticator(
+        ApiKeyAuthenticator(api_keys or family.api_key_store(), clock),
+        firebase or _firebase(settings),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback
@@ -64,6 +67,17 @@ def create_app(
     app.add_url_rule(OPENAPI_PATH, "openapi", _serve_openapi)
     register_cors(app, settings.cors_origin_list())
     return app
+
+
+def _firebase(settings: Settings) -> FirebaseAuthenticator | None:
+    """ID tokens are accepted when a Firebase project is configured."""
+    if not settings.firebase_project_id:
+        return None
+    return FirebaseAuthenticator(
+        settings.firebase_project_id,
+        settings.firebase_client_claim,
+        settings.firebase_tenant_client_map(),
+    )
 
 
 def _serve_openapi() -> Response:

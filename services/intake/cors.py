@@ -6,7 +6,7 @@ from flask import Flask
 from flask_cors import CORS
 
 #: What a browser may send and read; credentials travel in Authorization, never cookies.
-ALLOWED_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key"]
+ALLOWED_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Gradeq-Scope"]
 EXPOSED_HEADERS = [
     "Location",
     "Retry-After",

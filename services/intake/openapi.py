@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
+from services.intake.client_auth import SCOPE_HEADER
+from services.intake.firebase_auth import NoClientForUser
 from services.intake.rate_limit import RateLimited
 from services.intake.schemas import GradingJobIn, JobListQuery
 from services.intake.views import JobPage, JobView, Problem
@@ -53,6 +55,7 @@ class InternalError(GradeqError):
 #: Every operation that needs a credential can also answer with these.
 COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     Unauthenticated,
+    NoClientForUser,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -139,6 +142,16 @@ def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
     return parameters
 
 
+def _scope_parameter() -> dict[str, Any]:
+    return {
+        "name": SCOPE_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "With an ID token, 'user' scopes jobs to the signed-in user",
+        "schema": {"type": "string", "enum": ["client", "user"]},
+    }
+
+
 def _job_id_parameter() -> dict[str, Any]:
     return {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
 
@@ -164,7 +177,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "listGradingJobs",
                 "summary": "List your jobs, newest first, a page at a time",
                 "security": secured,
-                "parameters": _query_parameters(JobListQuery),
+                "parameters": [*_query_parameters(JobListQuery), _scope_parameter()],
                 "responses": {
                     "200": {
                         "description": "One page; follow next_cursor for the next",
@@ -178,12 +191,13 @@ def _paths() -> dict[str, Any]:
                 "summary": "Submit a grading job (idempotent per Idempotency-Key)",
                 "security": secured,
                 "parameters": [
+                    _scope_parameter(),
                     {
                         "name": "Idempotency-Key",
                         "in": "header",
                         "required": True,
                         "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
-                    }
+                    },
                 ],
                 "requestBody": {
                     "required": True,
@@ -207,7 +221,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "getGradingJob",
                 "summary": "Read one of your jobs (another client's job is not found)",
                 "security": secured,
-                "parameters": [_job_id_parameter()],
+                "parameters": [_job_id_parameter(), _scope_parameter()],
                 "responses": {
                     **_job_response("The job", 200, {}),
                     **_problems((*COMMON_ERRORS, JobNotFound)),
@@ -219,7 +233,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "cancelGradingJob",
                 "summary": "Cancel a job that is not final",
                 "security": secured,
-                "parameters": [_job_id_parameter()],
+                "parameters": [_job_id_parameter(), _scope_parameter()],
                 "responses": {
                     **_job_response("The cancelled job", 200, {}),
                     **_problems((*COMMON_ERRORS, JobNotFound, JobAlreadyFinal)),

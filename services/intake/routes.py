@@ -7,7 +7,7 @@ import re
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
 from services.intake.body import read_json_body
-from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.client_auth import ClientAuthenticator
 from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
 from services.intake.schemas import parse_grading_request, parse_list_query
 from services.intake.views import JobPage, job_model, job_view
@@ -28,7 +28,7 @@ def _service() -> IntakeService:
 
 
 def _client_id() -> str:
-    auth: ApiKeyAuthenticator = current_app.extensions["gradeq.client_auth"]
+    auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
     return auth.client_id()
 
 

@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     push_audience: str = ""
     push_service_accounts: str = ""
 
+    # Web frontends' Firebase ID tokens: accepted when the Firebase project is set. A token
+    # names its client in this custom claim, or else by its Identity Platform tenant
+    # ("tenant_id=client_id" pairs, comma-separated).
+    firebase_project_id: str = ""
+    firebase_client_claim: str = "gradeq_client"
+    firebase_tenant_clients: str = ""
+
     # Browser origins allowed to call the intake (CORS), comma-separated; none by default.
     cors_origins: str = ""
 
@@ -116,6 +123,16 @@ class Settings(BaseSettings):
                 f"queue's dispatch_deadline ({deadline}s)"
             )
         return self
+
+    def firebase_tenant_client_map(self) -> dict[str, str]:
+        """{tenant id: client id} from GRADEQ_FIREBASE_TENANT_CLIENTS."""
+        mapping = {}
+        for pair in (p.strip() for p in self.firebase_tenant_clients.split(",") if p.strip()):
+            tenant, sep, client = pair.partition("=")
+            if not sep or not tenant.strip() or not client.strip():
+                raise ValueError("GRADEQ_FIREBASE_TENANT_CLIENTS looks like 'tenant=client,...'")
+            mapping[tenant.strip()] = client.strip()
+        return mapping
 
     def cors_origin_list(self) -> list[str]:
         """The configured frontend origins, e.g. ["https://app.example.com"]."""
