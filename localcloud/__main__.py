@@ -66,7 +66,7 @@ Make the offline grader fail twice before succeeding, or refuse for good:
   add "metadata": {{"simulate": {{"failure": "transient", "times": 2}}}}  (or "permanent")
 
 Analytics over completed jobs:
-  curl -s {stack.config.url("analytics")}/v1/stats
+  curl -s {stack.config.url("analytics")}/v1/stats -H 'Authorization: Bearer {key}'
 
 Ctrl-C stops everything.
 """

@@ -113,6 +113,8 @@ class LocalStack:
             "GRADEQ_PUSH_AUTH": "shared-token",
             "GRADEQ_PUSH_TOKEN": self.push_token,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
+            # The development key may read the analytics reports.
+            "GRADEQ_ANALYTICS_READERS": cfg.client_id,
             # Local runs may call back to a receiver on this machine.
             "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 
 from services.intake.body import check_request_head
-from services.intake.client_auth import ApiKeyAuthenticator, ClientAuthenticator
+from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
 from services.intake.firebase_auth import FirebaseAuthenticator
 from services.intake.openapi import OPENAPI_PATH, openapi_document
@@ -15,6 +15,7 @@ from shared.bootstrap import Adapters, adapter_family, build_clock
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CallbackGuard
+from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context

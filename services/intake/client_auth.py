@@ -8,28 +8,12 @@ from __future__ import annotations
 from flask import request
 
 from services.intake.firebase_auth import FirebaseAuthenticator
-from shared.domain.api_keys import PREFIX, key_id_of
+from shared.domain.api_keys import PREFIX
+from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
-from shared.ports import ApiKeyStore, Clock
 
 #: A frontend sends this header (value "user") to scope jobs to the signed-in user.
 SCOPE_HEADER = "Gradeq-Scope"
-
-
-class ApiKeyAuthenticator:
-    """Map an API key (`gq_...`) to its client id through the key store."""
-
-    def __init__(self, keys: ApiKeyStore, clock: Clock) -> None:
-        self._keys = keys
-        self._clock = clock
-
-    def client_for(self, key: str) -> str:
-        key_id = key_id_of(key)
-        stored = self._keys.get(key_id) if key_id else None
-        # One message for unknown, wrong, revoked and expired keys: nothing to probe.
-        if stored is None or not stored.matches(key) or not stored.usable(self._clock.now()):
-            raise Unauthenticated("unknown, revoked or expired API key")
-        return stored.client_id
 
 
 class ClientAuthenticator:
@@ -42,10 +26,7 @@ class ClientAuthenticator:
         self._firebase = firebase
 
     def client_id(self) -> str:
-        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-        credential = credential.strip()
-        if scheme.lower() != "bearer" or not credential:
-            raise Unauthenticated("send 'Authorization: Bearer <API key or ID token>'")
+        credential = bearer_credential()
         if credential.startswith(PREFIX):
             return self._api_keys.client_for(credential)
         if self._firebase is not None and credential.count(".") == 2:

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     firebase_client_claim: str = "gradeq_client"
     firebase_tenant_clients: str = ""
 
+    # Clients whose API keys may read the analytics service's reports, comma-separated.
+    analytics_readers: str = ""
+
     # Browser origins allowed to call the intake (CORS), comma-separated; none by default.
     cors_origins: str = ""
 
@@ -133,6 +136,10 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_FIREBASE_TENANT_CLIENTS looks like 'tenant=client,...'")
             mapping[tenant.strip()] = client.strip()
         return mapping
+
+    def analytics_reader_set(self) -> frozenset[str]:
+        """The client ids allowed to read analytics (none by default)."""
+        return frozenset(c.strip() for c in self.analytics_readers.split(",") if c.strip())
 
     def cors_origin_list(self) -> list[str]:
         """The configured frontend origins, e.g. ["https://app.example.com"]."""

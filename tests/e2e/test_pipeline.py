@@ -115,7 +115,9 @@ def received_by_analytics(stack: LocalStack, job_id: str, timeout_s: float = 20)
     deadline = time.monotonic() + timeout_s
     events: list[Any] = []
     while time.monotonic() < deadline:
-        response = requests.get(stack.config.url("analytics") + f"/v1/events/{job_id}", timeout=5)
+        response = requests.get(
+            stack.config.url("analytics") + f"/v1/events/{job_id}", headers=api(stack), timeout=5
+        )
         if response.ok:
             events = response.json()["events"]
             if events:
