@@ -22,7 +22,11 @@ from shared.domain.errors import GradeqError
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
-from shared.http.subscriber import push_blueprint, register_subscriber_health
+from shared.http.subscriber import (
+    push_blueprint,
+    record_malformed,
+    register_subscriber_health,
+)
 from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, EventRecords, ProcessedEvents
 
@@ -101,6 +105,8 @@ def create_app(
     app = Flask(__name__)
     register_error_handlers(app)
     register_subscriber_health(app, processed)
-    app.register_blueprint(push_blueprint(verifier, handle))
+    app.register_blueprint(
+        push_blueprint(verifier, handle, record_malformed(processed, SUBSCRIBER))
+    )
     app.register_blueprint(_stats_blueprint(records, readers))
     return app

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from services.notification.notifier import Notifier
+from services.notification.notifier import SUBSCRIBER, Notifier
 from services.notification.webhook import WebhookSender
 from shared.bootstrap import adapter_family
 from shared.codecs.push_envelope import ReceivedEvent
@@ -16,7 +16,11 @@ from shared.config.settings import Settings
 from shared.http.callback_guard import CallbackGuard
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
-from shared.http.subscriber import push_blueprint, register_subscriber_health
+from shared.http.subscriber import (
+    push_blueprint,
+    record_malformed,
+    register_subscriber_health,
+)
 from shared.logs import configure_logging
 from shared.ports import ProcessedEvents
 
@@ -43,5 +47,7 @@ def create_app(
     app = Flask(__name__)
     register_error_handlers(app)
     register_subscriber_health(app, processed)
-    app.register_blueprint(push_blueprint(verifier, handle))
+    app.register_blueprint(
+        push_blueprint(verifier, handle, record_malformed(processed, SUBSCRIBER))
+    )
     return app

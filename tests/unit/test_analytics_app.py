@@ -146,11 +146,15 @@ def test_pushes_without_the_token_are_refused(
     assert processed.records("analytics") == []
 
 
-def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
-    response = client.post("/pubsub/push", data="not json", headers=AUTH)
-    assert response.status_code == 400
-    assert response.json is not None
-    assert response.json["type"].endswith("/invalid-push-envelope")
+def test_a_malformed_envelope_is_acknowledged_and_recorded_once(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    for _ in range(2):
+        response = client.post("/pubsub/push", data="not json", headers=AUTH)
+        assert response.status_code == 204
+    [record] = processed.records("analytics.malformed")
+    assert "JSON object" in str(record["reason"])
+    assert processed.records("analytics") == []
 
 
 def test_probes(client: FlaskClient) -> None:

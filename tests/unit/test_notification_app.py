@@ -176,12 +176,17 @@ def test_pushes_without_the_token_are_refused(
     assert not processed.contains("notification", event.event_id)
 
 
-def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
-    response = client.post("/pubsub/push", json={"message": {"data": "e30="}}, headers=AUTH)
-    assert response.status_code == 400
-    assert response.mimetype == "application/problem+json"
-    assert response.json is not None
-    assert response.json["type"] == "https://gradeq.dev/problems/invalid-push-envelope"
+def test_a_malformed_envelope_is_acknowledged_and_recorded_once(
+    client: FlaskClient, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+) -> None:
+    body = {"message": {"data": "e30=", "messageId": "m-77"}}
+    for _ in range(3):
+        response = client.post("/pubsub/push", json=body, headers=AUTH)
+        assert response.status_code == 204  # acknowledged: redelivery cannot fix it
+    [record] = processed.records("notification.malformed")
+    assert record["reason"]
+    assert processed.contains("notification.malformed", "message:m-77")
+    assert requests_mock.call_count == 0
 
 
 def test_probes(client: FlaskClient) -> None:
