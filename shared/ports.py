@@ -54,6 +54,10 @@ class JobStore(Protocol):
         """Jobs not yet final of this client and of everyone, as the counters hold them."""
         ...
 
+    def active_jobs_of(self, client_id: str) -> int:
+        """Jobs not yet final of this client (one counter read)."""
+        ...
+
     def get(self, job_id: str) -> Job | None:
         """Return the job, or None when the id is unknown."""
         ...

@@ -58,7 +58,7 @@ def create_app(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock, limits
+        adapters.store, adapters.queue, adapters.publisher, clock, limits, settings.fair_spacing()
     )
     register_error_handlers(app)
     app.before_request(check_request_head)

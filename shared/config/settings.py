@@ -7,6 +7,7 @@ directly instead of touching the environment.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 
@@ -48,6 +49,9 @@ class Settings(BaseSettings):
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)
     admission_retry_after_s: int = Field(default=30, ge=1)
+    # Fairness: a client's n-th job not yet final is scheduled n times this many seconds
+    # ahead; unset, it is one dispatch slot of the queue (1 / max_dispatches_per_second).
+    fair_spacing_s: float | None = Field(default=None, ge=0)
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
@@ -152,6 +156,13 @@ class Settings(BaseSettings):
     def queues(self) -> dict[str, QueueConfig]:
         """Every queue of the queues file, read once when the settings were made."""
         return dict(self._queues)
+
+    def fair_spacing(self) -> timedelta:
+        """How far apart one client's queued jobs are scheduled."""
+        if self.fair_spacing_s is not None:
+            return timedelta(seconds=self.fair_spacing_s)
+        rate = self.queue_config().rate_limits.max_dispatches_per_second
+        return timedelta(seconds=1 / rate)
 
     def queue_config(self) -> QueueConfig:
         return self._queues[self.queue]

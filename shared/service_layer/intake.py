@@ -78,8 +78,10 @@ class IntakeService:
         publisher: EventPublisher,
         clock: Clock,
         limits: AdmissionLimits | None = None,
+        fair_spacing: timedelta = timedelta(0),
     ) -> None:
         self._limits = limits
+        self._fair_spacing = fair_spacing
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -98,6 +100,9 @@ class IntakeService:
                 )
             digest = fingerprint(request)
             new = Job.new(job_id, client_id, request, digest, now)
+            # Fairness: the client's n-th job not yet final is due n spacings from now,
+            # so another client's first job is never queued behind this client's burst.
+            ahead = self._store.active_jobs_of(client_id) if self._fair_spacing else 0
             # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
             job, created = self._store.create(new, self._limits)
             if not created and job.fingerprint != digest:
@@ -107,14 +112,11 @@ class IntakeService:
             if job.status is JobStatus.PENDING:
                 # Also on a retried request: the first one may have died before enqueueing.
                 # The task name is derived from the job, so the queue dedupes it.
-                # A scheduled job's task waits in the queue until not_before.
-                schedule = job.request.scheduled_for
+                # A scheduled job's task waits in the queue until not_before. The time is
+                # always given, so the queue orders every task on this service's clock.
+                due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
                 self._queue.enqueue(
-                    TaskSpec(
-                        task_name_for(job.id, job.generation),
-                        job.id,
-                        schedule_time=schedule if schedule and schedule > now else None,
-                    )
+                    TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
                 )
             log.info("job accepted" if created else "job request replayed")
             return Submission(job, created)

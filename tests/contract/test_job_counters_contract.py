@@ -36,6 +36,7 @@ def test_creates_count_and_replays_do_not(job_store: JobStore) -> None:
     assert job_store.active_counts("a") == ActiveCounts(2, 3)
     assert job_store.active_counts("b") == ActiveCounts(1, 3)
     assert job_store.active_counts("nobody") == ActiveCounts(0, 3)
+    assert job_store.active_jobs_of("a") == 2
 
 
 def test_reaching_a_final_state_counts_down_once(job_store: JobStore) -> None:

@@ -45,7 +45,7 @@ def test_a_past_not_before_runs_now(
 ) -> None:
     response = post(client, body={**BODY, "not_before": rfc3339(clock.now() - timedelta(hours=1))})
     assert response.status_code == 202
-    assert queue_of(adapters).tasks[0].schedule_time is None
+    assert queue_of(adapters).tasks[0].schedule_time == clock.now()
 
 
 @pytest.mark.parametrize("value", ["2026-12-01T10:00:00", "tomorrow", 1767225600])

@@ -127,6 +127,9 @@ class SqliteJobStore:
         with unavailable_on_error("read counters"):
             return self._counts(self._db.connection(), client_id)
 
+    def active_jobs_of(self, client_id: str) -> int:
+        return self.active_counts(client_id).client
+
     @staticmethod
     def _counts(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
         rows = dict(

@@ -132,6 +132,9 @@ class FirestoreJobStore:
             self._backlog_cache = (now, total)
         return total
 
+    def active_jobs_of(self, client_id: str) -> int:
+        return self._read_active(self._counters.document(_client_counter_id(client_id)))
+
     def active_counts(self, client_id: str) -> ActiveCounts:
         active = self._read_active(self._counters.document(_client_counter_id(client_id)))
         with self._cache_lock:
