@@ -1,8 +1,10 @@
 """JobStore on Firestore: one document per job, named by the job id.
 
-Creation is `DocumentReference.create()` (atomic insert-if-absent); every state change
-is one transaction that reads the document, applies the domain method and writes it
-back (one read, one write; never a read after a write).
+Creation is one atomic batch: the job's `create()` (insert-if-absent) with +1 on its
+client's counter and on one backlog shard of jobs not yet final. Every state change is one
+transaction that reads the document, applies the domain method and writes it back (one
+read, one write; never a read after a write), with -1 on the counters when the job first
+becomes final.
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ class FirestoreJobStore:
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
         # Needs composite indexes on (client_id, [status,] [request.submission_id,]
-        # created_at DESC, __name__ DESC): see docs/cost.md.
+        # created_at DESC, __name__ DESC): one per combination of filters.
         q: Any = self._jobs.where(filter=firestore.FieldFilter("client_id", "==", query.client_id))
         if query.status is not None:
             q = q.where(filter=firestore.FieldFilter("status", "==", query.status.value))
