@@ -40,6 +40,7 @@ SAMPLE = {
 
 def banner(stack: LocalStack) -> str:
     intake = stack.config.url("intake")
+    key = stack.api_key
     body = json.dumps(SAMPLE)
     return f"""
 Gradeq is running locally ({stack.config.backend} backend, data in {stack.config.data_dir}/).
@@ -48,20 +49,24 @@ Gradeq is running locally ({stack.config.backend} backend, data in {stack.config
   notification  {stack.config.url("notification")}
   analytics     {stack.config.url("analytics")}
 
+A development API key for client "{stack.config.client_id}" (stored hashed; make more with
+`python -m services.intake.keys create --client NAME`):
+  {key}
+
 Submit a job (change the Idempotency-Key for a new one):
   curl -i -X POST {intake}/v1/grading-jobs \\
-    -H 'Authorization: Bearer demo-key' -H 'Content-Type: application/json' \\
+    -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\
     -H 'Idempotency-Key: my-first-job' \\
     -d '{body}'
 
 Poll it (use the Location header from the answer):
-  curl -s {intake}/v1/grading-jobs/<id> -H 'Authorization: Bearer demo-key'
+  curl -s {intake}/v1/grading-jobs/<id> -H 'Authorization: Bearer {key}'
 
 Make the offline grader fail twice before succeeding, or refuse for good:
   add "metadata": {{"simulate": {{"failure": "transient", "times": 2}}}}  (or "permanent")
 
 Analytics over completed jobs:
-  curl -s {stack.config.url("analytics")}/v1/stats
+  curl -s {stack.config.url("analytics")}/v1/stats -H 'Authorization: Bearer {key}'
 
 Ctrl-C stops everything.
 """
@@ -70,7 +75,10 @@ Ctrl-C stops everything.
 def follow_sample(stack: LocalStack, stopped: threading.Event) -> None:
     """Submit one sample job and print its status until it is final."""
     intake = stack.config.url("intake")
-    headers = {"Authorization": "Bearer demo-key", "Idempotency-Key": f"sample-{uuid.uuid4()}"}
+    headers = {
+        "Authorization": f"Bearer {stack.api_key}",
+        "Idempotency-Key": f"sample-{uuid.uuid4()}",
+    }
     response = requests.post(f"{intake}/v1/grading-jobs", json=SAMPLE, headers=headers, timeout=10)
     location = response.headers["Location"]
     print(f"\n>>> sample job submitted: {response.status_code} Location: {location}", flush=True)

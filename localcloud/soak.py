@@ -43,8 +43,6 @@ import requests
 
 from localcloud.stack import HTTP_SERVICES, LocalStack, StackConfig
 
-API_KEY = "soak-key"
-API = {"Authorization": f"Bearer {API_KEY}"}
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0
 MAX_ATTEMPTS = 8
@@ -71,6 +69,9 @@ ENV = {
     "GRADEQ_DRAIN_GRACE_S": "0.5",
     "GRADEQ_STORE_WAIT_S": "2",
     "GRADEQ_RETRY_AFTER_S": "1",
+    # One client submits the whole soak: its submission rate is not what is under test.
+    "GRADEQ_SUBMIT_BURST": "100000",
+    "GRADEQ_SUBMIT_RATE_PER_S": "1000",
 }
 BUS_ARGS = ["--ack-deadline", "10", "--min-backoff", "0.3", "--max-backoff", "2"]
 BUS_ARGS += ["--max-delivery-attempts", "100"]
@@ -178,6 +179,9 @@ class Soak:
 
     # --- clients -----------------------------------------------------------------------
 
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.stack.api_key}"}
+
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         """A patient client: retries connection errors, timeouts and 5xx (honouring Retry-After)."""
         deadline = time.monotonic() + self.settle_s
@@ -197,7 +201,7 @@ class Soak:
 
     def _submit(self, job: Planned, started: float) -> None:
         time.sleep(max(0.0, started + job.at - time.monotonic()))
-        headers = {**API, "Idempotency-Key": job.key}
+        headers = {**self._auth(), "Idempotency-Key": job.key}
         response = self._call("POST", "/v1/grading-jobs", json=job.body, headers=headers)
         if response.status_code != 202:
             self._violation(f"{job.key}: POST answered {response.status_code}")
@@ -218,7 +222,7 @@ class Soak:
                 self._violation(f"{job.key}: other-body duplicate answered {again.status_code}")
         if job.cancel_after is not None:
             time.sleep(job.cancel_after)
-            cancel = self._call("POST", f"/v1/grading-jobs/{job_id}/cancel", headers=API)
+            cancel = self._call("POST", f"/v1/grading-jobs/{job_id}/cancel", headers=self._auth())
             self.cancels[str(cancel.status_code)] += 1
             if cancel.status_code not in (200, 409):
                 self._violation(f"{job.key}: cancel answered {cancel.status_code}")
@@ -228,7 +232,7 @@ class Soak:
         """Poll like a client until the job is final, and remember what it said."""
         deadline = time.monotonic() + self.duration_s + self.settle_s
         while time.monotonic() < deadline:
-            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=API).json()
+            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=self._auth()).json()
             if job["status"] in FINAL:
                 with self._lock:
                     self.seen_final[job_id] = job
@@ -434,7 +438,6 @@ def soak_stack(data_dir: Path, output: Any) -> LocalStack:
     queues.write_text(json.dumps(QUEUES))
     config = StackConfig.on_free_ports(
         data_dir / "data",
-        client_keys=f"soak={API_KEY}",
         recover_every_s=3.0,
         bus_args=BUS_ARGS,
         env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
@@ -476,9 +479,7 @@ def shipped_rescue(kills: int, data_dir: Path) -> dict[str, Any]:
     rng = random.Random(kills)
     times = []
     with (data_dir / "stack.log").open("w") as log:
-        config = StackConfig.on_free_ports(
-            data_dir / "data", client_keys=f"soak={API_KEY}", recover_every_s=0
-        )
+        config = StackConfig.on_free_ports(data_dir / "data", recover_every_s=0)
         stack = LocalStack(config, output=log)
         stack.start()
         try:
@@ -489,7 +490,10 @@ def shipped_rescue(kills: int, data_dir: Path) -> dict[str, Any]:
                     "rubric": "names ATP",
                     "metadata": {"simulate": {"latency_s": 60}},
                 }
-                headers = {**API, "Idempotency-Key": f"rescue-{n}-{time.time()}"}
+                headers = {
+                    "Authorization": f"Bearer {stack.api_key}",
+                    "Idempotency-Key": f"rescue-{n}",
+                }
                 url = config.url("intake") + "/v1/grading-jobs"
                 job_id = requests.post(url, json=body, headers=headers, timeout=10).json()["id"]
                 while _started(stack, job_id) < 1:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -53,6 +54,8 @@ PUSH_CALLERS = {
     "notification": (PUSH_ACCOUNT,),
     "analytics": (PUSH_ACCOUNT,),
 }
+#: Request limits and problem+json refusals, as in the container image.
+GUNICORN_CONFIG = "python:shared.http.gunicorn_conf"
 
 
 def free_port() -> int:
@@ -78,7 +81,8 @@ class StackConfig:
         }
     )
     backend: str = EMBEDDED
-    client_keys: str = "demo=demo-key"
+    #: The client the development API key (made at start) belongs to.
+    client_id: str = "demo"
     worker_threads: int = 16
     recover_every_s: float = 30.0
     env: dict[str, str] = field(default_factory=dict)
@@ -109,6 +113,8 @@ class LocalStack:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        #: A working API key of `config.client_id`, issued when the stack starts.
+        self.api_key = ""
 
     # --- process management ------------------------------------------------------------
 
@@ -125,12 +131,15 @@ class LocalStack:
             "GRADEQ_BACKEND": "embedded",
             "GRADEQ_DATA_DIR": str(cfg.data_dir),
             "GRADEQ_WORKER_URL": cfg.url("worker"),
-            "GRADEQ_CLIENT_KEYS": cfg.client_keys,
             "GRADEQ_PUSH_AUTH": "oidc",
             "GRADEQ_PUSH_VERIFY_SIGNATURE": "false",
             "GRADEQ_TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
             "GRADEQ_BUS_SERVICE_ACCOUNT": PUSH_ACCOUNT,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
+            # The development key may read the analytics reports.
+            "GRADEQ_ANALYTICS_READERS": cfg.client_id,
+            # Local runs may call back to a receiver on this machine.
+            "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }
         if name in PUSH_CALLERS:
             env["GRADEQ_PUSH_AUDIENCE"] = cfg.url(name)
@@ -159,6 +168,7 @@ class LocalStack:
             threads = cfg.worker_threads if name == "worker" else 4
             return [
                 sys.executable, "-m", "gunicorn",
+                "--config", GUNICORN_CONFIG,
                 "--bind", f"127.0.0.1:{cfg.ports[name]}",
                 "--workers", "1", "--worker-class", "gthread", "--threads", str(threads),
                 "--timeout", "0", "--graceful-timeout", "8", "--log-level", "warning",
@@ -185,6 +195,7 @@ class LocalStack:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
+        self.api_key = self.issue_api_key(self.config.client_id)
         names = self.process_names()
         try:
             for name in names:
@@ -197,6 +208,19 @@ class LocalStack:
         if self._ticker is None and self.config.recover_every_s > 0:
             self._ticker = threading.Thread(target=self._recover_loop, daemon=True)
             self._ticker.start()
+
+    def issue_api_key(self, client_id: str) -> str:
+        """Issue a key with the admin command, in the store the intake reads."""
+        made = subprocess.run(
+            [sys.executable, "-m", "services.intake.keys", "create", "--client", client_id],
+            env=self.environment("intake"),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        key: str = json.loads(made.stdout)["key"]
+        return key
 
     def _spawn(self, name: str) -> None:
         # Through localcloud.child: the process dies with this one, even on SIGKILL. Spawn

@@ -12,6 +12,7 @@ case "${SERVICE:-}" in
 esac
 
 exec gunicorn \
+  --config python:shared.http.gunicorn_conf \
   --bind ":${PORT:-8080}" \
   --workers 1 \
   --threads "${THREADS:-8}" \

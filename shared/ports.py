@@ -12,15 +12,50 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """One page of a client's jobs: filters, a page size, and where the last page ended."""
+
+    client_id: str
+    limit: int
+    status: JobStatus | None = None
+    submission_id: str | None = None
+    #: (created_at, id) of the last job of the previous page.
+    after: tuple[datetime, str] | None = None
 
 
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
-    def create(self, job: Job) -> tuple[Job, bool]:
-        """Insert `job` unless its id exists; return (stored job, created?)."""
+    def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
+        """Insert `job` unless its id exists; return (stored job, created?).
+
+        Creating counts the job as not yet final for its client and in total, in the same
+        transaction; with `limits`, a new job past a ceiling raises TooManyActiveJobs or
+        BacklogFull and nothing is written (an existing job is returned whatever the
+        counts: a retried request is never refused for the job it already made).
+        """
+        ...
+
+    def list_jobs(self, query: JobQuery) -> list[Job]:
+        """The client's jobs matching `query`, newest first (created_at, then id, descending).
+
+        At most `query.limit` jobs, starting after `query.after` when given.
+        """
+        ...
+
+    def active_counts(self, client_id: str) -> ActiveCounts:
+        """Jobs not yet final of this client and of everyone, as the counters hold them."""
+        ...
+
+    def active_jobs_of(self, client_id: str) -> int:
+        """Jobs not yet final of this client (one counter read)."""
         ...
 
     def get(self, job_id: str) -> Job | None:
@@ -31,8 +66,10 @@ class JobStore(Protocol):
         """Atomically apply `mutate` to the current job and store its result.
 
         `mutate` may raise (a domain error): then nothing is written and the error
-        propagates. Raises `JobNotFound` for an unknown id. `mutate` may be called more
-        than once when the store retries a contended transaction, so it must be pure.
+        propagates. When the job first reaches a final state its client's and the total
+        count of jobs not yet final drop by one in the same transaction. Raises
+        `JobNotFound` for an unknown id. `mutate` may be called more than once when the
+        store retries a contended transaction, so it must be pure.
         """
         ...
 
@@ -136,4 +173,24 @@ class EventRecords(Protocol):
 
     def records(self, subscriber: str) -> list[dict[str, Any]]:
         """Every record the subscriber stored, oldest first."""
+        ...
+
+
+class ApiKeyStore(Protocol):
+    """Issued API keys by key id, stored as digests (never the key itself)."""
+
+    def add(self, key: ApiKey) -> None:
+        """Store a newly issued key; its key id must be new."""
+        ...
+
+    def get(self, key_id: str) -> ApiKey | None:
+        """The key with this id, or None."""
+        ...
+
+    def list(self, client_id: str | None = None) -> list[ApiKey]:
+        """Every key (of one client), oldest first."""
+        ...
+
+    def revoke(self, key_id: str, now: datetime) -> ApiKey:
+        """Mark the key revoked at `now` (kept for audit); raise ApiKeyNotFound if unknown."""
         ...

@@ -97,6 +97,14 @@ def google_processed_events(firestore_clean: Any) -> Any:
     return FirestoreProcessedEvents(firestore_clean, "processed_events", JOB_TTL)
 
 
+@pytest.fixture
+def google_api_key_store(firestore_clean: Any) -> Any:
+    """A FirestoreApiKeyStore on an empty emulator database."""
+    from shared.adapters.google.api_key_store import FirestoreApiKeyStore
+
+    return FirestoreApiKeyStore(firestore_clean, "api_keys")
+
+
 # --- Pub/Sub -------------------------------------------------------------------------
 
 

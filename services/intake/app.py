@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Response, jsonify
 
-from services.intake.client_auth import ApiKeyAuthenticator
+from services.intake.body import check_request_head
+from services.intake.client_auth import ClientAuthenticator
+from services.intake.cors import register_cors
+from services.intake.firebase_auth import FirebaseAuthenticator
+from services.intake.openapi import OPENAPI_PATH, openapi_document
+from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
-from shared.bootstrap import Adapters, build_adapters, build_clock
+from shared.bootstrap import Adapters, adapter_family, build_clock
 from shared.config.settings import Settings
+from shared.domain.admission import AdmissionLimits
+from shared.http.callback_guard import CallbackGuard
+from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
-from shared.ports import Clock
+from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.intake import IntakeService
 
 MAX_BODY_BYTES = 160 * 1024
@@ -22,19 +30,56 @@ def create_app(
     settings: Settings | None = None,
     adapters: Adapters | None = None,
     clock: Clock | None = None,
+    guard: CallbackGuard | None = None,
+    api_keys: ApiKeyStore | None = None,
+    firebase: FirebaseAuthenticator | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
-    adapters = adapters or build_adapters(settings)
+    family = adapter_family(settings)
+    adapters = adapters or Adapters(
+        family.job_store(), family.task_queue(), family.event_publisher()
+    )
+    clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
-    app.extensions["gradeq.client_auth"] = ApiKeyAuthenticator(settings.client_key_map())
+    app.extensions["gradeq.client_auth"] = ClientAuthenticator(
+        ApiKeyAuthenticator(api_keys or family.api_key_store(), clock),
+        firebase or _firebase(settings),
+    )
+    app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        allow_loopback=settings.callback_allow_loopback
+    )
+    app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
+        settings.submit_burst, settings.submit_rate_per_s, clock
+    )
+    limits = AdmissionLimits(
+        settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
+    )
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock or build_clock()
+        adapters.store, adapters.queue, adapters.publisher, clock, limits, settings.fair_spacing()
     )
     register_error_handlers(app)
+    app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)
     register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
     app.register_blueprint(bp)
+    app.add_url_rule(OPENAPI_PATH, "openapi", _serve_openapi)
+    register_cors(app, settings.cors_origin_list())
     return app
+
+
+def _firebase(settings: Settings) -> FirebaseAuthenticator | None:
+    """ID tokens are accepted when a Firebase project is configured."""
+    if not settings.firebase_project_id:
+        return None
+    return FirebaseAuthenticator(
+        settings.firebase_project_id,
+        settings.firebase_client_claim,
+        settings.firebase_tenant_client_map(),
+    )
+
+
+def _serve_openapi() -> Response:
+    return jsonify(openapi_document())

@@ -1,32 +1,35 @@
-"""Authenticate API clients by bearer key; every job is scoped to its client."""
+"""Authenticate callers: server clients by API key, web frontends by Firebase ID token.
+
+Either way the caller becomes one client id, and every job is scoped to it.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 from flask import request
 
+from services.intake.firebase_auth import FirebaseAuthenticator
+from shared.domain.api_keys import PREFIX
+from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
 
+#: A frontend sends this header (value "user") to scope jobs to the signed-in user.
+SCOPE_HEADER = "Gradeq-Scope"
 
-class ApiKeyAuthenticator:
-    """Map `Authorization: Bearer <key>` to a client id, comparing digests in constant time."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
-        if not keys:
-            raise ValueError("GRADEQ_CLIENT_KEYS is empty: no client could use the API")
-        self._digests = [(hashlib.sha256(k.encode()).digest(), c) for k, c in keys.items()]
+class ClientAuthenticator:
+    """Read `Authorization: Bearer ...` and answer the caller's client id."""
+
+    def __init__(
+        self, api_keys: ApiKeyAuthenticator, firebase: FirebaseAuthenticator | None = None
+    ) -> None:
+        self._api_keys = api_keys
+        self._firebase = firebase
 
     def client_id(self) -> str:
-        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not key:
-            raise Unauthenticated("send your API key as 'Authorization: Bearer <key>'")
-        digest = hashlib.sha256(key.encode()).digest()
-        found = None
-        for known, client in self._digests:
-            if hmac.compare_digest(known, digest):
-                found = client
-        if found is None:
-            raise Unauthenticated("unknown API key")
-        return found
+        credential = bearer_credential()
+        if credential.startswith(PREFIX):
+            return self._api_keys.client_for(credential)
+        if self._firebase is not None and credential.count(".") == 2:
+            per_user = request.headers.get(SCOPE_HEADER, "").strip().lower() == "user"
+            return self._firebase.client_for(credential, per_user)
+        raise Unauthenticated("unknown credential")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 
-from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from services.intake.client_auth import ApiKeyAuthenticator
-from services.intake.schemas import parse_grading_request
-from services.intake.views import job_view
-from shared.domain.errors import ValidationFailed
+from services.intake.body import read_json_body
+from services.intake.client_auth import ClientAuthenticator
+from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
+from services.intake.schemas import parse_grading_request, parse_list_query
+from services.intake.views import JobPage, job_model, job_view
 from shared.domain.job import Job
+from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
 from shared.service_layer.intake import IntakeService
 
@@ -27,7 +28,7 @@ def _service() -> IntakeService:
 
 
 def _client_id() -> str:
-    auth: ApiKeyAuthenticator = current_app.extensions["gradeq.client_auth"]
+    auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
     return auth.client_id()
 
 
@@ -40,26 +41,51 @@ def _respond(job: Job, status: int) -> Response:
     return response
 
 
+def _spend_submission(client_id: str) -> None:
+    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.rate_limiter"]
+    try:
+        g.rate_quota = limiter.take(client_id)
+    except RateLimited as exc:
+        g.rate_quota = exc.quota
+        raise
+
+
+@bp.after_request
+def _rate_limit_headers(response: Response) -> Response:
+    quota = g.get("rate_quota")
+    if quota is not None:
+        response.headers.update(quota.headers())
+    return response
+
+
 @bp.post("")
 def create_job() -> Response:
     client_id = _client_id()
+    _spend_submission(client_id)
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     key = request.headers.get("Idempotency-Key")
     if key is None or not _KEY.match(key):
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
-    try:
-        payload = json.loads(request.get_data(cache=False))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed(
-            "the body is not valid JSON", errors=[{"field": "", "message": str(exc)}]
-        ) from exc
+    payload = read_json_body(current_app.config["MAX_CONTENT_LENGTH"])
     grading_request = parse_grading_request(payload)
+    if grading_request.callback_url is not None:
+        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+        guard.check(grading_request.callback_url)
     submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)
     if not submission.created:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+@bp.get("")
+def list_jobs() -> Response:
+    client_id = _client_id()
+    query = parse_list_query(request.args.to_dict())
+    page = _service().list(client_id, query.limit, query.status, query.submission_id, query.cursor)
+    body = JobPage(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
+    return jsonify(body.model_dump(mode="json"))
 
 
 @bp.get("/<job_id>")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -15,10 +17,18 @@ from pydantic import (
 )
 
 from shared.domain.errors import ValidationFailed
-from shared.domain.job import GradingRequest
+from shared.domain.job import GradingRequest, JobStatus
+from shared.domain.rubric import criteria_of
+from shared.service_layer.intake import MAX_SCHEDULE_AHEAD
 
 MAX_ANSWER_BYTES = 100 * 1024
 MAX_METADATA_BYTES = 4 * 1024
+MAX_SCHEDULE_DAYS = MAX_SCHEDULE_AHEAD.days
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
 
 Text = Annotated[str, StringConstraints(strip_whitespace=False, min_length=1, max_length=256)]
 Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
@@ -39,12 +49,33 @@ class GradingJobIn(BaseModel):
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    not_before: Annotated[AwareDatetime, Field(strict=False)] | None = Field(
+        default=None,
+        description=(
+            "RFC 3339 date-time with an offset; grading starts no earlier, at most "
+            f"{MAX_SCHEDULE_DAYS} days ahead"
+        ),
+    )
 
     @field_validator("answer")
     @classmethod
     def _answer_size(cls, value: str) -> str:
         if len(value.encode()) > MAX_ANSWER_BYTES:
             raise ValueError(f"must be at most {MAX_ANSWER_BYTES} bytes of UTF-8")
+        return value
+
+    @field_validator("not_before", mode="before")
+    @classmethod
+    def _rfc3339_text(cls, value: object) -> object:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("must be an RFC 3339 date-time string")
+        return value
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
+        if not criteria_of(value):
+            raise ValueError("must name at least one criterion (blank items do not count)")
         return value
 
     @field_validator("callback_url")
@@ -75,7 +106,40 @@ class GradingJobIn(BaseModel):
             max_score=self.max_score,
             callback_url=self.callback_url,
             metadata=self.metadata,
+            not_before=_rfc3339(self.not_before) if self.not_before else None,
         )
+
+
+class JobListQuery(BaseModel):
+    """GET /v1/grading-jobs query: filters, page size and the cursor of the next page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: JobStatus | None = None
+    submission_id: Text | None = None
+    cursor: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+def parse_list_query(args: dict[str, str]) -> JobListQuery:
+    """Validate the list query string; raise ValidationFailed listing every bad parameter."""
+    try:
+        return JobListQuery.model_validate(args)
+    except ValidationError as exc:
+        raise _failed(exc, "invalid query parameters") from exc
+
+
+def _failed(exc: ValidationError, summary: str) -> ValidationFailed:
+    errors = []
+    for err in exc.errors(include_url=False):
+        # A union reports each branch; name the field, not the branch.
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
+        if loc and loc[0] == "rubric" and len(loc) > 1 and not isinstance(loc[1], int):
+            loc = loc[:1]
+        errors.append({"field": ".".join(str(p) for p in loc), "message": err["msg"]})
+    unique = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in errors)]
+    fields = sorted({e["field"] for e in unique})
+    return ValidationFailed(f"{summary}: {', '.join(fields)}", errors=unique)
 
 
 def parse_grading_request(payload: object) -> GradingRequest:
@@ -88,13 +152,4 @@ def parse_grading_request(payload: object) -> GradingRequest:
     try:
         return GradingJobIn.model_validate(payload).to_request()
     except ValidationError as exc:
-        errors = []
-        for err in exc.errors(include_url=False):
-            # A union reports each branch; name the field, not the branch.
-            loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
-            if loc and loc[0] == "rubric" and len(loc) > 1 and not isinstance(loc[1], int):
-                loc = loc[:1]
-            errors.append({"field": ".".join(str(p) for p in loc), "message": err["msg"]})
-        unique = [dict(t) for t in dict.fromkeys(tuple(sorted(e.items())) for e in errors)]
-        fields = sorted({e["field"] for e in unique})
-        raise ValidationFailed(f"invalid fields: {', '.join(fields)}", errors=unique) from exc
+        raise _failed(exc, "invalid fields") from exc

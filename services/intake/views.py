@@ -1,33 +1,121 @@
-"""The public JSON shape of a job."""
+"""The public JSON shapes the intake answers with, as pydantic models.
+
+The same models render every answer and generate the OpenAPI document
+(`services.intake.openapi`), so the document cannot drift from what is served.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from shared.domain.job import Job
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.domain.job import Job, JobStatus
 
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
+class Timings(BaseModel):
+    """Milliseconds spent waiting, grading, and in all (null until known)."""
+
+    queue_wait_ms: int | None
+    processing_ms: int | None
+    total_ms: int | None
+
+
+class Result(BaseModel):
+    """A finished grading."""
+
+    score: float
+    max_score: float
+    feedback: str
+    criteria: list[dict[str, Any]]
+    grader: str
+
+
+class JobErrorView(BaseModel):
+    """Why the last attempt or the whole job failed; `type` is a stable slug."""
+
+    type: str
+    message: str
+
+
+class JobView(BaseModel):
+    """A grading job as its client sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: JobStatus
+    submission_id: str
+    assignment_id: str | None
+    attempts: int = Field(ge=0)
+    created_at: str
+    started_at: str | None
+    completed_at: str | None
+    last_updated_at: str
+    not_before: str | None = None
+    timings: Timings
+    result: Result | None = None
+    error: JobErrorView | None = None
+
+
+class JobPage(BaseModel):
+    """One page of a client's jobs, newest first; `next_cursor` fetches the next."""
+
+    jobs: list[JobView]
+    next_cursor: str | None
+
+
+class FieldError(BaseModel):
+    """One invalid field of a request body ("" is the body itself)."""
+
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document; `type` is stable, `detail` is for humans."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+    limit: int | None = None
+
+
+def job_model(job: Job) -> JobView:
+    """The job as its client sees it: status, timings, and the result or error once final."""
+    created_at = _iso(job.created_at)
+    updated_at = _iso(job.updated_at)
+    assert created_at is not None and updated_at is not None
+    return JobView(
+        id=job.id,
+        status=job.status,
+        submission_id=job.request.submission_id,
+        assignment_id=job.request.assignment_id,
+        attempts=job.attempts,
+        created_at=created_at,
+        started_at=_iso(job.started_at),
+        completed_at=_iso(job.completed_at),
+        last_updated_at=updated_at,
+        not_before=job.request.not_before,
+        timings=Timings(**job.timings()),
+        result=Result(**job.result.to_dict()) if job.result else None,
+        error=JobErrorView(**job.error.to_dict()) if job.error else None,
+    )
+
+
 def job_view(job: Job) -> dict[str, Any]:
-    """Render a job for its client: status, timings, and the result or error once final."""
-    view: dict[str, Any] = {
-        "id": job.id,
-        "status": job.status.value,
-        "submission_id": job.request.submission_id,
-        "assignment_id": job.request.assignment_id,
-        "attempts": job.attempts,
-        "created_at": _iso(job.created_at),
-        "started_at": _iso(job.started_at),
-        "completed_at": _iso(job.completed_at),
-        "last_updated_at": _iso(job.updated_at),
-        "timings": job.timings(),
-    }
-    if job.result is not None:
-        view["result"] = job.result.to_dict()
-    if job.error is not None:
-        view["error"] = job.error.to_dict()
+    """The JSON of `job_model`, leaving out the result and error until there are any."""
+    view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
+    for optional in ("result", "error", "not_before"):
+        if view[optional] is None:
+            del view[optional]
     return view

@@ -8,24 +8,36 @@ from __future__ import annotations
 
 from flask import Flask
 
-from services.notification.notifier import Notifier
+from services.notification.notifier import SUBSCRIBER, Notifier
 from services.notification.webhook import WebhookSender
 from shared.bootstrap import adapter_family
 from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
+from shared.http.callback_guard import CallbackGuard
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
-from shared.http.subscriber import push_blueprint, register_subscriber_health
+from shared.http.subscriber import (
+    push_blueprint,
+    record_malformed,
+    register_subscriber_health,
+)
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import ProcessedEvents
 
 
-def create_app(settings: Settings | None = None, processed: ProcessedEvents | None = None) -> Flask:
+def create_app(
+    settings: Settings | None = None,
+    processed: ProcessedEvents | None = None,
+    guard: CallbackGuard | None = None,
+) -> Flask:
     """Build the notification app; the processed-events store comes from the settings."""
     settings = settings or Settings()
     configure_logging("notification", settings.log_level)
-    sender = WebhookSender(settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s)
+    guard = guard or CallbackGuard(allow_loopback=settings.callback_allow_loopback)
+    sender = WebhookSender(
+        settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s, guard
+    )
     verifier = build_verifier(settings)
     processed = processed or adapter_family(settings).processed_events()
     notifier = Notifier(processed, sender)
@@ -37,5 +49,7 @@ def create_app(settings: Settings | None = None, processed: ProcessedEvents | No
     register_error_handlers(app)
     register_trace_context(app, settings.project_id)
     register_subscriber_health(app, processed)
-    app.register_blueprint(push_blueprint(verifier, handle))
+    app.register_blueprint(
+        push_blueprint(verifier, handle, record_malformed(processed, SUBSCRIBER))
+    )
     return app

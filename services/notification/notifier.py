@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from services.notification.webhook import WebhookSender
 from shared.domain.events import GradingCompleted
+from shared.http.callback_guard import CallbackRefused
 from shared.ports import ProcessedEvents
 
 SUBSCRIBER = "notification"
@@ -19,6 +20,7 @@ class Handled(StrEnum):
     DUPLICATE = "duplicate"
     DELIVERED = "delivered"
     NO_CALLBACK = "no-callback"
+    REFUSED = "refused"
 
 
 class Notifier:
@@ -35,14 +37,24 @@ class Notifier:
             return Handled.DUPLICATE
         record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
         if event.callback_url:
-            record["callback_status"] = self._sender.send(event, event.callback_url)
-            handled = Handled.DELIVERED
+            try:
+                record["callback_status"] = self._sender.send(event, event.callback_url)
+                handled = Handled.DELIVERED
+            except CallbackRefused as exc:
+                # Redelivery cannot make the address public: record the refusal, ack.
+                log.warning("callback refused", extra={"reason": exc.detail})
+                record["callback_refused"] = exc.detail
+                handled = Handled.REFUSED
         else:
             handled = Handled.NO_CALLBACK
         # Two concurrent deliveries may both send; the client dedupes on webhook-id.
         self._processed.add(SUBSCRIBER, event.event_id, record)
         log.info(
-            "event notified" if handled is Handled.DELIVERED else "event has no callback_url",
+            {
+                Handled.DELIVERED: "event notified",
+                Handled.REFUSED: "event recorded without a webhook",
+                Handled.NO_CALLBACK: "event has no callback_url",
+            }[handled],
             extra={"event_id": event.event_id, "outcome": event.outcome.value},
         )
         return handled

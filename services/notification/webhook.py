@@ -16,6 +16,12 @@ from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 from shared.codecs.cloudevent import STRUCTURED_CONTENT_TYPE, to_structured_json
 from shared.domain.errors import GradeqError
 from shared.domain.events import GradingCompleted
+from shared.http.callback_guard import (
+    CallbackGuard,
+    CallbackRefused,
+    guarded_session,
+    refused_by_guard,
+)
 
 USER_AGENT = "Gradeq-Webhooks/1"
 
@@ -32,7 +38,11 @@ class WebhookSender:
     """POST events to callback URLs, signed with the `whsec_...` webhook secret."""
 
     def __init__(
-        self, secret: str, timeout_s: float, session: requests.Session | None = None
+        self,
+        secret: str,
+        timeout_s: float,
+        guard: CallbackGuard,
+        session: requests.Session | None = None,
     ) -> None:
         if not secret:
             raise ValueError("GRADEQ_WEBHOOK_SECRET must be set (a whsec_... secret)")
@@ -42,10 +52,17 @@ class WebhookSender:
             # The message never includes the secret itself.
             raise ValueError("GRADEQ_WEBHOOK_SECRET is not a whsec_<base64> secret") from exc
         self._timeout_s = timeout_s
-        self._session = session or requests.Session()
+        self._guard = guard
+        # The guarded session connects only to addresses vetted when it connects.
+        self._session = session or guarded_session(guard)
 
     def send(self, event: GradingCompleted, url: str) -> int:
-        """Deliver the event to `url`; return the 2xx status or raise CallbackFailed."""
+        """Deliver the event to `url`; return the 2xx status or raise CallbackFailed.
+
+        Raise CallbackRefused, without connecting, when `url` now resolves to a
+        non-public address.
+        """
+        self._guard.check(url)
         body = to_structured_json(event).decode("utf-8")
         now = datetime.now(UTC)
         headers = {
@@ -66,6 +83,9 @@ class WebhookSender:
                 allow_redirects=False,
             )
         except requests.RequestException as exc:
+            refused = refused_by_guard(exc)
+            if refused is not None:
+                raise CallbackRefused(refused.detail) from exc
             raise CallbackFailed(f"callback at {host} unreachable: {type(exc).__name__}") from exc
         if not 200 <= response.status_code < 300:
             raise CallbackFailed(

@@ -13,6 +13,7 @@ from typing import Protocol
 from shared.clock import SystemClock
 from shared.config.settings import Backend, Settings
 from shared.ports import (
+    ApiKeyStore,
     Clock,
     EventPublisher,
     EventRecords,
@@ -35,6 +36,8 @@ class AdapterFamily(Protocol):
     def processed_events(self) -> ProcessedEvents: ...
 
     def event_records(self) -> EventRecords: ...
+
+    def api_key_store(self) -> ApiKeyStore: ...
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -30,6 +31,9 @@ class EmbeddedFamily:
         queue = self._settings.queue_config()
         # Relative to the worker: the dispatcher adds the worker's current base URL.
         return SqliteTaskQueue(self._db, queue, queue.target_path)
+
+    def api_key_store(self) -> SqliteApiKeyStore:
+        return SqliteApiKeyStore(self._db)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from google.cloud import firestore
 
+from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_store import FirestoreJobStore
@@ -39,7 +40,11 @@ class GoogleFamily:
     def job_store(self) -> FirestoreJobStore:
         s = self._settings
         return FirestoreJobStore(
-            self._firestore, s.jobs_collection, self._ttl, s.firestore_deadline_s
+            self._firestore,
+            s.jobs_collection,
+            self._ttl,
+            s.firestore_deadline_s,
+            counters_collection=s.counters_collection,
         )
 
     def task_queue(self) -> CloudTasksQueue:
@@ -54,6 +59,10 @@ class GoogleFamily:
             service_account=s.tasks_service_account,
             audience=worker_url,
         )
+
+    def api_key_store(self) -> FirestoreApiKeyStore:
+        s = self._settings
+        return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.store_wait_s)
 
     def event_publisher(self) -> PubSubEventPublisher:
         client = publisher_client()

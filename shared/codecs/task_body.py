@@ -30,7 +30,8 @@ def decode_task_body(body: bytes) -> str:
     """Return the job id a task body carries; raise MalformedTaskBody otherwise."""
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: arrays or objects nested deeper than the parser's stack.
         raise MalformedTaskBody("the body is not JSON") from exc
     if not isinstance(payload, dict) or set(payload) != {"job_id"}:
         raise MalformedTaskBody('the body must be {"job_id": "..."}')

@@ -53,6 +53,30 @@ class JobNotFound(GradeqError):
     status = 404
 
 
+class TooManyActiveJobs(GradeqError):
+    """The client's ceiling on jobs not yet final is reached (`limit` names it)."""
+
+    slug = "too-many-active-jobs"
+    title = "Too many of this client's jobs are not yet final"
+    status = 429
+
+    def __init__(self, detail: str, retry_after_s: int, limit: int) -> None:
+        super().__init__(detail, limit=limit)
+        self.retry_after_s = retry_after_s
+
+
+class BacklogFull(GradeqError):
+    """The global ceiling on jobs not yet final is reached."""
+
+    slug = "backlog-full"
+    title = "The service's backlog is full"
+    status = 503
+
+    def __init__(self, detail: str, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
 # --- job state errors ----------------------------------------------------------------
 
 

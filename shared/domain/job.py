@@ -69,10 +69,19 @@ class GradingRequest:
     assignment_id: str | None = None
     callback_url: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Not to be graded before this moment (RFC 3339, UTC); None: as soon as possible.
+    not_before: str | None = None
+
+    @property
+    def scheduled_for(self) -> datetime | None:
+        """`not_before` as a datetime."""
+        return datetime.fromisoformat(self.not_before) if self.not_before else None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["rubric"] = list(self.rubric) if isinstance(self.rubric, tuple) else self.rubric
+        if data["not_before"] is None:
+            del data["not_before"]  # the fingerprint of an unscheduled request is unchanged
         return data
 
     @classmethod
@@ -86,6 +95,7 @@ class GradingRequest:
             assignment_id=data.get("assignment_id"),
             callback_url=data.get("callback_url"),
             metadata=dict(data.get("metadata") or {}),
+            not_before=data.get("not_before"),
         )
 
 

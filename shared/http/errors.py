@@ -27,3 +27,21 @@ class IdempotencyKeyInvalid(GradeqError):
     slug = "idempotency-key-invalid"
     title = "Idempotency-Key header missing or malformed"
     status = 400
+
+
+class NestingTooDeep(GradeqError):
+    slug = "nesting-too-deep"
+    title = "The JSON body is nested too deeply"
+    status = 400
+
+
+class UriTooLong(GradeqError):
+    slug = "uri-too-long"
+    title = "The request target is too long"
+    status = 414
+
+
+class HeaderFieldsTooLarge(GradeqError):
+    slug = "header-fields-too-large"
+    title = "A request header is too large"
+    status = 431

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from flask import Flask, Response, jsonify
@@ -35,9 +36,21 @@ def problem(
 
 
 def problem_for(error: GradeqError, status: int | None = None) -> Response:
-    """Render a Gradeq error (with its own status unless one is given)."""
+    """Render a Gradeq error (with its own status unless one is given).
+
+    A 429 or 503 error that carries `retry_after_s` answers with a Retry-After header too.
+    """
+    headers = {}
+    retry_after = getattr(error, "retry_after_s", None)
+    if (status or error.status) in (429, 503) and isinstance(retry_after, int | float):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     return problem(
-        status or error.status, error.slug, error.title, error.detail, **error.extensions
+        status or error.status,
+        error.slug,
+        error.title,
+        error.detail,
+        headers=headers,
+        **error.extensions,
     )
 
 
@@ -49,7 +62,7 @@ def register_error_handlers(app: Flask) -> None:
         if error.status >= 500:
             log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
         response = problem_for(error)
-        if error.status == 503:
+        if error.status == 503 and "Retry-After" not in response.headers:
             # A busy or unreachable dependency: tell the client (or the queue) when to retry.
             response.headers["Retry-After"] = str(app.config.get("RETRY_AFTER_S", 1))
         return response

@@ -1,18 +1,22 @@
 """Flask plumbing every event subscriber shares: the authenticated push route and probes.
 
 A handler answers 2xx only after its work is durable; any error becomes a problem
-document with a non-2xx status, and the bus (or Pub/Sub) redelivers with backoff.
+document with a non-2xx status, and the bus (or Pub/Sub) redelivers with backoff. A
+malformed delivery can never succeed, so it is recorded once and acknowledged (204):
+redelivering it would only repeat the failure until the message expires.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
 
 from flask import Blueprint, Flask, Response, g, request
 
-from shared.codecs.push_envelope import ReceivedEvent, from_push_envelope
+from shared.codecs.push_envelope import InvalidPushEnvelope, ReceivedEvent, from_push_envelope
 from shared.http.health import register_health
 from shared.http.push_auth import PushVerifier, require_push_token
 from shared.logs import job_context
@@ -22,14 +26,40 @@ PUSH_PATH = "/pubsub/push"
 log = logging.getLogger(__name__)
 
 
-def push_blueprint(verifier: PushVerifier, handle: Callable[[ReceivedEvent], None]) -> Blueprint:
-    """Serve POST /pubsub/push: check the bearer token, decode the event, run `handle`."""
+#: Called with the raw body of a delivery that cannot be decoded, and why.
+MalformedHandler = Callable[[bytes, InvalidPushEnvelope], None]
+
+
+def _decode(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # from_push_envelope refuses it as "not a JSON object"
+
+
+def push_blueprint(
+    verifier: PushVerifier,
+    handle: Callable[[ReceivedEvent], None],
+    malformed: MalformedHandler | None = None,
+) -> Blueprint:
+    """Serve POST /pubsub/push: check the bearer token, decode the event, run `handle`.
+
+    With `malformed`, an undecodable delivery is passed to it and acknowledged; without,
+    it is answered 400 (and redelivered).
+    """
     blueprint = Blueprint("pubsub", __name__, url_prefix="/pubsub")
     blueprint.before_request(require_push_token(verifier))
 
     @blueprint.post("/push")
     def push() -> Response:
-        received = from_push_envelope(request.get_json(silent=True))
+        raw = request.get_data(cache=False)
+        try:
+            received = from_push_envelope(_decode(raw))
+        except InvalidPushEnvelope as exc:
+            if malformed is None:
+                raise
+            malformed(raw, exc)
+            return Response(status=204)
         # Held until teardown, so the error handler's log line carries the job id too.
         g.job_context = ExitStack()
         g.job_context.enter_context(job_context(received.event.job_id))
@@ -52,3 +82,30 @@ def register_subscriber_health(app: Flask, processed: ProcessedEvents) -> None:
 
 def _probe(processed: ProcessedEvents) -> None:
     processed.contains("readyz", "probe")
+
+
+def record_malformed(processed: ProcessedEvents, subscriber: str) -> MalformedHandler:
+    """Record each malformed delivery once (by message id, else body hash) and log it once."""
+    kind = f"{subscriber}.malformed"
+
+    def _record(raw: bytes, error: InvalidPushEnvelope) -> None:
+        key = _message_id(raw) or "sha256:" + hashlib.sha256(raw).hexdigest()
+        record: dict[str, object] = {"reason": error.detail, "bytes": len(raw)}
+        if processed.add(kind, key, record):
+            log.error(
+                "malformed push acknowledged and recorded",
+                extra={"reason": error.detail, "delivery": key},
+            )
+        else:
+            log.info("malformed push redelivered; already recorded", extra={"delivery": key})
+
+    return _record
+
+
+def _message_id(raw: bytes) -> str | None:
+    body = _decode(raw)
+    message = body.get("message") if isinstance(body, dict) else None
+    found = message.get("messageId") if isinstance(message, dict) else None
+    if isinstance(found, str) and 0 < len(found) <= 200:
+        return "message:" + found
+    return None

@@ -2,25 +2,62 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from shared.domain.errors import IdempotencyConflict, JobNotFound
+from shared.domain.admission import AdmissionLimits
+from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
+from shared.ports import Clock, EventPublisher, JobQuery, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
+
+#: How far ahead a job may be scheduled: Cloud Tasks' limit for a task's schedule_time.
+MAX_SCHEDULE_AHEAD = timedelta(days=30)
 
 
 def fingerprint(request: GradingRequest) -> str:
     """Hash the request canonically, to tell a retry from a different reuse of a key."""
     canonical = json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def encode_cursor(job: Job) -> str:
+    """An opaque cursor naming where a page ended."""
+    raw = json.dumps([job.created_at.isoformat(), job.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor names; ValidationFailed when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, job_id = json.loads(raw)
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None or not isinstance(job_id, str):
+            raise ValueError("not a cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "the cursor is not one this API returned",
+            errors=[{"field": "cursor", "message": "invalid cursor"}],
+        ) from exc
+    return moment, job_id
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a client's jobs, and the cursor of the next (None on the last)."""
+
+    jobs: list[Job]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)
@@ -35,8 +72,16 @@ class IntakeService:
     """Submit, read and cancel grading jobs for one authenticated client."""
 
     def __init__(
-        self, store: JobStore, queue: TaskQueue, publisher: EventPublisher, clock: Clock
+        self,
+        store: JobStore,
+        queue: TaskQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        limits: AdmissionLimits | None = None,
+        fair_spacing: timedelta = timedelta(0),
     ) -> None:
+        self._limits = limits
+        self._fair_spacing = fair_spacing
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -46,9 +91,20 @@ class IntakeService:
         """Store the job once per key, then make sure its task exists."""
         job_id = job_id_for(client_id, idempotency_key)
         with job_context(job_id):
+            now = self._clock.now()
+            scheduled = request.scheduled_for
+            if scheduled is not None and scheduled > now + MAX_SCHEDULE_AHEAD:
+                raise ValidationFailed(
+                    f"not_before may be at most {MAX_SCHEDULE_AHEAD.days} days ahead",
+                    errors=[{"field": "not_before", "message": "too far ahead"}],
+                )
             digest = fingerprint(request)
-            new = Job.new(job_id, client_id, request, digest, self._clock.now())
-            job, created = self._store.create(new)
+            new = Job.new(job_id, client_id, request, digest, now)
+            # Fairness: the client's n-th job not yet final is due n spacings from now,
+            # so another client's first job is never queued behind this client's burst.
+            ahead = self._store.active_jobs_of(client_id) if self._fair_spacing else 0
+            # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
+            job, created = self._store.create(new, self._limits)
             if not created and job.fingerprint != digest:
                 raise IdempotencyConflict(
                     "this Idempotency-Key was already used with a different request body"
@@ -56,7 +112,12 @@ class IntakeService:
             if job.status is JobStatus.PENDING:
                 # Also on a retried request: the first one may have died before enqueueing.
                 # The task name is derived from the job, so the queue dedupes it.
-                self._queue.enqueue(TaskSpec(task_name_for(job.id, job.generation), job.id))
+                # A scheduled job's task waits in the queue until not_before. The time is
+                # always given, so the queue orders every task on this service's clock.
+                due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
+                self._queue.enqueue(
+                    TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
+                )
             log.info("job accepted" if created else "job request replayed")
             return Submission(job, created)
 
@@ -66,6 +127,23 @@ class IntakeService:
         if job is None or job.client_id != client_id:
             raise JobNotFound(f"no grading job {job_id}")
         return job
+
+    def list(
+        self,
+        client_id: str,
+        limit: int,
+        status: JobStatus | None = None,
+        submission_id: str | None = None,
+        cursor: str | None = None,
+    ) -> Page:
+        """The client's jobs, newest first, `limit` at a time."""
+        after = decode_cursor(cursor) if cursor else None
+        # One more than asked tells whether another page exists.
+        query = JobQuery(client_id, limit + 1, status, submission_id, after)
+        jobs = self._store.list_jobs(query)
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        return Page(jobs, encode_cursor(jobs[-1]) if more else None)
 
     def cancel(self, client_id: str, job_id: str) -> Job:
         """Cancel a job that has not finished; announce it like any final state."""

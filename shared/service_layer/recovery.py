@@ -127,8 +127,12 @@ class RecoveryService:
         return task_name_for(job.id, job.generation)
 
     def _replay(self, job: Job, report: SweepReport) -> None:
-        replayed = self._store.update(job.id, lambda j: j.replay(self._clock.now()))
-        self._queue.enqueue(TaskSpec(self._task_name(replayed), replayed.id))
+        now = self._clock.now()
+        replayed = self._store.update(job.id, lambda j: j.replay(now))
+        # A scheduled job's new task still waits for its not_before.
+        scheduled = replayed.request.scheduled_for
+        at = scheduled if scheduled is not None and scheduled > now else now
+        self._queue.enqueue(TaskSpec(self._task_name(replayed), replayed.id, at))
         log.warning("stuck job replayed", extra={"generation": replayed.generation})
         report.replayed.append(job.id)
 

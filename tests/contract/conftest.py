@@ -69,3 +69,13 @@ def processed_events(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "google":
         return request.getfixturevalue("google_processed_events")
     return SqliteProcessedEvents(SqliteDatabase(tmp_path / "processed.sqlite3"))
+
+
+@pytest.fixture(params=["embedded", "google"])
+def api_key_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """ApiKeyStore: SQLite, or Firestore on the official emulator."""
+    from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+
+    if request.param == "google":
+        return request.getfixturevalue("google_api_key_store")
+    return SqliteApiKeyStore(SqliteDatabase(tmp_path / "keys.sqlite3"))

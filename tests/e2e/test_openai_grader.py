@@ -38,7 +38,6 @@ def stack(fake: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> I
     config = StackConfig.on_free_ports(
         root / "data",
         backend=EMBEDDED,
-        client_keys="e2e=e2e-key",
         recover_every_s=0,
         env={
             "GRADEQ_QUEUES_FILE": str(queues),

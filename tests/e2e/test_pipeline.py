@@ -29,7 +29,6 @@ from tests.support.id_tokens import google_claims, signed_id_token
 
 pytestmark = pytest.mark.e2e
 
-API = {"Authorization": "Bearer e2e-key"}
 LEASE_S = 2.0
 #: Time for the restarted worker to come up, which a second Cloud Run instance would not need.
 RESTART_SLACK_S = 5.0
@@ -62,7 +61,7 @@ def stack(
     config = StackConfig.on_free_ports(
         root / "data",
         backend=request.param,
-        client_keys="e2e=e2e-key",
+        client_id="e2e",
         recover_every_s=0,
         env={
             "GRADEQ_QUEUES_FILE": str(queues),
@@ -84,6 +83,11 @@ def stack(
     log.close()
 
 
+def api(stack: LocalStack) -> dict[str, str]:
+    """The stack's development credential."""
+    return {"Authorization": f"Bearer {stack.api_key}"}
+
+
 def submit(stack: LocalStack, key: str | None, **changes: Any) -> requests.Response:
     body = {
         "submission_id": f"sub-{uuid.uuid4().hex[:6]}",
@@ -92,7 +96,7 @@ def submit(stack: LocalStack, key: str | None, **changes: Any) -> requests.Respo
         "max_score": 9,
         **changes,
     }
-    headers = dict(API)
+    headers = api(stack)
     if key is not None:
         headers["Idempotency-Key"] = key
     return requests.post(
@@ -104,7 +108,7 @@ def wait_final(stack: LocalStack, location: str, timeout_s: float = 60) -> dict[
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job: dict[str, Any] = requests.get(
-            stack.config.url("intake") + location, headers=API, timeout=10
+            stack.config.url("intake") + location, headers=api(stack), timeout=10
         ).json()
         if job["status"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
             return job
@@ -129,7 +133,9 @@ def received_by_analytics(stack: LocalStack, job_id: str, timeout_s: float = 20)
     deadline = time.monotonic() + timeout_s
     events: list[Any] = []
     while time.monotonic() < deadline:
-        response = requests.get(stack.config.url("analytics") + f"/v1/events/{job_id}", timeout=5)
+        response = requests.get(
+            stack.config.url("analytics") + f"/v1/events/{job_id}", headers=api(stack), timeout=5
+        )
         if response.ok:
             events = response.json()["events"]
             if events:
@@ -194,7 +200,9 @@ def test_sigterm_hands_a_long_grading_back_instead_of_leaving_its_lease(
     os.killpg(worker.pid, signal.SIGTERM)  # as Cloud Run does on scale-in or redeploy
     worker.wait(timeout=10)
     assert job_lines(stack, "worker", job_id, "worker shutting down; lease released")
-    held = requests.get(stack.config.url("intake") + location, headers=API, timeout=10).json()
+    held = requests.get(
+        stack.config.url("intake") + location, headers=api(stack), timeout=10
+    ).json()
     assert held["status"] == "RETRYING" and held["error"]["type"] == "worker-shutdown"
     stack.restart("worker")
     job = wait_final(stack, location, timeout_s=60)

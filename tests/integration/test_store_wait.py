@@ -6,17 +6,21 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from services.intake.app import create_app as create_intake
 from services.worker.app import create_app as create_worker
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import build_adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.api_keys import ApiKey
 from tests.fakes import ScriptedGrader
 
 WAIT_S = 0.3
-API_KEY = "key-of-client-a"
+API_KEY, STORED_KEY = ApiKey.issue("client-a", datetime(2026, 1, 1, tzinfo=UTC))
 PUSH_TOKEN = "local-push-secret"
 
 
@@ -35,10 +39,10 @@ def write_locked(database: Path) -> Iterator[None]:
 def test_a_locked_store_gives_503_with_retry_after_within_the_wait(tmp_path: Path) -> None:
     settings = Settings(
         data_dir=tmp_path,
-        client_keys=f"client-a={API_KEY}",  # type: ignore[arg-type]
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
         store_wait_s=WAIT_S,
     )
+    SqliteApiKeyStore(SqliteDatabase(settings.database_path)).add(STORED_KEY)
     clock = FrozenClock()
     intake = create_intake(settings, build_adapters(settings), clock).test_client()
     worker = create_worker(settings, build_adapters(settings), ScriptedGrader(), clock)

@@ -7,34 +7,42 @@ file) and `target` (a recording HTTP server).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.api_keys import ApiKey
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.support.http_target import RecordingTarget
 
-API_KEY = "key-of-client-a"
-OTHER_KEY = "key-of-client-b"
+KEY_TIME = datetime(2025, 1, 1, tzinfo=UTC)
+API_KEY, _KEY_A = ApiKey.issue("client-a", KEY_TIME, key_id="clienta", secret="s" * 43)
+OTHER_KEY, _KEY_B = ApiKey.issue("client-b", KEY_TIME, key_id="clientb", secret="t" * 43)
 PUSH_TOKEN = "local-push-secret"
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(
+    """Settings on a fresh SQLite file whose key store holds API_KEY and OTHER_KEY."""
+    settings = Settings(
         data_dir=tmp_path,
-        client_keys=f"client-a={API_KEY},client-b={OTHER_KEY}",  # type: ignore[arg-type]
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
         grader_timeout_s=5,
         lease_s=1,
         heartbeat_s=0.3,
     )
+    keys = SqliteApiKeyStore(SqliteDatabase(settings.database_path))
+    keys.add(_KEY_A)
+    keys.add(_KEY_B)
+    return settings
 
 
 @pytest.fixture

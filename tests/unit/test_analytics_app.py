@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,11 @@ from flask.testing import FlaskClient
 
 from services.analytics.app import create_app
 from services.analytics.stats import summarize
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.config.settings import Settings
+from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted, Outcome
 from tests.contract.harness_events import sample_event
 from tests.fakes import FakeProcessedEvents
@@ -31,14 +35,37 @@ def _restore_logging() -> Iterator[None]:
         yield
 
 
+READER_KEY, _READER = ApiKey.issue(
+    "auditor", datetime(2025, 1, 1, tzinfo=UTC), key_id="auditor", secret="a" * 43
+)
+OUTSIDER_KEY, _OUTSIDER = ApiKey.issue(
+    "client-a", datetime(2025, 1, 1, tzinfo=UTC), key_id="outsider", secret="o" * 43
+)
+READER = {"Authorization": f"Bearer {READER_KEY}"}
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path, push_token=PUSH_TOKEN)  # type: ignore[arg-type]
+    return Settings(
+        data_dir=tmp_path,
+        push_token=PUSH_TOKEN,  # type: ignore[arg-type]
+        analytics_readers="auditor",
+    )
 
 
 @pytest.fixture
-def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
-    return create_app(settings, processed, processed).test_client()
+def keys(settings: Settings) -> SqliteApiKeyStore:
+    store = SqliteApiKeyStore(SqliteDatabase(settings.database_path))
+    store.add(_READER)
+    store.add(_OUTSIDER)
+    return store
+
+
+@pytest.fixture
+def client(
+    settings: Settings, processed: SqliteProcessedEvents, keys: SqliteApiKeyStore
+) -> FlaskClient:
+    return create_app(settings, processed, processed, keys).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "201") -> dict[str, Any]:
@@ -79,7 +106,7 @@ def test_stats_count_outcomes_and_take_medians(client: FlaskClient) -> None:
     ]
     for event in [*events, events[0]]:
         client.post("/pubsub/push", json=push_body(event), headers=AUTH)
-    stats = client.get("/v1/stats").json
+    stats = client.get("/v1/stats", headers=READER).json
     assert stats == {
         "events": 4,
         "by_outcome": {"succeeded": 2, "failed": 1, "cancelled": 1},
@@ -103,9 +130,9 @@ def test_summary_of_nothing_and_of_an_even_count() -> None:
     assert (summary["median_processing_ms"], summary["median_queue_wait_ms"]) == (300.0, None)
 
 
-def test_stats_need_a_store_that_lists_records(settings: Settings) -> None:
-    client = create_app(settings, FakeProcessedEvents()).test_client()
-    response = client.get("/v1/stats")
+def test_stats_need_a_store_that_lists_records(settings: Settings, keys: SqliteApiKeyStore) -> None:
+    client = create_app(settings, FakeProcessedEvents(), api_keys=keys).test_client()
+    response = client.get("/v1/stats", headers=READER)
     assert response.status_code == 501
     assert response.mimetype == "application/problem+json"
 
@@ -119,13 +146,34 @@ def test_pushes_without_the_token_are_refused(
     assert processed.records("analytics") == []
 
 
-def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
-    response = client.post("/pubsub/push", data="not json", headers=AUTH)
-    assert response.status_code == 400
-    assert response.json is not None
-    assert response.json["type"].endswith("/invalid-push-envelope")
+def test_a_malformed_envelope_is_acknowledged_and_recorded_once(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    for _ in range(2):
+        response = client.post("/pubsub/push", data="not json", headers=AUTH)
+        assert response.status_code == 204
+    [record] = processed.records("analytics.malformed")
+    assert "JSON object" in str(record["reason"])
+    assert processed.records("analytics") == []
 
 
 def test_probes(client: FlaskClient) -> None:
     assert client.get("/healthz").json == {"status": "ok"}
     assert client.get("/readyz").json == {"status": "ok", "checks": {"processed_events": "ok"}}
+
+
+@pytest.mark.parametrize("path", ["/v1/stats", "/v1/events/some-job"])
+def test_reads_need_a_readers_api_key(client: FlaskClient, path: str) -> None:
+    missing = client.get(path)
+    assert missing.status_code == 401 and missing.mimetype == "application/problem+json"
+    wrong = client.get(path, headers={"Authorization": "Bearer gq_auditor_" + "x" * 43})
+    assert wrong.status_code == 401
+    outsider = client.get(path, headers={"Authorization": f"Bearer {OUTSIDER_KEY}"})
+    assert outsider.status_code == 403
+    assert outsider.json is not None and outsider.json["type"].endswith("/not-an-analytics-reader")
+    assert client.get(path, headers=READER).status_code == 200
+
+
+def test_a_revoked_readers_key_is_refused(client: FlaskClient, keys: SqliteApiKeyStore) -> None:
+    keys.revoke("auditor", datetime(2025, 6, 1, tzinfo=UTC))
+    assert client.get("/v1/stats", headers=READER).status_code == 401

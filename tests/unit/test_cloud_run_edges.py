@@ -66,7 +66,6 @@ def build(service: str, tmp_path: Path, stores: Stores, **changes: Any) -> Flask
     """The service's app in production push-auth mode (claims of Cloud Run's token)."""
     values: dict[str, Any] = {
         "data_dir": tmp_path,
-        "client_keys": "client-a=key-a",
         "project_id": PROJECT,
         "webhook_secret": SECRET,
         "grader_timeout_s": 5,

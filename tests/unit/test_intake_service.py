@@ -67,7 +67,7 @@ def test_a_new_key_makes_a_job_and_its_first_task(
     assert job.status is JobStatus.PENDING
     assert job.created_at == T0
     assert job.fingerprint == fingerprint(_request())
-    assert queue.tasks == [TaskSpec(task_name_for(job.id, 0), job.id)]
+    assert queue.tasks == [TaskSpec(task_name_for(job.id, 0), job.id, T0)]
 
 
 def test_two_keys_of_one_client_make_two_jobs(service: IntakeService, queue: FakeTaskQueue) -> None:

@@ -19,6 +19,7 @@ from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE
 from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
+from shared.http.callback_guard import CallbackGuard
 from tests.contract.harness_events import CALLBACK_URL, sample_event
 from tests.support.push import (
     AUTH,
@@ -47,9 +48,28 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
+#: The callback host's addresses as a test resolver reports them (no DNS is asked; the
+#: requests_mock fixture answers every request, so nothing is sent anywhere).
+PUBLIC_DNS = {"client.example": ["93.184.216.34"]}
+
+
+def fixed_resolver(table: dict[str, list[str]]) -> Any:
+    def resolve(host: str, port: int) -> list[str]:
+        return table[host]
+
+    return resolve
+
+
 @pytest.fixture
-def client(settings: Settings, processed: SqliteProcessedEvents) -> FlaskClient:
-    return create_app(settings, processed).test_client()
+def guard() -> CallbackGuard:
+    return CallbackGuard(fixed_resolver(PUBLIC_DNS))
+
+
+@pytest.fixture
+def client(
+    settings: Settings, processed: SqliteProcessedEvents, guard: CallbackGuard
+) -> FlaskClient:
+    return create_app(settings, processed, guard).test_client()
 
 
 def push_body(event: GradingCompleted, message_id: str = "101") -> dict[str, Any]:
@@ -156,12 +176,17 @@ def test_pushes_without_the_token_are_refused(
     assert not processed.contains("notification", event.event_id)
 
 
-def test_a_malformed_envelope_is_a_400_problem(client: FlaskClient) -> None:
-    response = client.post("/pubsub/push", json={"message": {"data": "e30="}}, headers=AUTH)
-    assert response.status_code == 400
-    assert response.mimetype == "application/problem+json"
-    assert response.json is not None
-    assert response.json["type"] == "https://gradeq.dev/problems/invalid-push-envelope"
+def test_a_malformed_envelope_is_acknowledged_and_recorded_once(
+    client: FlaskClient, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+) -> None:
+    body = {"message": {"data": "e30=", "messageId": "m-77"}}
+    for _ in range(3):
+        response = client.post("/pubsub/push", json=body, headers=AUTH)
+        assert response.status_code == 204  # acknowledged: redelivery cannot fix it
+    [record] = processed.records("notification.malformed")
+    assert record["reason"]
+    assert processed.contains("notification.malformed", "message:m-77")
+    assert requests_mock.call_count == 0
 
 
 def test_probes(client: FlaskClient) -> None:
@@ -173,9 +198,10 @@ def test_log_lines_carry_the_job_id_and_no_secret(
     capsys: pytest.CaptureFixture[str],
     settings: Settings,
     processed: SqliteProcessedEvents,
+    guard: CallbackGuard,
     requests_mock: rm.Mocker,
 ) -> None:
-    client = create_app(settings, processed).test_client()
+    client = create_app(settings, processed, guard).test_client()
     event = sample_event()
     requests_mock.post(CALLBACK_URL, status_code=500)
     client.post("/pubsub/push", json=push_body(event), headers=AUTH)
@@ -197,5 +223,19 @@ def test_the_app_needs_a_valid_webhook_secret(
 ) -> None:
     broken = Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secret=secret)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="GRADEQ_WEBHOOK_SECRET") as caught:
-        create_app(broken, processed)
+        create_app(broken, processed, CallbackGuard(fixed_resolver(PUBLIC_DNS)))
     assert "not-base64" not in str(caught.value)
+
+
+def test_a_callback_resolving_to_loopback_at_send_time_is_recorded_not_sent(
+    settings: Settings, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+) -> None:
+    # The name was public when the job was submitted; now it points inside.
+    rebound = CallbackGuard(fixed_resolver({"client.example": ["127.0.0.1"]}))
+    client = create_app(settings, processed, rebound).test_client()
+    event = sample_event()
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 204  # acknowledged: redelivery cannot help
+    assert requests_mock.call_count == 0
+    record = processed.records("notification")[0]
+    assert "loopback" in str(record["callback_refused"])

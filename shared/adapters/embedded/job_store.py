@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
+from shared.ports import JobQuery
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -21,7 +23,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     event_published INTEGER NOT NULL DEFAULT 0,
     record TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at)
+CREATE INDEX IF NOT EXISTS jobs_status_updated ON jobs (status, updated_at);
+CREATE INDEX IF NOT EXISTS jobs_client_created
+    ON jobs (client_id, json_extract(record, '$.created_at') DESC, id DESC);
+CREATE TABLE IF NOT EXISTS job_counters (
+    scope TEXT PRIMARY KEY,
+    active INTEGER NOT NULL
+)
 """
 #: Serves find_unannounced: final jobs whose event is not marked published, by age.
 UNANNOUNCED_INDEX = (
@@ -49,6 +57,37 @@ _UNANNOUNCED = (
     "SELECT record FROM jobs WHERE event_published = 0 AND status IN (?, ?, ?)"
     " AND updated_at < ? ORDER BY updated_at LIMIT ?"
 )
+
+#: The counter of every client's jobs not yet final; a client's is "client:<id>".
+ALL_SCOPE = "all"
+_FINAL_JSON = json.dumps(list(_FINAL))
+# A database made before the counters existed starts them from its jobs, once.
+_SEED_COUNTERS = """
+INSERT OR IGNORE INTO job_counters (scope, active)
+SELECT 'client:' || client_id, COUNT(*) FROM jobs
+WHERE status NOT IN (SELECT value FROM json_each(?)) GROUP BY client_id
+"""
+_SEED_TOTAL = """
+INSERT OR IGNORE INTO job_counters (scope, active)
+SELECT 'all', COUNT(*) FROM jobs WHERE status NOT IN (SELECT value FROM json_each(?))
+"""
+
+
+# Newest first; an absent filter is NULL. Served by the jobs_client_created index.
+_LIST = """
+SELECT record FROM jobs
+WHERE client_id = :client
+  AND (:status IS NULL OR status = :status)
+  AND (:submission IS NULL OR json_extract(record, '$.request.submission_id') = :submission)
+  AND (:after_at IS NULL
+       OR (json_extract(record, '$.created_at'), id) < (:after_at, :after_id))
+ORDER BY json_extract(record, '$.created_at') DESC, id DESC
+LIMIT :limit
+"""
+
+
+def _client_scope(client_id: str) -> str:
+    return "client:" + client_id
 
 
 def _sortable(moment: datetime) -> str:
@@ -78,14 +117,64 @@ class SqliteJobStore:
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
         _migrate(db)
+        with unavailable_on_error("seed counters"), db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM job_counters WHERE scope = ?", (ALL_SCOPE,)).fetchone():
+                return
+            conn.execute(_SEED_COUNTERS, (_FINAL_JSON,))
+            conn.execute(_SEED_TOTAL, (_FINAL_JSON,))
 
-    def create(self, job: Job) -> tuple[Job, bool]:
+    def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
         with unavailable_on_error("create job"), self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
             if row is not None:
                 return _decode(row["record"]), False
+            if limits is not None:
+                limits.check(self._counts(conn, job.client_id))
             self._write(conn, job, insert=True)
+            self._count(conn, job.client_id, +1)
         return job, True
+
+    def list_jobs(self, query: JobQuery) -> list[Job]:
+        after_at, after_id = (
+            (query.after[0].isoformat(), query.after[1]) if query.after else (None, None)
+        )
+        params = {
+            "client": query.client_id,
+            "status": query.status.value if query.status else None,
+            "submission": query.submission_id,
+            "after_at": after_at,
+            "after_id": after_id,
+            "limit": query.limit,
+        }
+        with unavailable_on_error("list jobs"):
+            rows = self._db.connection().execute(_LIST, params).fetchall()
+        return [_decode(r["record"]) for r in rows]
+
+    def active_counts(self, client_id: str) -> ActiveCounts:
+        with unavailable_on_error("read counters"):
+            return self._counts(self._db.connection(), client_id)
+
+    def active_jobs_of(self, client_id: str) -> int:
+        return self.active_counts(client_id).client
+
+    @staticmethod
+    def _counts(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
+        rows = dict(
+            conn.execute(
+                "SELECT scope, active FROM job_counters WHERE scope IN (?, ?)",
+                (_client_scope(client_id), ALL_SCOPE),
+            ).fetchall()
+        )
+        return ActiveCounts(rows.get(_client_scope(client_id), 0), rows.get(ALL_SCOPE, 0))
+
+    @staticmethod
+    def _count(conn: sqlite3.Connection, client_id: str, delta: int) -> None:
+        for scope in (_client_scope(client_id), ALL_SCOPE):
+            conn.execute(
+                "INSERT INTO job_counters (scope, active) VALUES (?, MAX(0, ?))"
+                " ON CONFLICT (scope) DO UPDATE SET active = MAX(0, active + ?)",
+                (scope, delta, delta),
+            )
 
     def get(self, job_id: str) -> Job | None:
         with unavailable_on_error("read job"):
@@ -101,8 +190,11 @@ class SqliteJobStore:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(f"no job {job_id}")
-            updated = mutate(_decode(row["record"]))
+            current = _decode(row["record"])
+            updated = mutate(current)
             self._write(conn, updated, insert=False)
+            if updated.status.is_final and not current.status.is_final:
+                self._count(conn, updated.client_id, -1)
         return updated
 
     def find(

@@ -1,0 +1,1 @@
+"""Gradeq's Python client: `from gradeq.client import GradeqClient`."""

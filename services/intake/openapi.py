@@ -1,0 +1,308 @@
+"""The intake's OpenAPI 3.1 document, generated from the models the code validates with.
+
+Request and response schemas come from the pydantic models (`GradingJobIn`, `JobView`,
+`JobPage`, `Problem`); every answer an operation can give is listed with the problem types
+behind it, taken from the error classes the handlers raise. Served at /openapi.json; a
+test compares the document with the app's routes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
+from services.intake.client_auth import SCOPE_HEADER
+from services.intake.firebase_auth import NoClientForUser
+from services.intake.rate_limit import RateLimited
+from services.intake.schemas import GradingJobIn, JobListQuery
+from services.intake.views import JobPage, JobView, Problem
+from shared.domain.errors import (
+    PROBLEM_BASE,
+    BacklogFull,
+    DependencyUnavailable,
+    GradeqError,
+    IdempotencyConflict,
+    JobAlreadyFinal,
+    JobNotFound,
+    TooManyActiveJobs,
+    ValidationFailed,
+)
+from shared.http.callback_guard import CallbackRefused
+from shared.http.errors import (
+    HeaderFieldsTooLarge,
+    IdempotencyKeyInvalid,
+    NestingTooDeep,
+    PayloadTooLarge,
+    Unauthenticated,
+    UnsupportedMediaType,
+    UriTooLong,
+)
+
+OPENAPI_PATH = "/openapi.json"
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+
+
+class InternalError(GradeqError):
+    """What an unexpected failure answers with (see `shared.http.problems`)."""
+
+
+#: Every operation that needs a credential can also answer with these.
+COMMON_ERRORS: tuple[type[GradeqError], ...] = (
+    Unauthenticated,
+    NoClientForUser,
+    UriTooLong,
+    HeaderFieldsTooLarge,
+    InternalError,
+    DependencyUnavailable,
+)
+
+_RETRY_AFTER = {
+    "description": "Seconds to wait before polling or retrying",
+    "schema": {"type": "integer", "minimum": 1},
+}
+
+
+def _header(description: str, kind: str = "integer") -> dict[str, Any]:
+    return {"description": description, "schema": {"type": kind}}
+
+
+_RATE_LIMIT_HEADERS = {
+    "RateLimit-Limit": _header("Submissions allowed in a burst"),
+    "RateLimit-Remaining": _header("Submissions left now"),
+    "RateLimit-Reset": _header("Seconds until the burst is whole again"),
+    "RateLimit-Policy": _header("The burst and its window", "string"),
+}
+_LOCATION = {"description": "Where to poll the job", "schema": {"type": "string"}}
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
+    """One response per status, its body a Problem whose `type` is one of the errors'."""
+    by_status: dict[int, list[type[GradeqError]]] = defaultdict(list)
+    for error in errors:
+        by_status[error.status].append(error)
+    responses: dict[str, Any] = {}
+    for status, group in sorted(by_status.items()):
+        types = sorted({PROBLEM_BASE + e.slug for e in group})
+        headers = (
+            {"Retry-After": _RETRY_AFTER}
+            if any(e in (TooManyActiveJobs, RateLimited, BacklogFull) for e in group)
+            else {}
+        )
+        if RateLimited in group:
+            headers.update(_RATE_LIMIT_HEADERS)
+        responses[str(status)] = {
+            "description": "; ".join(sorted({e.title for e in group})),
+            "headers": headers,
+            "content": {
+                "application/problem+json": {
+                    "schema": {
+                        "allOf": [
+                            _ref(Problem),
+                            {"properties": {"type": {"enum": types}, "status": {"const": status}}},
+                        ]
+                    }
+                }
+            },
+        }
+    return responses
+
+
+def _job_response(description: str, status: int, extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        str(status): {
+            "description": description,
+            "headers": {"Location": _LOCATION, "Retry-After": _RETRY_AFTER, **extra},
+            "content": {"application/json": {"schema": _ref(JobView)}},
+        }
+    }
+
+
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """One query parameter per field of `model`, its schema taken from the model's."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    required = set(schema.get("required", ()))
+    parameters = []
+    for name, prop in schema["properties"].items():
+        # An absent parameter is the model's None: a query string has no null.
+        options = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"]
+        value = options[0] if len(options) == 1 else {"anyOf": options}
+        parameters.append(
+            {"name": name, "in": "query", "required": name in required, "schema": value}
+        )
+    return parameters
+
+
+def _scope_parameter() -> dict[str, Any]:
+    return {
+        "name": SCOPE_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "With an ID token, 'user' scopes jobs to the signed-in user",
+        "schema": {"type": "string", "enum": ["client", "user"]},
+    }
+
+
+def _job_id_parameter() -> dict[str, Any]:
+    return {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _paths() -> dict[str, Any]:
+    secured: list[dict[str, list[str]]] = [{"bearer": []}]
+    create_errors = (
+        *COMMON_ERRORS,
+        ValidationFailed,
+        NestingTooDeep,
+        IdempotencyKeyInvalid,
+        CallbackRefused,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        IdempotencyConflict,
+        TooManyActiveJobs,
+        RateLimited,
+        BacklogFull,
+    )
+    return {
+        "/v1/grading-jobs": {
+            "get": {
+                "operationId": "listGradingJobs",
+                "summary": "List your jobs, newest first, a page at a time",
+                "security": secured,
+                "parameters": [*_query_parameters(JobListQuery), _scope_parameter()],
+                "responses": {
+                    "200": {
+                        "description": "One page; follow next_cursor for the next",
+                        "content": {"application/json": {"schema": _ref(JobPage)}},
+                    },
+                    **_problems((*COMMON_ERRORS, ValidationFailed)),
+                },
+            },
+            "post": {
+                "operationId": "createGradingJob",
+                "summary": "Submit a grading job (idempotent per Idempotency-Key)",
+                "security": secured,
+                "parameters": [
+                    _scope_parameter(),
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(GradingJobIn)}},
+                },
+                "responses": {
+                    **_job_response(
+                        "Accepted (or replayed: Idempotent-Replayed: true)",
+                        202,
+                        {
+                            **_RATE_LIMIT_HEADERS,
+                            "Idempotent-Replayed": {"schema": {"type": "string", "const": "true"}},
+                        },
+                    ),
+                    **_problems(create_errors),
+                },
+            },
+        },
+        "/v1/grading-jobs/{job_id}": {
+            "get": {
+                "operationId": "getGradingJob",
+                "summary": "Read one of your jobs (another client's job is not found)",
+                "security": secured,
+                "parameters": [_job_id_parameter(), _scope_parameter()],
+                "responses": {
+                    **_job_response("The job", 200, {}),
+                    **_problems((*COMMON_ERRORS, JobNotFound)),
+                },
+            },
+        },
+        "/v1/grading-jobs/{job_id}/cancel": {
+            "post": {
+                "operationId": "cancelGradingJob",
+                "summary": "Cancel a job that is not final",
+                "security": secured,
+                "parameters": [_job_id_parameter(), _scope_parameter()],
+                "responses": {
+                    **_job_response("The cancelled job", 200, {}),
+                    **_problems((*COMMON_ERRORS, JobNotFound, JobAlreadyFinal)),
+                },
+            },
+        },
+        OPENAPI_PATH: {
+            "get": {
+                "operationId": "getOpenApiDocument",
+                "summary": "This document",
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI document",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_problems((UriTooLong, HeaderFieldsTooLarge)),
+                },
+            }
+        },
+        "/healthz": _probe("The process answers"),
+        "/readyz": _probe("Every dependency answers (503 names the one that does not)", 503),
+        # The same probes on paths Cloud Run's front end does not reserve.
+        "/health/live": _probe("The process answers"),
+        "/health/ready": _probe("Every dependency answers (503 names the one that does not)", 503),
+    }
+
+
+def _probe(summary: str, *also: int) -> dict[str, Any]:
+    body = {"application/json": {"schema": {"type": "object"}}}
+    responses: dict[str, Any] = {"200": {"description": summary, "content": body}}
+    for status in also:
+        responses[str(status)] = {"description": "Not ready", "content": body}
+    responses.update(_problems((UriTooLong, HeaderFieldsTooLarge)))
+    return {"get": {"summary": summary, "responses": responses}}
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    """The whole document (built once per process)."""
+    _, schemas = models_json_schema(
+        [
+            (GradingJobIn, "validation"),
+            (JobView, "serialization"),
+            (JobPage, "serialization"),
+            (Problem, "serialization"),
+        ],
+        ref_template="#/components/schemas/{model}",
+    )
+    return {
+        "openapi": "3.1.0",
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "info": {
+            "title": "Gradeq intake",
+            "version": "1",
+            "description": (
+                "Submit long AI grading jobs and poll them. Errors are RFC 9457 problem "
+                f"documents. Limits: JSON nesting depth {MAX_JSON_DEPTH}, request target "
+                f"{MAX_TARGET_BYTES} bytes, any header {MAX_HEADER_BYTES} bytes."
+            ),
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": schemas.get("$defs", {}),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key (gq_...) or a Firebase ID token",
+                }
+            },
+        },
+    }

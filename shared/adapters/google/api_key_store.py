@@ -1,0 +1,98 @@
+"""ApiKeyStore on Firestore: one document per key id, holding the digest, never the key."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.adapters.google import metering
+from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
+from shared.domain.api_keys import ApiKey, ApiKeyNotFound
+from shared.domain.errors import DependencyUnavailable
+
+_DATETIMES = ("created_at", "expires_at", "revoked_at")
+
+
+def _plain(value: datetime) -> datetime:
+    # Firestore returns DatetimeWithNanoseconds; the domain works with plain UTC datetimes.
+    return datetime(*value.utctimetuple()[:6], value.microsecond, tzinfo=UTC)
+
+
+def _from_document(data: dict[str, Any]) -> ApiKey:
+    record = dict(data)
+    for name in _DATETIMES:
+        if record.get(name) is not None:
+            record[name] = _plain(record[name])
+    return ApiKey.from_record(record)
+
+
+class FirestoreApiKeyStore:
+    """API keys in one Firestore collection, named by key id."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        collection: str = "api_keys",
+        deadline_s: float = DEFAULT_DEADLINE_S,
+    ) -> None:
+        self._client = client
+        self._keys = client.collection(collection)
+        self._retry = bounded_retry(deadline_s)
+        self._deadline_s = deadline_s
+        self.meter = metering.Meter()
+
+    def add(self, key: ApiKey) -> None:
+        self.meter.add(metering.FIRESTORE_WRITES)
+        try:
+            self._keys.document(key.key_id).create(
+                key.to_record(), retry=self._retry, timeout=self._deadline_s
+            )
+        except gexc.AlreadyExists as exc:
+            raise ValueError(f"API key id {key.key_id} already exists") from exc
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
+
+    def get(self, key_id: str) -> ApiKey | None:
+        self.meter.add(metering.FIRESTORE_READS)
+        try:
+            snapshot = self._keys.document(key_id).get(retry=self._retry, timeout=self._deadline_s)
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
+        return _from_document(snapshot.to_dict() or {}) if snapshot.exists else None
+
+    def list(self, client_id: str | None = None) -> list[ApiKey]:
+        query: Any = self._keys
+        if client_id is not None:
+            query = query.where(filter=FieldFilter("client_id", "==", client_id))
+        try:
+            snapshots = list(query.stream(retry=self._retry, timeout=self._deadline_s))
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
+        keys = [_from_document(s.to_dict() or {}) for s in snapshots]
+        return sorted(keys, key=lambda k: (k.created_at, k.key_id))
+
+    def revoke(self, key_id: str, now: datetime) -> ApiKey:
+        ref = self._keys.document(key_id)
+
+        @firestore.transactional
+        def apply(transaction: firestore.Transaction) -> ApiKey:
+            snapshot = ref.get(transaction=transaction, retry=self._retry, timeout=self._deadline_s)
+            if not snapshot.exists:
+                raise ApiKeyNotFound(f"no API key {key_id}")
+            revoked = _from_document(snapshot.to_dict() or {}).revoke(now)
+            transaction.update(ref, {"revoked_at": revoked.revoked_at})
+            return revoked
+
+        try:
+            result: ApiKey = apply(self._client.transaction())
+        except ApiKeyNotFound:
+            raise
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_WRITES)
+        return result

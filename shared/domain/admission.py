@@ -1,0 +1,44 @@
+"""Admission of new jobs: a ceiling per client and one for the whole backlog.
+
+Both count jobs not yet final. Stores keep the counts as counters updated in the same
+transaction as the job (+1 when created, -1 when it first reaches a final state), so a
+check is a counter read, never a scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.domain.errors import BacklogFull, TooManyActiveJobs
+
+
+@dataclass(frozen=True)
+class ActiveCounts:
+    """Jobs not yet final: of one client, and of everyone."""
+
+    client: int
+    total: int
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    """The ceilings, and how long a refused client is told to wait."""
+
+    per_client: int
+    backlog: int
+    retry_after_s: int = 30
+
+    def check(self, counts: ActiveCounts) -> None:
+        """Raise when one more job would pass a ceiling (the client's is checked first)."""
+        if counts.client >= self.per_client:
+            raise TooManyActiveJobs(
+                f"this client already has {counts.client} jobs not yet final "
+                f"(the limit is {self.per_client})",
+                retry_after_s=self.retry_after_s,
+                limit=self.per_client,
+            )
+        if counts.total >= self.backlog:
+            raise BacklogFull(
+                "the service has too many jobs waiting; try again later",
+                retry_after_s=self.retry_after_s,
+            )

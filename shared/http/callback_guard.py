@@ -1,0 +1,167 @@
+"""Keep webhooks away from internal addresses (SSRF), at submit time and again at send time.
+
+A callback URL is refused when its host is, or resolves to, a loopback, private,
+link-local (the metadata server 169.254.169.254 among them), multicast, reserved or
+otherwise non-public address. The intake checks when a job is submitted; the notifier
+checks again when it sends and then connects only to the addresses it vetted, so a name
+that resolves differently the second time (DNS rebinding) cannot reach inside.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import NewConnectionError
+from urllib3.util import connection
+
+from shared.domain.errors import GradeqError
+
+#: host, port -> the IP addresses the name resolves to.
+Resolver = Callable[[str, int], list[str]]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class CallbackRefused(GradeqError):
+    """The callback URL points at an address Gradeq never sends to."""
+
+    slug = "callback-url-refused"
+    title = "The callback URL points at a non-public address"
+    status = 400
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Resolve with the operating system, every address family."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _refusal(address: IPAddress, allow_loopback: bool) -> str | None:
+    """Why `address` is refused, or None when it is public."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return None if allow_loopback else "loopback"
+    if address.is_link_local:
+        return "link-local (metadata)"
+    if address.is_private:
+        return "private"
+    if address.is_multicast or address.is_reserved or address.is_unspecified:
+        return "reserved"
+    if not address.is_global:
+        return "non-public"
+    return None
+
+
+class CallbackGuard:
+    """Vet callback URLs and the addresses their hosts resolve to."""
+
+    def __init__(self, resolver: Resolver = system_resolver, allow_loopback: bool = False) -> None:
+        self._resolve = resolver
+        self.allow_loopback = allow_loopback
+
+    def vetted_addresses(self, host: str, port: int) -> list[str]:
+        """Every address `host` resolves to, or CallbackRefused if any is not public."""
+        try:
+            addresses = [ipaddress.ip_address(host.strip("[]"))]
+        except ValueError:
+            try:
+                resolved = self._resolve(host, port)
+                addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolved]
+            except (OSError, UnicodeError, ValueError) as exc:
+                raise CallbackRefused(f"the callback host {host} does not resolve") from exc
+        if not addresses:
+            raise CallbackRefused(f"the callback host {host} does not resolve")
+        for address in addresses:
+            reason = _refusal(address, self.allow_loopback)
+            if reason is not None:
+                raise CallbackRefused(f"the callback host {host} resolves to a {reason} address")
+        return [str(a) for a in addresses]
+
+    def check(self, url: str) -> list[str]:
+        """Vet a callback URL; return the addresses its host resolves to now."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise CallbackRefused("the callback URL must be an absolute https URL")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as exc:
+            raise CallbackRefused("the callback URL has an invalid port") from exc
+        return self.vetted_addresses(parts.hostname, port)
+
+
+class RefusedConnection(NewConnectionError):
+    """The guard refused the address a connection was about to be made to."""
+
+
+class _Pinned(HTTPConnection):
+    """Connect only to addresses the guard vetted when the connection is made."""
+
+    guard: CallbackGuard
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            addresses = self.guard.vetted_addresses(self._dns_host, self.port)
+        except CallbackRefused as exc:
+            raise RefusedConnection(self, exc.detail) from exc
+        error: OSError | None = None
+        for address in addresses:
+            try:
+                return connection.create_connection(
+                    (address, self.port),
+                    self.timeout,
+                    source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except OSError as exc:
+                error = exc
+        raise NewConnectionError(self, f"Failed to establish a new connection: {error}")
+
+
+class GuardedAdapter(HTTPAdapter):
+    """A requests adapter whose connections go only where the guard allows."""
+
+    def __init__(self, guard: CallbackGuard) -> None:
+        self._guard = guard
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        attrs = {"guard": self._guard}
+        http_conn = type("GuardedHTTPConnection", (_Pinned, HTTPConnection), attrs)
+        https_conn = type("GuardedHTTPSConnection", (_Pinned, HTTPSConnection), attrs)
+        http_pool = type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn})
+        https_pool = type("GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn})
+        self.poolmanager.pool_classes_by_scheme = {"http": http_pool, "https": https_pool}
+
+
+def guarded_session(guard: CallbackGuard) -> requests.Session:
+    """A session that connects only to vetted addresses and ignores proxy variables."""
+    session = requests.Session()
+    session.trust_env = False  # a proxy would resolve the name itself, out of the guard's sight
+    adapter = GuardedAdapter(guard)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return session
+
+
+def refused_by_guard(error: BaseException) -> CallbackRefused | None:
+    """The guard's refusal behind a requests error, if that is what stopped it."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return None
+        if isinstance(seen, CallbackRefused):
+            return seen
+        reason = getattr(seen, "reason", None)
+        nested = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
+        seen = reason if isinstance(reason, BaseException) else nested or seen.__cause__
+    return None

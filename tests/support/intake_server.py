@@ -1,0 +1,82 @@
+"""The intake under gunicorn on a loopback port, as deployed (same gunicorn config)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from localcloud.stack import GUNICORN_CONFIG, free_port
+
+
+@dataclass(frozen=True)
+class RunningIntake:
+    """Where the intake listens."""
+
+    url: str
+    host: str
+    port: int
+
+
+@contextmanager
+def running_intake(data_dir: Path, env: dict[str, str] | None = None) -> Iterator[RunningIntake]:
+    """Start the intake (embedded backend in `data_dir`) and stop it afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--config",
+            GUNICORN_CONFIG,
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--worker-class",
+            "gthread",
+            "--threads",
+            "4",
+            "--log-level",
+            "warning",
+            "services.intake.app:create_app()",
+        ],
+        env={
+            **os.environ,
+            "GRADEQ_BACKEND": "embedded",
+            "GRADEQ_DATA_DIR": str(data_dir),
+            "GRADEQ_LOG_LEVEL": "WARNING",
+            **(env or {}),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"intake exited with {process.returncode}")
+            try:
+                if requests.get(url + "/healthz", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("intake did not become healthy")
+            time.sleep(0.1)
+        yield RunningIntake(url, "127.0.0.1", port)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

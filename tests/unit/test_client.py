@@ -1,0 +1,150 @@
+"""The Python client: one key across retries, the server's pace, webhook signatures."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import requests
+import requests_mock as rm
+from standardwebhooks.webhooks import Webhook
+
+from gradeq.client import GradeqClient, GradeqError, InvalidWebhook, verify_webhook
+
+BASE = "http://intake.test"
+JOB = {"id": "job-1", "status": "PENDING"}
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def client(sleeps: list[float]) -> GradeqClient:
+    return GradeqClient(BASE, "gq_test_key", sleep=sleeps.append, max_attempts=4)
+
+
+def problem(status: int, slug: str, retry_after: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": PROBLEM, **({"Retry-After": retry_after} if retry_after else {})}
+    body = {"type": f"https://gradeq.dev/problems/{slug}", "title": slug, "status": status}
+    return {"status_code": status, "json": body, "headers": headers}
+
+
+def test_submit_retries_429_and_503_with_the_same_key_at_the_servers_pace(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(
+        f"{BASE}/v1/grading-jobs",
+        [
+            problem(503, "backlog-full", "7"),
+            problem(429, "rate-limited", "3"),
+            {"status_code": 202, "json": JOB, "headers": {"Retry-After": "2"}},
+        ],
+    )
+    job = client.submit({"submission_id": "s", "answer": "a", "rubric": "r"})
+    assert job.id == "job-1" and job.retry_after_s == 2
+    keys = {r.headers["Idempotency-Key"] for r in hook.request_history}
+    assert len(hook.request_history) == 3 and len(keys) == 1
+    assert all(r.headers["Authorization"] == "Bearer gq_test_key" for r in hook.request_history)
+    assert sleeps == [7, 3]
+
+
+def test_a_lost_connection_is_retried_with_the_same_key(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(
+        f"{BASE}/v1/grading-jobs",
+        [{"exc": requests.ConnectionError("reset")}, {"status_code": 202, "json": JOB}],
+    )
+    client.submit({"answer": "a"}, idempotency_key="mine")
+    assert [r.headers["Idempotency-Key"] for r in hook.request_history] == ["mine", "mine"]
+    assert sleeps == [1.0]  # no Retry-After from a lost connection: backoff
+
+
+def test_a_refusal_is_not_retried_and_names_its_problem_type(
+    client: GradeqClient, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(f"{BASE}/v1/grading-jobs", **problem(400, "validation-error"))
+    with pytest.raises(GradeqError) as refused:
+        client.submit({})
+    assert refused.value.status == 400
+    assert refused.value.type.endswith("/validation-error")
+    assert hook.call_count == 1
+
+
+def test_retries_stop_after_max_attempts(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    requests_mock.post(f"{BASE}/v1/grading-jobs", **problem(429, "too-many-active-jobs", "30"))
+    with pytest.raises(GradeqError) as refused:
+        client.submit({})
+    assert refused.value.status == 429 and sleeps == [30, 30, 30]
+
+
+def test_wait_polls_at_the_servers_retry_after(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    requests_mock.get(
+        f"{BASE}/v1/grading-jobs/job-1",
+        [
+            {"json": JOB, "headers": {"Retry-After": "5"}},
+            {"json": {**JOB, "status": "RUNNING"}, "headers": {"Retry-After": "1"}},
+            {"json": {**JOB, "status": "SUCCEEDED", "result": {"score": 7}}},
+        ],
+    )
+    final = client.wait("job-1")
+    assert final.is_final and final.result == {"score": 7}
+    assert sleeps == [5, 1]
+
+
+def test_jobs_follow_the_cursor(client: GradeqClient, requests_mock: rm.Mocker) -> None:
+    hook = requests_mock.get(
+        f"{BASE}/v1/grading-jobs",
+        [
+            {"json": {"jobs": [JOB], "next_cursor": "c1"}},
+            {"json": {"jobs": [{**JOB, "id": "job-0"}], "next_cursor": None}},
+        ],
+    )
+    assert [j.id for j in client.jobs(status="PENDING")] == ["job-1", "job-0"]
+    assert hook.request_history[1].qs == {"status": ["pending"], "cursor": ["c1"]}
+
+
+SECRET = "whsec_" + base64.b64encode(b"client-test-webhook-secret-32byt").decode()
+
+
+def signed(body: str) -> dict[str, str]:
+    now = datetime.now(UTC)
+    return {
+        "webhook-id": "evt-1",
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(SECRET).sign("evt-1", now, body),
+    }
+
+
+def test_a_signed_webhook_verifies_and_a_tampered_one_does_not() -> None:
+    body = json.dumps({"type": "dev.gradeq.grading.completed", "data": {"job_id": "job-1"}})
+    headers = signed(body)
+    assert verify_webhook(SECRET, body.encode(), headers)["data"]["job_id"] == "job-1"
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, body.replace("job-1", "job-2"), headers)
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, body, {**headers, "webhook-timestamp": "1000000000"})
+
+
+def test_the_notifiers_own_webhooks_verify(requests_mock: rm.Mocker) -> None:
+    from services.notification.webhook import WebhookSender
+    from shared.http.callback_guard import CallbackGuard
+    from tests.contract.harness_events import CALLBACK_URL, sample_event
+
+    guard = CallbackGuard(lambda host, port: ["93.184.216.34"])  # no DNS is asked
+    hook = requests_mock.post(CALLBACK_URL, status_code=204)
+    event = sample_event()
+    WebhookSender(SECRET, 1.0, guard).send(event, CALLBACK_URL)
+    sent = hook.request_history[0]
+    verified = verify_webhook(SECRET, sent.body, dict(sent.headers))
+    assert verified["data"]["job_id"] == event.job_id

@@ -1,0 +1,77 @@
+"""Backpressure at the intake: per-client ceiling (429), backlog ceiling (503), rate limit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from flask.testing import FlaskClient
+
+from services.intake.app import create_app
+from shared.bootstrap import Adapters
+from shared.clock import FrozenClock
+from shared.config.settings import Settings
+from tests.unit.conftest import API_KEY, OTHER_KEY
+from tests.unit.test_intake_api import assert_problem, post, queue_of
+
+
+def client_with(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, **limits: object
+) -> FlaskClient:
+    tuned = settings.model_copy(update=limits)
+    return create_app(tuned, adapters, clock).test_client()
+
+
+def test_past_the_client_ceiling_is_429_naming_the_limit(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    client = client_with(
+        settings, adapters, clock, max_active_jobs_per_client=2, admission_retry_after_s=9
+    )
+    assert post(client, key="k-1").status_code == 202
+    assert post(client, key="k-2").status_code == 202
+    refused = post(client, key="k-3")
+    problem = assert_problem(refused, 429, "too-many-active-jobs")
+    assert problem["limit"] == 2
+    assert refused.headers["Retry-After"] == "9"
+    assert len(queue_of(adapters).tasks) == 2
+    # A retry of an accepted request is still answered; another client is not limited.
+    assert post(client, key="k-2").status_code == 202
+    assert post(client, key="k-1", api_key=OTHER_KEY).status_code == 202
+    # Cancelling one makes room.
+    location = post(client, key="k-1").headers["Location"]
+    client.post(location + "/cancel", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert post(client, key="k-3").status_code == 202
+
+
+def test_past_the_backlog_ceiling_is_503_with_retry_after(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    client = client_with(settings, adapters, clock, max_backlog=2, admission_retry_after_s=5)
+    assert post(client, key="k-1").status_code == 202
+    assert post(client, key="k-1", api_key=OTHER_KEY).status_code == 202
+    refused = post(client, key="k-2")
+    assert_problem(refused, 503, "backlog-full")
+    assert refused.headers["Retry-After"] == "5"
+
+
+def test_submissions_carry_ratelimit_headers_and_past_the_burst_get_429(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    client = client_with(settings, adapters, clock, submit_burst=3, submit_rate_per_s=0.5)
+    remaining = []
+    for i in range(3):
+        response = post(client, key=f"k-{i}")
+        assert response.status_code == 202
+        assert response.headers["RateLimit-Limit"] == "3"
+        assert response.headers["RateLimit-Policy"] == "3;w=6"
+        remaining.append(int(response.headers["RateLimit-Remaining"]))
+    assert remaining == [2, 1, 0]
+    refused = post(client, key="k-3")
+    assert_problem(refused, 429, "rate-limited")
+    assert refused.headers["Retry-After"] == "2"  # one token at 0.5 a second
+    assert refused.headers["RateLimit-Remaining"] == "0"
+    assert int(refused.headers["RateLimit-Reset"]) == 6
+    # Another client has its own bucket; time refills this one.
+    assert post(client, key="k-3", api_key=OTHER_KEY).status_code == 202
+    clock.advance(timedelta(seconds=2))
+    assert post(client, key="k-3").status_code == 202

@@ -1,0 +1,181 @@
+"""Web frontends' Firebase ID tokens, forged here with a throwaway key whose certificate
+the test hands to the verifier in place of Google's certificate endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from flask.testing import FlaskClient
+from google.auth import crypt, jwt
+
+from services.intake.app import create_app
+from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
+from shared.bootstrap import Adapters
+from shared.clock import FrozenClock
+from shared.config.settings import Settings
+from tests.unit.test_intake_api import BODY, assert_problem
+
+PROJECT = "demo-frontend"
+KID = "test-key-1"
+
+
+def _keypair() -> tuple[bytes, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "securetoken.test")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return private, cert.public_bytes(serialization.Encoding.PEM)
+
+
+PRIVATE_PEM, CERT_PEM = _keypair()
+
+
+@dataclass
+class CertResponse:
+    status: int
+    data: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FakeCertEndpoint:
+    """Stands in for Google's certificate URL; counts fetches."""
+
+    calls: list[str] = field(default_factory=list)
+
+    def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> CertResponse:
+        self.calls.append(url)
+        body = json.dumps({KID: CERT_PEM.decode()}).encode()
+        return CertResponse(200, body, {"cache-control": "public, max-age=3600"})
+
+
+def token(**overrides: Any) -> str:
+    now = int(time.time())
+    claims = {
+        "iss": f"https://securetoken.google.com/{PROJECT}",
+        "aud": PROJECT,
+        "sub": "user-123",
+        "iat": now - 10,
+        "exp": now + 3600,
+        "auth_time": now - 10,
+        "gradeq_client": "school-a",
+        **overrides,
+    }
+    claims = {k: v for k, v in claims.items() if v is not None}
+    signer = crypt.RSASigner.from_string(PRIVATE_PEM, key_id=KID)
+    return jwt.encode(signer, claims).decode()
+
+
+@pytest.fixture
+def endpoint() -> FakeCertEndpoint:
+    return FakeCertEndpoint()
+
+
+@pytest.fixture
+def client(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, endpoint: FakeCertEndpoint
+) -> FlaskClient:
+    firebase = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {"tenant-b": "school-b"}, CachingRequest(endpoint)
+    )
+    return create_app(settings, adapters, clock, firebase=firebase).test_client()
+
+
+def submit(client: FlaskClient, bearer: str, key: str = "k-1", **headers: str) -> Any:
+    return client.post(
+        "/v1/grading-jobs",
+        json=BODY,
+        headers={"Authorization": f"Bearer {bearer}", "Idempotency-Key": key, **headers},
+    )
+
+
+def test_a_valid_token_is_accepted_and_scoped_to_its_client(
+    client: FlaskClient, endpoint: FakeCertEndpoint
+) -> None:
+    job = submit(client, token()).get_json()
+    mine = client.get(
+        f"/v1/grading-jobs/{job['id']}", headers={"Authorization": f"Bearer {token()}"}
+    )
+    assert mine.status_code == 200
+    # Another client's user cannot see it.
+    other = token(gradeq_client="school-z", sub="user-9")
+    assert_problem(
+        client.get(f"/v1/grading-jobs/{job['id']}", headers={"Authorization": f"Bearer {other}"}),
+        404,
+        "job-not-found",
+    )
+    # The certificates were fetched once and then served from the cache.
+    assert len(endpoint.calls) == 1
+
+
+def test_an_expired_token_is_401(client: FlaskClient) -> None:
+    now = int(time.time())
+    expired = token(iat=now - 7200, auth_time=now - 7200, exp=now - 3600)
+    assert_problem(submit(client, expired), 401, "unauthenticated")
+
+
+def test_a_token_for_another_project_is_401(client: FlaskClient) -> None:
+    foreign = token(aud="someone-else", iss="https://securetoken.google.com/someone-else")
+    assert_problem(submit(client, foreign), 401, "unauthenticated")
+
+
+def test_a_token_with_the_wrong_issuer_is_401(client: FlaskClient) -> None:
+    assert_problem(submit(client, token(iss="https://accounts.google.com")), 401, "unauthenticated")
+
+
+def test_a_tampered_token_is_401(client: FlaskClient) -> None:
+    head, payload, signature = token().split(".")
+    tampered = ".".join(
+        [head, payload, signature[:-4] + ("AAAA" if signature[-4:] != "AAAA" else "BBBB")]
+    )
+    assert_problem(submit(client, tampered), 401, "unauthenticated")
+
+
+def test_the_tenant_maps_to_a_client_when_there_is_no_claim(client: FlaskClient) -> None:
+    tenant_token = token(gradeq_client=None, firebase={"tenant": "tenant-b"})
+    assert submit(client, tenant_token).status_code == 202
+    unknown = token(gradeq_client=None, firebase={"tenant": "tenant-x"})
+    assert_problem(submit(client, unknown, key="k-2"), 403, "no-client-for-user")
+
+
+def test_a_frontend_may_scope_jobs_to_the_user(client: FlaskClient) -> None:
+    scoped = {"Gradeq-Scope": "user"}
+    alice = submit(client, token(sub="alice"), **scoped).get_json()
+    # The same client's other user does not see Alice's job; Alice does.
+    bob = token(sub="bob")
+    url = f"/v1/grading-jobs/{alice['id']}"
+    assert_problem(
+        client.get(url, headers={"Authorization": f"Bearer {bob}", **scoped}), 404, "job-not-found"
+    )
+    seen = client.get(url, headers={"Authorization": f"Bearer {token(sub='alice')}", **scoped})
+    assert seen.status_code == 200
+
+
+def test_tokens_are_refused_when_no_firebase_project_is_configured(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    plain = create_app(settings, adapters, clock).test_client()
+    assert_problem(submit(plain, token()), 401, "unauthenticated")
