@@ -147,3 +147,26 @@ def test_replays_keep_the_attempt_budget(
     assert report.failed == [job_id] and report.replayed == []
     job = adapters.store.get(job_id)
     assert job is not None and job.attempts == budget and job.status is JobStatus.FAILED
+
+
+def test_a_replayed_task_carries_the_job_id_and_now_as_its_schedule(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "orphan-now")
+    clock.advance(timedelta(hours=1))
+    sweeper.sweep()
+    queue, _ = fakes(adapters)
+    assert queue.tasks == [TaskSpec(task_name_for(job_id, 1), job_id, clock.now())]
+
+
+def test_a_replayed_scheduled_job_still_waits_for_its_not_before(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    due = clock.now() + timedelta(days=2)
+    job_id = job_id_for("c", "scheduled")
+    request = GradingRequest(submission_id="s", answer="a", rubric="r", not_before=due.isoformat())
+    adapters.store.create(Job.new(job_id, "c", request, "fp", clock.now()))
+    clock.advance(timedelta(hours=1))  # its task is gone (the fake queue holds none)
+    assert sweeper.sweep().replayed == [job_id]
+    queue, _ = fakes(adapters)
+    assert queue.tasks == [TaskSpec(task_name_for(job_id, 1), job_id, due)]

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.graders.rubric import RubricGrader, criteria_of
+from shared.adapters.graders.rubric import RubricGrader
 from shared.domain.errors import GradingTimeout, PermanentGradingError, TransientGradingError
 from shared.domain.job import GradingRequest
+from shared.domain.rubric import criteria_of
 
 
 def request(answer: str, rubric: Any, **metadata: Any) -> GradingRequest:

@@ -18,9 +18,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from shared.adapters.graders.rubric import criteria_of
 from shared.domain.errors import PermanentGradingError
 from shared.domain.job import GradingRequest
+from shared.domain.rubric import criteria_of
 
 DEFAULT_PROMPT_VERSION = "grading-v1"
 #: A rough, provider-independent count used only to reserve tokens before a request.

@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.domain.errors import GradingTimeout, PermanentGradingError, TransientGradingError
 from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.rubric import criteria_of
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
@@ -56,12 +57,6 @@ _STOPWORDS = frozenset(
     }
 )
 _FAILURES = ("transient", "permanent", "hang")
-
-
-def criteria_of(rubric: str | tuple[str, ...]) -> list[str]:
-    """Split a rubric into criteria: a list as given, a string by lines or semicolons."""
-    items = list(rubric) if isinstance(rubric, tuple) else re.split(r"[\n;]+", rubric)
-    return [item.strip(" -*\t") for item in items if item.strip(" -*\t")]
 
 
 def _terms(text: str) -> set[str]:
