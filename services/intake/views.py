@@ -27,13 +27,18 @@ class Timings(BaseModel):
 
 
 class Result(BaseModel):
-    """A finished grading."""
+    """A finished grading: by which grader, model and prompt, at what token cost."""
+
+    model_config = ConfigDict(extra="forbid")
 
     score: float
     max_score: float
     feedback: str
     criteria: list[dict[str, Any]]
     grader: str
+    model: str = ""
+    prompt_version: str = ""
+    usage: dict[str, int] = Field(default_factory=dict)
 
 
 class JobErrorView(BaseModel):

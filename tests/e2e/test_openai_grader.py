@@ -15,7 +15,14 @@ import pytest
 import requests
 
 from localcloud.stack import EMBEDDED, LocalStack, StackConfig
-from tests.e2e.test_pipeline import FAST_QUEUE, job_lines, received_by_analytics, submit, wait_final
+from tests.e2e.test_pipeline import (
+    FAST_QUEUE,
+    api,
+    job_lines,
+    received_by_analytics,
+    submit,
+    wait_final,
+)
 from tests.support.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -79,10 +86,11 @@ def test_a_job_is_graded_by_the_model_with_usage_on_the_result_and_event(
     [event] = received_by_analytics(stack, job["id"])
     assert event["model"] == "fake-grader"
     assert event["usage"] == result["usage"]
-    usage = requests.get(stack.config.url("analytics") + "/v1/usage", timeout=5).json()
-    assert (
-        usage["by_client"]["e2e"]["fake-grader"]["total_tokens"] >= result["usage"]["total_tokens"]
-    )
+    usage = requests.get(
+        stack.config.url("analytics") + "/v1/usage", headers=api(stack), timeout=5
+    ).json()
+    by_model = usage["by_client"][stack.config.client_id]["fake-grader"]
+    assert by_model["total_tokens"] >= result["usage"]["total_tokens"]
 
 
 def test_provider_429s_make_the_queue_back_off_by_retry_after_then_succeed(
