@@ -92,6 +92,22 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   member   = "serviceAccount:${each.value}"
 }
 
+# The recovery sweep asks whether a stuck job's task still exists (GetTask) before it
+# enqueues the job again; without cloudtasks.tasks.get every answer is PermissionDenied
+# and the sweep never replays a job. roles/cloudtasks.viewer on this one queue is the
+# smallest predefined role with it: besides tasks.get it allows listing this queue's tasks
+# (a task carries nothing but the job id, and the worker reads every job in Firestore
+# anyway) and reading the queue's configuration. A custom role with exactly tasks.get
+# would save that at the price of a project-level role resource (roles/iam.roleAdmin for
+# whoever applies, a role id that stays reserved for weeks after a destroy), for no
+# access to anything the worker cannot already read.
+resource "google_cloud_tasks_queue_iam_member" "worker_task_viewer" {
+  name     = google_cloud_tasks_queue.main[var.queue].name
+  location = var.region
+  role     = "roles/cloudtasks.viewer"
+  member   = "serviceAccount:${google_service_account.worker.email}"
+}
+
 # Creating a task with an OIDC token for tasks_invoker requires actAs on that account.
 resource "google_service_account_iam_member" "tasks_invoker_user" {
   for_each = local.task_enqueuers

@@ -57,6 +57,12 @@ locals {
     GRADEQ_TOPIC                       = google_pubsub_topic.events.name
     GRADEQ_PUSH_AUTH                   = "oidc"
     GRADEQ_LOG_LEVEL                   = var.log_level
+    # The time budget (shared/config/budget.py): the worker lives by it, and every service
+    # checks it against the queue's dispatch_deadline at start-up, so all get the same.
+    GRADEQ_GRADER_TIMEOUT_S     = tostring(var.grader_timeout_s)
+    GRADEQ_LEASE_S              = tostring(var.lease_s)
+    GRADEQ_HEARTBEAT_S          = tostring(var.heartbeat_s)
+    GRADEQ_RESULT_WRITE_RETRY_S = tostring(var.result_write_retry_s)
   }
 
   # What the push receivers check. Both services require authentication, so Cloud Run

@@ -120,9 +120,8 @@ resource "google_cloud_run_v2_service" "worker" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.push_env.worker, {
-          SERVICE                 = "worker"
-          THREADS                 = tostring(var.worker.concurrency)
-          GRADEQ_GRADER_TIMEOUT_S = tostring(var.grader_timeout_s)
+          SERVICE = "worker"
+          THREADS = tostring(var.worker.concurrency)
         })
         content {
           name  = env.key
@@ -149,9 +148,11 @@ resource "google_cloud_run_v2_service" "worker" {
       condition     = contains(keys(local.queues), var.queue)
       error_message = "var.queue must be a queue id defined in shared/config/queues.json."
     }
+    # The longest delivery (shared/config/budget.py) ends before the queue gives up on it:
+    # wait one lease for a dead attempt, grade, retry storing the result.
     precondition {
-      condition     = var.grader_timeout_s < local.dispatch_deadline_s
-      error_message = "grader_timeout_s must be below the queue's dispatch_deadline."
+      condition     = var.lease_s + var.grader_timeout_s + var.result_write_retry_s <= local.dispatch_deadline_s
+      error_message = "lease_s (${var.lease_s}) + grader_timeout_s (${var.grader_timeout_s}) + result_write_retry_s (${var.result_write_retry_s}) = ${var.lease_s + var.grader_timeout_s + var.result_write_retry_s}s must not exceed the queue's dispatch_deadline (${local.dispatch_deadline_s}s)."
     }
   }
 

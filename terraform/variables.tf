@@ -130,13 +130,50 @@ variable "notification" {
 }
 
 variable "grader_timeout_s" {
-  description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S); must stay below the queue's dispatch_deadline."
+  description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S). lease_s + grader_timeout_s + result_write_retry_s must not exceed the queue's dispatch_deadline."
   type        = number
   default     = 540
 
   validation {
     condition     = var.grader_timeout_s > 0
     error_message = "grader_timeout_s must be positive."
+  }
+}
+
+# The time budget of one delivery (shared/config/budget.py): a delivery may wait one lease
+# for a dead attempt's lease to expire, grade for grader_timeout_s, then retry storing the
+# result for result_write_retry_s. That must end before the queue's dispatch_deadline
+# (the worker's precondition in run.tf); the worker refuses to start otherwise.
+variable "lease_s" {
+  description = "Seconds of a grading attempt's lease (GRADEQ_LEASE_S), renewed every heartbeat_s while it grades: a dead attempt is taken over this long after its last renewal."
+  type        = number
+  default     = 45
+
+  validation {
+    condition     = var.lease_s > 0
+    error_message = "lease_s must be positive."
+  }
+}
+
+variable "heartbeat_s" {
+  description = "Seconds between two renewals of a grading attempt's lease (GRADEQ_HEARTBEAT_S); at most half of lease_s. Each renewal is one Firestore read and one write (docs/cost.md)."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.heartbeat_s > 0 && var.heartbeat_s * 2 <= var.lease_s
+    error_message = "heartbeat_s (${var.heartbeat_s}) must be positive and at most half of lease_s (${var.lease_s}), so one late renewal does not lose the lease."
+  }
+}
+
+variable "result_write_retry_s" {
+  description = "Seconds the worker keeps retrying to store a graded result while Firestore is unavailable (GRADEQ_RESULT_WRITE_RETRY_S)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.result_write_retry_s >= 0
+    error_message = "result_write_retry_s must not be negative."
   }
 }
 

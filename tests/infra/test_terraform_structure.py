@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
 
 import pytest
 
+from shared.config.budget import Budget, BudgetError
 from shared.config.queues import DEFAULT_QUEUES_FILE
+from shared.config.settings import Settings
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
 from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_of, references
@@ -120,11 +123,104 @@ def test_worker_timeout_covers_the_dispatch_deadline(tf: Terraform) -> None:
     assert template["timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
     assert tf.locals["task_queue"] == "${local.queues[var.queue]}"
+
+
+# --- The time budget (shared/config/budget.py): terraform refuses what the worker refuses.
+
+BUDGET_VARIABLES = {
+    "grader_timeout_s": "GRADEQ_GRADER_TIMEOUT_S",
+    "lease_s": "GRADEQ_LEASE_S",
+    "heartbeat_s": "GRADEQ_HEARTBEAT_S",
+    "result_write_retry_s": "GRADEQ_RESULT_WRITE_RETRY_S",
+}
+
+
+def _budget_precondition(tf: Terraform) -> str:
+    worker = tf.resource("google_cloud_run_v2_service", "worker")
+    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
+    budget = [c for c in conditions if "local.dispatch_deadline_s" in c]
+    assert len(budget) == 1, conditions
+    return str(budget[0])
+
+
+def _shipped_budget(**changes: float) -> Budget:
+    return dataclasses.replace(Settings().budget(), **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET_VARIABLES))
+def test_budget_variables_default_to_the_code_defaults(tf: Terraform, name: str) -> None:
+    variable = tf.variables[name]
+    assert variable["type"] == "number"
+    assert variable["default"] == Settings.model_fields[name].default
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET_VARIABLES))
+def test_every_service_gets_each_budget_variable(tf: Terraform, name: str) -> None:
+    # Every service checks the budget against the queue at start-up: with the code's
+    # defaults instead, a shorter dispatch_deadline would stop the intake from starting.
+    env = BUDGET_VARIABLES[name]
+    assert tf.locals["common_env"][env] == f"${{tostring(var.{name})}}"
+    for service in RUN_SERVICES:
+        assert "local.common_env" in _env_maps(tf, service), service
+        assert env not in _literal_env(tf, service), f"{service} overrides {env}"
+
+
+@pytest.mark.parametrize(
+    ("lease", "grader", "retry"),
+    [
+        (45, 540, 10),  # shipped: 595 <= 600
+        (45, 545, 10),  # exactly the deadline
+        (45, 546, 10),
+        (45, 540, 16),
+        (46, 545, 10),
+        (120, 470, 10),
+        (30, 560, 10),
+        (30, 561, 10),
+        (45, 555, 0),
+    ],
+)
+def test_budget_precondition_is_the_workers_rule(
+    tf: Terraform, lease: float, grader: float, retry: float
+) -> None:
+    budget = _shipped_budget(lease_s=lease, grader_timeout_s=grader, result_write_retry_s=retry)
+    deadline = budget.queue.dispatch_deadline.total_seconds()
+    values = {
+        "var.lease_s": lease,
+        "var.grader_timeout_s": grader,
+        "var.result_write_retry_s": retry,
+        "local.dispatch_deadline_s": deadline,
+    }
+    accepted = tfconfig.evaluate(_budget_precondition(tf), values)
+    assert accepted is (budget.longest_delivery_s <= deadline)
+
+
+def test_the_shipped_defaults_pass_the_budget_precondition(tf: Terraform) -> None:
     settings = json.loads(DEFAULT_QUEUES_FILE.read_text())
     deadline = float(settings[tf.variables["queue"]["default"]]["dispatch_deadline"][:-1])
-    assert tf.variables["grader_timeout_s"]["default"] < deadline
-    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
-    assert "${var.grader_timeout_s < local.dispatch_deadline_s}" in conditions
+    values = {f"var.{name}": tf.variables[name]["default"] for name in BUDGET_VARIABLES}
+    assert tfconfig.evaluate(
+        _budget_precondition(tf), {**values, "local.dispatch_deadline_s": deadline}
+    )
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "lease"),
+    [(15, 45), (22.5, 45), (23, 45), (30, 45), (0, 45), (60, 120), (61, 120)],
+)
+def test_heartbeat_validation_is_the_workers_rule(
+    tf: Terraform, heartbeat: float, lease: float
+) -> None:
+    (validation,) = tf.variables["heartbeat_s"]["validation"]
+    accepted = tfconfig.evaluate(
+        validation["condition"], {"var.heartbeat_s": heartbeat, "var.lease_s": lease}
+    )
+    try:
+        _shipped_budget(heartbeat_s=heartbeat, lease_s=lease, grader_timeout_s=300).check()
+        worker_accepts = heartbeat > 0  # Settings: heartbeat_s > 0
+    except BudgetError as refused:
+        assert "GRADEQ_HEARTBEAT_S" in str(refused)
+        worker_accepts = False
+    assert accepted is worker_accepts
 
 
 # --- Pub/Sub.
@@ -442,6 +538,33 @@ def _env_maps(tf: Terraform, service: str) -> list[str]:
     return re.findall(r"\blocal\.[\w.]+", merged.group(1))
 
 
+def _literal_env(tf: Terraform, service: str) -> dict[str, str]:
+    """The `{NAME = expr}` map written into a service's plain env merge."""
+    containers = block(tf.resource("google_cloud_run_v2_service", service), "template")
+    dynamic = containers["containers"][0]["dynamic"]  # type: ignore[index]
+    for_each = next(d["env"]["for_each"] for d in dynamic if "env" in d)
+    return tfconfig.literal_map(for_each)
+
+
+def _settings_env_name(name: str) -> bool:
+    field = name.removeprefix("GRADEQ_").lower()
+    return name.startswith("GRADEQ_") and field in Settings.model_fields
+
+
+def test_every_gradeq_variable_terraform_sets_is_a_setting(tf: Terraform) -> None:
+    names: set[str] = set(tf.locals["common_env"])
+    for env in tf.locals["push_env"].values():
+        names |= set(env)
+    for service in RUN_SERVICES:
+        names |= set(_literal_env(tf, service))
+        container = block(tf.resource("google_cloud_run_v2_service", service), "template")
+        names |= {e["name"] for e in container["containers"][0].get("env", [])}  # type: ignore[index]
+    names |= {name for _service, name, _ref in _secret_envs(tf)}
+    gradeq = {n for n in names if n.startswith("GRADEQ_")}
+    assert len(gradeq) > 20
+    assert sorted(n for n in gradeq if not _settings_env_name(n)) == []
+
+
 def test_collections_come_from_the_variables_the_ttl_policies_use(tf: Terraform) -> None:
     env = tf.locals["common_env"]
     assert env["GRADEQ_JOBS_COLLECTION"] == "${var.jobs_collection}"
@@ -555,24 +678,80 @@ def test_least_privilege_grants(tf: Terraform) -> None:
         "intake",
         "worker",
     }
+    # The sweep's GetTask (cloudtasks.tasks.get) on the queue: the worker only.
+    assert members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.viewer") == {"worker"}
+    roles = {b["role"] for b in tf.of_type("google_cloud_tasks_queue_iam_member").values()}
+    assert roles == {"roles/cloudtasks.enqueuer", "roles/cloudtasks.viewer"}
+
+
+def test_the_worker_may_read_tasks_on_its_own_queue(tf: Terraform) -> None:
+    grant = tf.resource("google_cloud_tasks_queue_iam_member", "worker_task_viewer")
+    assert grant["name"] == "${google_cloud_tasks_queue.main[var.queue].name}"
+    assert grant["location"] == "${var.region}"
+    assert "count" not in grant and "for_each" not in grant
+
+
+def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
+    readers: dict[str, set[str]] = {}
+    for body in tf.of_type("google_secret_manager_secret_iam_member").values():
+        assert body["role"] == "roles/secretmanager.secretAccessor"
+        secret = [r[2] for r in references(body["secret_id"]) if r[0] == "resource"]
+        account = [r[2] for r in references(body["member"]) if r[0] == "resource"]
+        readers.setdefault(secret[0], set()).update(account)
+    assert readers == {
+        "client_keys": {"intake"},
+        "webhook_secret": {"notification"},
+    }
+    for service, _name, ref in _secret_envs(tf):
+        read = next(r[2] for r in references(ref["secret"]) if r[0] == "resource")
+        assert readers[read] == {service}
+
+
+def _secret_envs(tf: Terraform) -> list[tuple[str, str, dict[str, Any]]]:
+    """(service, env name, secret_key_ref) of every env read from Secret Manager.
+
+    Static env blocks, and dynamic ones whose for_each is a literal list of names.
+    """
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    for service, body in tf.of_type("google_cloud_run_v2_service").items():
+        container = block(body, "template")["containers"][0]  # type: ignore[index]
+        for env in container.get("env", []):
+            if "value_source" in env:
+                ref = block(env, "value_source", "secret_key_ref")
+                assert ref is not None, (service, env["name"])
+                found.append((service, env["name"], ref))
+        for dynamic in container.get("dynamic", []):
+            env = dynamic.get("env")
+            if env is None or "value_source" not in env["content"][0]:
+                continue
+            assert env["content"][0]["name"] == "${env.value}", env
+            ref = block(env["content"][0], "value_source", "secret_key_ref")
+            assert ref is not None, (service, env)
+            names = re.findall(r'\["([A-Z_]+)"\]', env["for_each"])
+            assert names, env["for_each"]
+            found.extend((service, name, ref) for name in names)
+    return found
 
 
 def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
-    secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|CLIENT_KEYS)")
+    secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|_KEYS?$)")
     plain = str(tf.locals.get("common_env")) + str(tf.locals.get("push_env"))
     plain += "".join(str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values())
     sourced: dict[str, set[str]] = {}
-    for name, body in tf.of_type("google_cloud_run_v2_service").items():
+    for service, name, ref in _secret_envs(tf):
+        assert ref and "google_secret_manager_secret." in ref["secret"], (service, name)
+        assert ref["version"] == "latest"
+        sourced.setdefault(service, set()).add(name)
+    for service, body in tf.of_type("google_cloud_run_v2_service").items():
         for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
-            if "value_source" in env:
-                ref = block(env, "value_source", "secret_key_ref")
-                assert ref and "google_secret_manager_secret." in ref["secret"]
-                sourced.setdefault(name, set()).add(env["name"])
-            else:
-                assert not secret_like.search(env["name"]), f"{name}: plain {env['name']}"
-    assert sourced == {"intake": {"GRADEQ_CLIENT_KEYS"}, "notification": {"GRADEQ_WEBHOOK_SECRET"}}
+            if "value_source" not in env:
+                assert not secret_like.search(env["name"]), f"{service}: plain {env['name']}"
+    assert sourced == {
+        "intake": {"GRADEQ_CLIENT_KEYS"},
+        "notification": {"GRADEQ_WEBHOOK_SECRET"},
+    }
     # Dynamic (plain) env maps must not carry them either.
-    for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*=", plain):
+    for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*[=:]", plain):
         assert not secret_like.search(key) or key == "GRADEQ_PUSH_AUTH", key
 
 
