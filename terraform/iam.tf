@@ -188,3 +188,21 @@ resource "google_secret_manager_secret_iam_member" "notification_webhook_secret"
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.notification.email}"
 }
+
+resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
+  count = local.grader_needs_key ? 1 : 0
+
+  secret_id = google_secret_manager_secret.grader_api_key[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.worker.email}"
+}
+
+# --- Vertex AI: Gemini on Vertex AI runs as the worker's account. Google's publisher
+# models have no IAM of their own; the project is the narrowest scope of aiplatform.user.
+resource "google_project_iam_member" "worker_aiplatform_user" {
+  count = local.grader_on_vertex ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/aiplatform.user"
+  member  = "serviceAccount:${google_service_account.worker.email}"
+}

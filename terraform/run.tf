@@ -119,13 +119,29 @@ resource "google_cloud_run_v2_service" "worker" {
       }
 
       dynamic "env" {
-        for_each = merge(local.common_env, local.push_env.worker, {
+        for_each = merge(local.common_env, local.push_env.worker, local.grader_env, {
           SERVICE = "worker"
           THREADS = tostring(var.worker.concurrency)
+          # The grader's quota is split evenly over this many instances.
+          GRADEQ_WORKER_MAX_INSTANCES = tostring(var.worker.max_instances)
         })
         content {
           name  = env.key
           value = env.value
+        }
+      }
+
+      # Only for a grader that needs a key (local.grader_needs_key).
+      dynamic "env" {
+        for_each = local.grader_needs_key ? ["GRADEQ_GRADER_API_KEY"] : []
+        content {
+          name = env.value
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.grader_api_key[0].secret_id
+              version = "latest"
+            }
+          }
         }
       }
 
@@ -156,7 +172,13 @@ resource "google_cloud_run_v2_service" "worker" {
     }
   }
 
-  depends_on = [time_sleep.apis]
+  # A revision must not grade before it may read its key or call Vertex AI: a refused
+  # model call fails the job at once (grading-provider-rejected).
+  depends_on = [
+    time_sleep.apis,
+    google_secret_manager_secret_iam_member.worker_grader_api_key,
+    google_project_iam_member.worker_aiplatform_user,
+  ]
 }
 
 resource "google_cloud_run_v2_service" "notification" {

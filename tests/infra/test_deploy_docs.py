@@ -118,7 +118,7 @@ def test_cost_docs_price_the_lease_renewals(
     assert row in COST.read_text(), row
 
 
-def test_deploy_docs_describe_the_budget_rules_and_the_sweeps_grant(tf: Terraform) -> None:
+def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> None:
     text = " ".join(DEPLOY.read_text().split())
     # The precondition and the validation terraform checks, as written in variables.tf/run.tf.
     assert (
@@ -130,5 +130,9 @@ def test_deploy_docs_describe_the_budget_rules_and_the_sweeps_grant(tf: Terrafor
         tf.variables[n]["default"] for n in ("lease_s", "grader_timeout_s", "result_write_retry_s")
     ]
     assert f"{shipped[0]} + {shipped[1]} + {shipped[2]} = {sum(shipped)} <= 600" in text
-    assert "`roles/cloudtasks.viewer`" in text
+    for role in ("roles/cloudtasks.viewer", "roles/aiplatform.user"):
+        assert f"`{role}`" in text, role
     assert "`cloudtasks.tasks.get`" in text
+    # The sizing rule the check block warns about, and its name.
+    assert "max_dispatches_per_second x 60 >= share_rpm x worker.max_instances" in text
+    assert f"`{next(iter(tf.checks))}`" in text
