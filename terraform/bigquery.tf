@@ -9,7 +9,8 @@
 # schema mismatch. The view grading_completed_v1 gives analysts typed columns that match
 # shared/schemas/grading_completed.v1.json, one row per event: a publish that timed out
 # on the worker's side may still land, and the retry then lands a second message with the
-# same ce-id (and another message_id).
+# same ce-id (and another message_id). model and the usage columns are null for the
+# offline grader and for failed jobs.
 
 resource "google_bigquery_dataset" "analytics" {
   #checkov:skip=CKV_GCP_81:Grading outcomes and scores only; Google-managed encryption is enough. Add default_encryption_configuration for CMEK.
@@ -73,6 +74,11 @@ resource "google_bigquery_table" "events_v1" {
         JSON_VALUE(data, '$.callback_url') AS callback_url,
         JSON_VALUE(data, '$.error.type') AS error_type,
         JSON_VALUE(data, '$.error.message') AS error_message,
+        JSON_VALUE(data, '$.model') AS model,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.input_tokens') AS INT64) AS input_tokens,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.output_tokens') AS INT64) AS output_tokens,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.total_tokens') AS INT64) AS total_tokens,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.requests') AS INT64) AS model_requests,
         message_id
       FROM `${google_bigquery_table.events.project}.${google_bigquery_table.events.dataset_id}.${google_bigquery_table.events.table_id}`
       WHERE JSON_VALUE(attributes, '$."ce-type"') = 'dev.gradeq.grading.completed.v1'

@@ -92,6 +92,22 @@ resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
   member   = "serviceAccount:${each.value}"
 }
 
+# The recovery sweep asks whether a stuck job's task still exists (GetTask) before it
+# enqueues the job again; without cloudtasks.tasks.get every answer is PermissionDenied
+# and the sweep never replays a job. roles/cloudtasks.viewer on this one queue is the
+# smallest predefined role with it: besides tasks.get it allows listing this queue's tasks
+# (a task carries nothing but the job id, and the worker reads every job in Firestore
+# anyway) and reading the queue's configuration. A custom role with exactly tasks.get
+# would save that at the price of a project-level role resource (roles/iam.roleAdmin for
+# whoever applies, a role id that stays reserved for weeks after a destroy), for no
+# access to anything the worker cannot already read.
+resource "google_cloud_tasks_queue_iam_member" "worker_task_viewer" {
+  name     = google_cloud_tasks_queue.main[var.queue].name
+  location = var.region
+  role     = "roles/cloudtasks.viewer"
+  member   = "serviceAccount:${google_service_account.worker.email}"
+}
+
 # Creating a task with an OIDC token for tasks_invoker requires actAs on that account.
 resource "google_service_account_iam_member" "tasks_invoker_user" {
   for_each = local.task_enqueuers
@@ -171,4 +187,22 @@ resource "google_secret_manager_secret_iam_member" "notification_webhook_secret"
   secret_id = google_secret_manager_secret.webhook_secret.id
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.notification.email}"
+}
+
+resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
+  count = local.grader_needs_key ? 1 : 0
+
+  secret_id = google_secret_manager_secret.grader_api_key[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.worker.email}"
+}
+
+# --- Vertex AI: Gemini on Vertex AI runs as the worker's account. Google's publisher
+# models have no IAM of their own; the project is the narrowest scope of aiplatform.user.
+resource "google_project_iam_member" "worker_aiplatform_user" {
+  count = local.grader_on_vertex ? 1 : 0
+
+  project = var.project_id
+  role    = "roles/aiplatform.user"
+  member  = "serviceAccount:${google_service_account.worker.email}"
 }

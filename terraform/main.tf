@@ -57,6 +57,12 @@ locals {
     GRADEQ_TOPIC                       = google_pubsub_topic.events.name
     GRADEQ_PUSH_AUTH                   = "oidc"
     GRADEQ_LOG_LEVEL                   = var.log_level
+    # The time budget (shared/config/budget.py): the worker lives by it, and every service
+    # checks it against the queue's dispatch_deadline at start-up, so all get the same.
+    GRADEQ_GRADER_TIMEOUT_S     = tostring(var.grader_timeout_s)
+    GRADEQ_LEASE_S              = tostring(var.lease_s)
+    GRADEQ_HEARTBEAT_S          = tostring(var.heartbeat_s)
+    GRADEQ_RESULT_WRITE_RETRY_S = tostring(var.result_write_retry_s)
   }
 
   # What the push receivers check. Both services require authentication, so Cloud Run
@@ -78,7 +84,33 @@ locals {
     }
   }
 
-  required_apis = toset([
+  # The grader (var.grader): Gemini on Vertex AI runs as the worker's service account;
+  # the Gemini API and OpenAI-compatible servers take a key from Secret Manager.
+  grader_on_vertex = var.grader.kind == "gemini" && var.grader.gemini_api == "vertex"
+  grader_needs_key = var.grader.kind == "openai" || (var.grader.kind == "gemini" && var.grader.gemini_api == "developer")
+
+  # The worker's grader settings (GRADEQ_GRADER_*, the README's "Graders" section). An
+  # empty value is left out: the setting's default is empty too, so the worker reads the
+  # same and no env entry without a value reaches Cloud Run. GRADEQ_GRADER_SIMULATE is
+  # never set: failure injection stays off on Google Cloud.
+  grader_settings = {
+    GRADEQ_GRADER                   = var.grader.kind
+    GRADEQ_GRADER_MODEL             = var.grader.model
+    GRADEQ_GRADER_GEMINI_API        = var.grader.gemini_api
+    GRADEQ_GRADER_LOCATION          = var.grader.location
+    GRADEQ_GRADER_BASE_URL          = var.grader.base_url
+    GRADEQ_GRADER_REQUEST_TIMEOUT_S = tostring(var.grader.request_timeout_s)
+    GRADEQ_GRADER_QUOTA_RPM         = tostring(var.grader.quota_rpm)
+    GRADEQ_GRADER_QUOTA_TPM         = tostring(var.grader.quota_tpm)
+    GRADEQ_GRADER_QUOTA_HEADROOM    = tostring(var.grader.quota_headroom)
+  }
+  grader_env = { for name, value in local.grader_settings : name => value if value != "" }
+
+  # Model requests a minute all worker instances together may send: each takes
+  # max(1, floor(quota_rpm x quota_headroom / max_instances)) (shared/adapters/graders/limiter.py).
+  grader_quota_rpm_used = var.worker.max_instances * max(1, floor(var.grader.quota_rpm * var.grader.quota_headroom / var.worker.max_instances))
+
+  required_apis = toset(concat([
     "artifactregistry.googleapis.com",
     "bigquery.googleapis.com",
     "cloudresourcemanager.googleapis.com",
@@ -91,7 +123,7 @@ locals {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
-  ])
+  ], local.grader_on_vertex ? ["aiplatform.googleapis.com"] : []))
 }
 
 resource "google_project_service" "main" {

@@ -119,14 +119,29 @@ resource "google_cloud_run_v2_service" "worker" {
       }
 
       dynamic "env" {
-        for_each = merge(local.common_env, local.push_env.worker, {
-          SERVICE                 = "worker"
-          THREADS                 = tostring(var.worker.concurrency)
-          GRADEQ_GRADER_TIMEOUT_S = tostring(var.grader_timeout_s)
+        for_each = merge(local.common_env, local.push_env.worker, local.grader_env, {
+          SERVICE = "worker"
+          THREADS = tostring(var.worker.concurrency)
+          # The grader's quota is split evenly over this many instances.
+          GRADEQ_WORKER_MAX_INSTANCES = tostring(var.worker.max_instances)
         })
         content {
           name  = env.key
           value = env.value
+        }
+      }
+
+      # Only for a grader that needs a key (local.grader_needs_key).
+      dynamic "env" {
+        for_each = local.grader_needs_key ? ["GRADEQ_GRADER_API_KEY"] : []
+        content {
+          name = env.value
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.grader_api_key[0].secret_id
+              version = "latest"
+            }
+          }
         }
       }
 
@@ -149,13 +164,21 @@ resource "google_cloud_run_v2_service" "worker" {
       condition     = contains(keys(local.queues), var.queue)
       error_message = "var.queue must be a queue id defined in shared/config/queues.json."
     }
+    # The longest delivery (shared/config/budget.py) ends before the queue gives up on it:
+    # wait one lease for a dead attempt, grade, retry storing the result.
     precondition {
-      condition     = var.grader_timeout_s < local.dispatch_deadline_s
-      error_message = "grader_timeout_s must be below the queue's dispatch_deadline."
+      condition     = var.lease_s + var.grader_timeout_s + var.result_write_retry_s <= local.dispatch_deadline_s
+      error_message = "lease_s (${var.lease_s}) + grader_timeout_s (${var.grader_timeout_s}) + result_write_retry_s (${var.result_write_retry_s}) = ${var.lease_s + var.grader_timeout_s + var.result_write_retry_s}s must not exceed the queue's dispatch_deadline (${local.dispatch_deadline_s}s)."
     }
   }
 
-  depends_on = [time_sleep.apis]
+  # A revision must not grade before it may read its key or call Vertex AI: a refused
+  # model call fails the job at once (grading-provider-rejected).
+  depends_on = [
+    time_sleep.apis,
+    google_secret_manager_secret_iam_member.worker_grader_api_key,
+    google_project_iam_member.worker_aiplatform_user,
+  ]
 }
 
 resource "google_cloud_run_v2_service" "notification" {

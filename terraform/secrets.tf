@@ -1,12 +1,15 @@
 # Secret values never pass through terraform state. A Cloud Run revision that reads a
 # secret without any version fails, so the secrets are created with their first version
 # (gcloud, docs/deploy.md) before the first apply, and terraform adopts them: the import
-# blocks below take them over once and do nothing afterwards.
+# blocks below take them over once and do nothing afterwards. The grader's API key exists
+# only when the grader needs one (local.grader_needs_key): Gemini through the Gemini API,
+# or an OpenAI-compatible server.
 
 locals {
   secret_ids = {
     client_keys    = "${var.name_prefix}-client-keys"
     webhook_secret = "${var.name_prefix}-webhook-secret"
+    grader_api_key = "${var.name_prefix}-grader-api-key"
   }
 }
 
@@ -18,6 +21,12 @@ import {
 import {
   to = google_secret_manager_secret.webhook_secret
   id = "projects/${var.project_id}/secrets/${local.secret_ids.webhook_secret}"
+}
+
+import {
+  for_each = local.grader_needs_key ? [0] : []
+  to       = google_secret_manager_secret.grader_api_key[each.value]
+  id       = "projects/${var.project_id}/secrets/${local.secret_ids.grader_api_key}"
 }
 
 resource "google_secret_manager_secret" "client_keys" {
@@ -33,6 +42,19 @@ resource "google_secret_manager_secret" "client_keys" {
 
 resource "google_secret_manager_secret" "webhook_secret" {
   secret_id = local.secret_ids.webhook_secret
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+resource "google_secret_manager_secret" "grader_api_key" {
+  count = local.grader_needs_key ? 1 : 0
+
+  secret_id = local.secret_ids.grader_api_key
   labels    = var.labels
 
   replication {

@@ -130,13 +130,105 @@ variable "notification" {
 }
 
 variable "grader_timeout_s" {
-  description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S); must stay below the queue's dispatch_deadline."
+  description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S). lease_s + grader_timeout_s + result_write_retry_s must not exceed the queue's dispatch_deadline."
   type        = number
   default     = 540
 
   validation {
     condition     = var.grader_timeout_s > 0
     error_message = "grader_timeout_s must be positive."
+  }
+}
+
+# The time budget of one delivery (shared/config/budget.py): a delivery may wait one lease
+# for a dead attempt's lease to expire, grade for grader_timeout_s, then retry storing the
+# result for result_write_retry_s. That must end before the queue's dispatch_deadline
+# (the worker's precondition in run.tf); the worker refuses to start otherwise.
+variable "lease_s" {
+  description = "Seconds of a grading attempt's lease (GRADEQ_LEASE_S), renewed every heartbeat_s while it grades: a dead attempt is taken over this long after its last renewal."
+  type        = number
+  default     = 45
+
+  validation {
+    condition     = var.lease_s > 0
+    error_message = "lease_s must be positive."
+  }
+}
+
+variable "heartbeat_s" {
+  description = "Seconds between two renewals of a grading attempt's lease (GRADEQ_HEARTBEAT_S); at most half of lease_s. Each renewal is one Firestore read and one write (docs/cost.md)."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.heartbeat_s > 0 && var.heartbeat_s * 2 <= var.lease_s
+    error_message = "heartbeat_s (${var.heartbeat_s}) must be positive and at most half of lease_s (${var.lease_s}), so one late renewal does not lose the lease."
+  }
+}
+
+variable "result_write_retry_s" {
+  description = "Seconds the worker keeps retrying to store a graded result while Firestore is unavailable (GRADEQ_RESULT_WRITE_RETRY_S)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.result_write_retry_s >= 0
+    error_message = "result_write_retry_s must not be negative."
+  }
+}
+
+variable "grader" {
+  description = <<-EOT
+    The worker's grader (the README's "Graders" section). kind: rubric (offline), gemini or
+    openai (any OpenAI-compatible server). model: empty means the grader's default (gemini:
+    gemini-2.5-flash; openai needs one). gemini_api: vertex (Vertex AI as the worker's
+    service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
+    with a key). location: the Vertex AI location serving the model. base_url: the
+    OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and
+    tokens per minute for the model (tpm 0: no token limit), split evenly over the worker's
+    max_instances; quota_headroom: the fraction Gradeq may use. request_timeout_s: the
+    longest single model request. gemini with developer and openai read their key from the
+    secret NAME_PREFIX-grader-api-key (docs/deploy.md).
+  EOT
+  type = object({
+    kind              = optional(string, "rubric")
+    model             = optional(string, "")
+    gemini_api        = optional(string, "vertex")
+    location          = optional(string, "global")
+    base_url          = optional(string, "")
+    quota_rpm         = optional(number, 60)
+    quota_tpm         = optional(number, 0)
+    quota_headroom    = optional(number, 0.9)
+    request_timeout_s = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    condition     = contains(["rubric", "gemini", "openai"], var.grader.kind)
+    error_message = "grader.kind must be rubric, gemini or openai."
+  }
+
+  validation {
+    condition     = contains(["vertex", "developer"], var.grader.gemini_api)
+    error_message = "grader.gemini_api must be vertex or developer."
+  }
+
+  validation {
+    # The worker refuses to start without them (shared/config/settings.py).
+    condition     = var.grader.kind != "openai" || (var.grader.base_url != "" && var.grader.model != "")
+    error_message = "grader.kind = openai needs grader.base_url and grader.model."
+  }
+
+  validation {
+    # The bounds of GRADEQ_GRADER_QUOTA_RPM, _TPM (whole numbers), _HEADROOM and
+    # GRADEQ_GRADER_REQUEST_TIMEOUT_S in shared/config/settings.py.
+    condition = (
+      var.grader.quota_rpm >= 1 && floor(var.grader.quota_rpm) == var.grader.quota_rpm
+      && var.grader.quota_tpm >= 0 && floor(var.grader.quota_tpm) == var.grader.quota_tpm
+      && var.grader.quota_headroom > 0 && var.grader.quota_headroom <= 1
+      && var.grader.request_timeout_s > 0
+    )
+    error_message = "grader: quota_rpm must be a whole number >= 1, quota_tpm a whole number >= 0, quota_headroom in (0, 1] and request_timeout_s positive."
   }
 }
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from shared.config.settings import Settings
 from tests.infra.tfconfig import REPO, Terraform
 
 pytestmark = pytest.mark.infra
@@ -92,3 +93,46 @@ def test_cost_docs_count_the_analytics_path_as_a_bigquery_subscription() -> None
     text = COST.read_text()
     assert "BigQuery subscription" in text
     assert "Pub/Sub pushes to `notification` and `analytics`" not in text
+
+
+def _firestore_prices() -> tuple[float, float]:
+    """$ per document read and write, from docs/cost.md's price table."""
+    pattern = r"reads \$([\d.]+), writes \$([\d.]+)(?:, deletes \$[\d.]+)? per 100,000 documents"
+    m = re.search(pattern, COST.read_text())
+    assert m, "docs/cost.md gives no Firestore read/write prices"
+    return float(m.group(1)) / 100_000, float(m.group(2)) / 100_000
+
+
+@pytest.mark.parametrize(("lease", "heartbeat"), [(None, None), (15, 5), (120, 40)])
+def test_cost_docs_price_the_lease_renewals(
+    tf: Terraform, lease: float | None, heartbeat: float | None
+) -> None:
+    shipped = lease is None
+    lease = float(tf.variables["lease_s"]["default"]) if lease is None else lease
+    heartbeat = float(tf.variables["heartbeat_s"]["default"]) if heartbeat is None else heartbeat
+    budget = Settings(lease_s=lease, heartbeat_s=heartbeat, grader_timeout_s=300).budget()
+    read, write = _firestore_prices()
+    per_million = budget.renewals_per_minute * (read + write) * 1_000_000
+    label = f"{lease:g} / {heartbeat:g}" + (" (shipped)" if shipped else "")
+    row = f"| {label} | {budget.renewals_per_minute:g} | {per_million:.2f} |"
+    assert row in COST.read_text(), row
+
+
+def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> None:
+    text = " ".join(DEPLOY.read_text().split())
+    # The precondition and the validation terraform checks, as written in variables.tf/run.tf.
+    assert (
+        "`lease_s` + `grader_timeout_s` + `result_write_retry_s` <= the queue's `dispatch_deadline`"
+        in text
+    )
+    assert "`heartbeat_s` at most `lease_s` / 2" in text
+    shipped = [
+        tf.variables[n]["default"] for n in ("lease_s", "grader_timeout_s", "result_write_retry_s")
+    ]
+    assert f"{shipped[0]} + {shipped[1]} + {shipped[2]} = {sum(shipped)} <= 600" in text
+    for role in ("roles/cloudtasks.viewer", "roles/aiplatform.user"):
+        assert f"`{role}`" in text, role
+    assert "`cloudtasks.tasks.get`" in text
+    # The sizing rule the check block warns about, and its name.
+    assert "max_dispatches_per_second x 60 >= share_rpm x worker.max_instances" in text
+    assert f"`{next(iter(tf.checks))}`" in text

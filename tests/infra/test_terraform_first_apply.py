@@ -139,15 +139,37 @@ def test_providers_for_the_new_resources_are_pinned_and_configured() -> None:
     assert beta and "var.project_id" in beta.group(1) and "var.region" in beta.group(1)
 
 
+def _count_condition(count: str) -> str:
+    """`${COND ? 1 : 0}` -> COND."""
+    m = re.fullmatch(r"\$\{(.+) \? 1 : 0\}", count)
+    assert m, f"not a conditional count: {count}"
+    return m.group(1)
+
+
 def test_secrets_are_named_from_the_prefix_and_adopted_not_created_empty(tf: Terraform) -> None:
     ids = tf.locals["secret_ids"]
     secrets = tf.of_type("google_secret_manager_secret")
     assert set(secrets) == set(ids)
-    imported = {path_of(i["to"])[1]: i["id"] for i in tf.imports}  # type: ignore[index]
+    imported: dict[str, dict[str, Any]] = {}
+    for entry in tf.imports:
+        target = re.fullmatch(
+            r"\$\{google_secret_manager_secret\.(\w+)(\[each\.value\])?\}", entry["to"]
+        )
+        assert target, entry["to"]
+        imported[target.group(1)] = entry
+        # A conditional secret is imported into its one instance, [0].
+        assert bool(target.group(2)) == ("for_each" in entry), entry
     for name, body in secrets.items():
         assert ids[name].startswith("${var.name_prefix}-"), ids[name]
         assert body["secret_id"] == f"${{local.secret_ids.{name}}}"
         # A revision that reads a secret without a version fails: the secrets are created
         # with their value before the first apply and taken over by these imports.
         expected = f"projects/${{var.project_id}}/secrets/${{local.secret_ids.{name}}}"
-        assert imported.get(name) == expected
+        assert name in imported, f"secret {name} is not adopted"
+        assert imported[name]["id"] == expected
+        if "count" in body:
+            # Imported exactly when it exists: a missing secret stops the plan.
+            condition = _count_condition(body["count"])
+            assert imported[name]["for_each"] == f"${{{condition} ? [0] : []}}", name
+        else:
+            assert "for_each" not in imported[name], name

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
 
 import pytest
+from pydantic import SecretStr, ValidationError
 
+from shared.adapters.graders.limiter import QuotaShare
+from shared.config.budget import Budget, BudgetError
 from shared.config.queues import DEFAULT_QUEUES_FILE
+from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
 from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_of, references
@@ -120,11 +125,104 @@ def test_worker_timeout_covers_the_dispatch_deadline(tf: Terraform) -> None:
     assert template["timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
     assert tf.locals["task_queue"] == "${local.queues[var.queue]}"
+
+
+# --- The time budget (shared/config/budget.py): terraform refuses what the worker refuses.
+
+BUDGET_VARIABLES = {
+    "grader_timeout_s": "GRADEQ_GRADER_TIMEOUT_S",
+    "lease_s": "GRADEQ_LEASE_S",
+    "heartbeat_s": "GRADEQ_HEARTBEAT_S",
+    "result_write_retry_s": "GRADEQ_RESULT_WRITE_RETRY_S",
+}
+
+
+def _budget_precondition(tf: Terraform) -> str:
+    worker = tf.resource("google_cloud_run_v2_service", "worker")
+    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
+    budget = [c for c in conditions if "local.dispatch_deadline_s" in c]
+    assert len(budget) == 1, conditions
+    return str(budget[0])
+
+
+def _shipped_budget(**changes: float) -> Budget:
+    return dataclasses.replace(Settings().budget(), **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET_VARIABLES))
+def test_budget_variables_default_to_the_code_defaults(tf: Terraform, name: str) -> None:
+    variable = tf.variables[name]
+    assert variable["type"] == "number"
+    assert variable["default"] == Settings.model_fields[name].default
+
+
+@pytest.mark.parametrize("name", sorted(BUDGET_VARIABLES))
+def test_every_service_gets_each_budget_variable(tf: Terraform, name: str) -> None:
+    # Every service checks the budget against the queue at start-up: with the code's
+    # defaults instead, a shorter dispatch_deadline would stop the intake from starting.
+    env = BUDGET_VARIABLES[name]
+    assert tf.locals["common_env"][env] == f"${{tostring(var.{name})}}"
+    for service in RUN_SERVICES:
+        assert "local.common_env" in _env_maps(tf, service), service
+        assert env not in _literal_env(tf, service), f"{service} overrides {env}"
+
+
+@pytest.mark.parametrize(
+    ("lease", "grader", "retry"),
+    [
+        (45, 540, 10),  # shipped: 595 <= 600
+        (45, 545, 10),  # exactly the deadline
+        (45, 546, 10),
+        (45, 540, 16),
+        (46, 545, 10),
+        (120, 470, 10),
+        (30, 560, 10),
+        (30, 561, 10),
+        (45, 555, 0),
+    ],
+)
+def test_budget_precondition_is_the_workers_rule(
+    tf: Terraform, lease: float, grader: float, retry: float
+) -> None:
+    budget = _shipped_budget(lease_s=lease, grader_timeout_s=grader, result_write_retry_s=retry)
+    deadline = budget.queue.dispatch_deadline.total_seconds()
+    values = {
+        "var.lease_s": lease,
+        "var.grader_timeout_s": grader,
+        "var.result_write_retry_s": retry,
+        "local.dispatch_deadline_s": deadline,
+    }
+    accepted = tfconfig.evaluate(_budget_precondition(tf), values)
+    assert accepted is (budget.longest_delivery_s <= deadline)
+
+
+def test_the_shipped_defaults_pass_the_budget_precondition(tf: Terraform) -> None:
     settings = json.loads(DEFAULT_QUEUES_FILE.read_text())
     deadline = float(settings[tf.variables["queue"]["default"]]["dispatch_deadline"][:-1])
-    assert tf.variables["grader_timeout_s"]["default"] < deadline
-    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
-    assert "${var.grader_timeout_s < local.dispatch_deadline_s}" in conditions
+    values = {f"var.{name}": tf.variables[name]["default"] for name in BUDGET_VARIABLES}
+    assert tfconfig.evaluate(
+        _budget_precondition(tf), {**values, "local.dispatch_deadline_s": deadline}
+    )
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "lease"),
+    [(15, 45), (22.5, 45), (23, 45), (30, 45), (0, 45), (60, 120), (61, 120)],
+)
+def test_heartbeat_validation_is_the_workers_rule(
+    tf: Terraform, heartbeat: float, lease: float
+) -> None:
+    (validation,) = tf.variables["heartbeat_s"]["validation"]
+    accepted = tfconfig.evaluate(
+        validation["condition"], {"var.heartbeat_s": heartbeat, "var.lease_s": lease}
+    )
+    try:
+        _shipped_budget(heartbeat_s=heartbeat, lease_s=lease, grader_timeout_s=300).check()
+        worker_accepts = heartbeat > 0  # Settings: heartbeat_s > 0
+    except BudgetError as refused:
+        assert "GRADEQ_HEARTBEAT_S" in str(refused)
+        worker_accepts = False
+    assert accepted is worker_accepts
 
 
 # --- Pub/Sub.
@@ -260,6 +358,11 @@ def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
         "error_type",
         "error_message",
         "event_id",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "model_requests",
     ):
         assert f"AS {name}" in query, name
     assert "dev.gradeq.grading.completed.v1" in query
@@ -442,6 +545,33 @@ def _env_maps(tf: Terraform, service: str) -> list[str]:
     return re.findall(r"\blocal\.[\w.]+", merged.group(1))
 
 
+def _literal_env(tf: Terraform, service: str) -> dict[str, str]:
+    """The `{NAME = expr}` map written into a service's plain env merge."""
+    containers = block(tf.resource("google_cloud_run_v2_service", service), "template")
+    dynamic = containers["containers"][0]["dynamic"]  # type: ignore[index]
+    for_each = next(d["env"]["for_each"] for d in dynamic if "env" in d)
+    return tfconfig.literal_map(for_each)
+
+
+def _settings_env_name(name: str) -> bool:
+    field = name.removeprefix("GRADEQ_").lower()
+    return name.startswith("GRADEQ_") and field in Settings.model_fields
+
+
+def test_every_gradeq_variable_terraform_sets_is_a_setting(tf: Terraform) -> None:
+    names: set[str] = set(tf.locals["common_env"]) | set(tf.locals["grader_settings"])
+    for env in tf.locals["push_env"].values():
+        names |= set(env)
+    for service in RUN_SERVICES:
+        names |= set(_literal_env(tf, service))
+        container = block(tf.resource("google_cloud_run_v2_service", service), "template")
+        names |= {e["name"] for e in container["containers"][0].get("env", [])}  # type: ignore[index]
+    names |= {name for _service, name, _ref in _secret_envs(tf)}
+    gradeq = {n for n in names if n.startswith("GRADEQ_")}
+    assert len(gradeq) > 20
+    assert sorted(n for n in gradeq if not _settings_env_name(n)) == []
+
+
 def test_collections_come_from_the_variables_the_ttl_policies_use(tf: Terraform) -> None:
     env = tf.locals["common_env"]
     assert env["GRADEQ_JOBS_COLLECTION"] == "${var.jobs_collection}"
@@ -520,8 +650,14 @@ def test_probes_use_a_path_every_image_serves(tf: Terraform) -> None:
         assert block(body, "http_check")["path"] == "/health/live", name  # type: ignore[index]
 
 
-def test_project_level_grants_are_limited_to_firestore(tf: Terraform) -> None:
-    for body in tf.of_type("google_project_iam_member").values():
+def test_project_level_grants_are_limited_to_firestore_and_vertex_ai(tf: Terraform) -> None:
+    for name, body in tf.of_type("google_project_iam_member").items():
+        if body["role"] == "roles/aiplatform.user":
+            # Google's publisher models have no IAM of their own: granted only when the
+            # worker calls Gemini on Vertex AI.
+            assert name == "worker_aiplatform_user"
+            assert body["count"] == "${local.grader_on_vertex ? 1 : 0}"
+            continue
         assert body["role"] == "roles/datastore.user"
         assert block(body, "condition"), "the Firestore grant must be limited to the database"
     for _rtype, name, body in _iam_grants(tf):
@@ -555,24 +691,84 @@ def test_least_privilege_grants(tf: Terraform) -> None:
         "intake",
         "worker",
     }
+    # The sweep's GetTask (cloudtasks.tasks.get) on the queue: the worker only.
+    assert members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.viewer") == {"worker"}
+    assert members("google_project_iam_member", "roles/aiplatform.user") == {"worker"}
+    roles = {b["role"] for b in tf.of_type("google_cloud_tasks_queue_iam_member").values()}
+    assert roles == {"roles/cloudtasks.enqueuer", "roles/cloudtasks.viewer"}
+
+
+def test_the_worker_may_read_tasks_on_its_own_queue(tf: Terraform) -> None:
+    grant = tf.resource("google_cloud_tasks_queue_iam_member", "worker_task_viewer")
+    assert grant["name"] == "${google_cloud_tasks_queue.main[var.queue].name}"
+    assert grant["location"] == "${var.region}"
+    assert "count" not in grant and "for_each" not in grant
+
+
+def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
+    readers: dict[str, set[str]] = {}
+    for body in tf.of_type("google_secret_manager_secret_iam_member").values():
+        assert body["role"] == "roles/secretmanager.secretAccessor"
+        secret = [r[2] for r in references(body["secret_id"]) if r[0] == "resource"]
+        account = [r[2] for r in references(body["member"]) if r[0] == "resource"]
+        readers.setdefault(secret[0], set()).update(account)
+    assert readers == {
+        "client_keys": {"intake"},
+        "webhook_secret": {"notification"},
+        "grader_api_key": {"worker"},
+    }
+    for service, _name, ref in _secret_envs(tf):
+        read = next(r[2] for r in references(ref["secret"]) if r[0] == "resource")
+        assert readers[read] == {service}
+
+
+def _secret_envs(tf: Terraform) -> list[tuple[str, str, dict[str, Any]]]:
+    """(service, env name, secret_key_ref) of every env read from Secret Manager.
+
+    Static env blocks, and dynamic ones whose for_each is a literal list of names.
+    """
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    for service, body in tf.of_type("google_cloud_run_v2_service").items():
+        container = block(body, "template")["containers"][0]  # type: ignore[index]
+        for env in container.get("env", []):
+            if "value_source" in env:
+                ref = block(env, "value_source", "secret_key_ref")
+                assert ref is not None, (service, env["name"])
+                found.append((service, env["name"], ref))
+        for dynamic in container.get("dynamic", []):
+            env = dynamic.get("env")
+            if env is None or "value_source" not in env["content"][0]:
+                continue
+            assert env["content"][0]["name"] == "${env.value}", env
+            ref = block(env["content"][0], "value_source", "secret_key_ref")
+            assert ref is not None, (service, env)
+            names = re.findall(r'\["([A-Z_]+)"\]', env["for_each"])
+            assert names, env["for_each"]
+            found.extend((service, name, ref) for name in names)
+    return found
 
 
 def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
-    secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|CLIENT_KEYS)")
+    secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|_KEYS?$)")
     plain = str(tf.locals.get("common_env")) + str(tf.locals.get("push_env"))
+    plain += str(tf.locals.get("grader_settings"))
     plain += "".join(str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values())
     sourced: dict[str, set[str]] = {}
-    for name, body in tf.of_type("google_cloud_run_v2_service").items():
+    for service, name, ref in _secret_envs(tf):
+        assert ref and "google_secret_manager_secret." in ref["secret"], (service, name)
+        assert ref["version"] == "latest"
+        sourced.setdefault(service, set()).add(name)
+    for service, body in tf.of_type("google_cloud_run_v2_service").items():
         for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
-            if "value_source" in env:
-                ref = block(env, "value_source", "secret_key_ref")
-                assert ref and "google_secret_manager_secret." in ref["secret"]
-                sourced.setdefault(name, set()).add(env["name"])
-            else:
-                assert not secret_like.search(env["name"]), f"{name}: plain {env['name']}"
-    assert sourced == {"intake": {"GRADEQ_CLIENT_KEYS"}, "notification": {"GRADEQ_WEBHOOK_SECRET"}}
+            if "value_source" not in env:
+                assert not secret_like.search(env["name"]), f"{service}: plain {env['name']}"
+    assert sourced == {
+        "intake": {"GRADEQ_CLIENT_KEYS"},
+        "notification": {"GRADEQ_WEBHOOK_SECRET"},
+        "worker": {"GRADEQ_GRADER_API_KEY"},
+    }
     # Dynamic (plain) env maps must not carry them either.
-    for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*=", plain):
+    for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*[=:]", plain):
         assert not secret_like.search(key) or key == "GRADEQ_PUSH_AUTH", key
 
 
@@ -664,3 +860,286 @@ def test_failed_jobs_metric_reads_worker_logs(tf: Terraform) -> None:
         'jsonPayload.event = "job_failed"' in metric["filter"]
     )
     assert "${local.worker_revisions}" in metric["filter"]
+
+
+# --- Graders (var.grader; the README's "Graders" section).
+
+# var.grader's fields -> the worker settings they become.
+GRADER_FIELDS = {
+    "kind": "grader",
+    "model": "grader_model",
+    "gemini_api": "grader_gemini_api",
+    "location": "grader_location",
+    "base_url": "grader_base_url",
+    "quota_rpm": "grader_quota_rpm",
+    "quota_tpm": "grader_quota_tpm",
+    "quota_headroom": "grader_quota_headroom",
+    "request_timeout_s": "grader_request_timeout_s",
+}
+
+
+def _grader_defaults(tf: Terraform) -> dict[str, Any]:
+    return tfconfig.optional_defaults(tf.variables["grader"]["type"])
+
+
+def _grader_accepts(tf: Terraform, **changes: Any) -> bool:
+    grader = {**_grader_defaults(tf), **changes}
+    values = {f"var.grader.{name}": value for name, value in grader.items()}
+    return all(
+        tfconfig.evaluate(v["condition"], values) for v in tf.variables["grader"]["validation"]
+    )
+
+
+def _worker_accepts(**settings: Any) -> bool:
+    try:
+        Settings(project_id="p", grader_api_key=SecretStr("k"), **settings)
+    except ValidationError:
+        return False
+    return True
+
+
+def test_grader_defaults_are_the_code_defaults(tf: Terraform) -> None:
+    defaults = _grader_defaults(tf)
+    assert set(defaults) == set(GRADER_FIELDS)
+    for field, setting in GRADER_FIELDS.items():
+        assert defaults[field] == Settings.model_fields[setting].default, field
+    assert tf.variables["grader"]["default"] == {}
+
+
+@pytest.mark.parametrize("kind", [*(k.value for k in GraderKind), "claude", "RUBRIC", ""])
+def test_grader_kind_validation_accepts_the_workers_graders(tf: Terraform, kind: str) -> None:
+    # The openai grader needs a server and a model (a separate validation).
+    extra = {"base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+    accepted = _grader_accepts(tf, kind=kind, **extra)
+    worker = _worker_accepts(grader=kind, grader_base_url=extra["base_url"], grader_model="m")
+    assert accepted is worker
+
+
+@pytest.mark.parametrize("api", [*(a.value for a in GeminiApi), "vertexai", "studio"])
+def test_gemini_api_validation_accepts_the_workers_endpoints(tf: Terraform, api: str) -> None:
+    accepted = _grader_accepts(tf, kind="gemini", gemini_api=api)
+    assert accepted is _worker_accepts(grader="gemini", grader_gemini_api=api)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "model"),
+    [("", ""), ("http://127.0.0.1:8000/v1", ""), ("", "m"), ("http://h/v1", "m")],
+)
+def test_openai_needs_a_server_and_a_model(tf: Terraform, base_url: str, model: str) -> None:
+    accepted = _grader_accepts(tf, kind="openai", base_url=base_url, model=model)
+    worker = _worker_accepts(grader="openai", grader_base_url=base_url, grader_model=model)
+    assert accepted is worker
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("quota_rpm", 0),
+        ("quota_rpm", 1),
+        ("quota_rpm", 0.5),
+        ("quota_rpm", 60.5),
+        ("quota_rpm", 10000),
+        ("quota_tpm", -1),
+        ("quota_tpm", 0),
+        ("quota_tpm", 2.5),
+        ("quota_tpm", 1000000),
+        ("quota_headroom", 0),
+        ("quota_headroom", 0.5),
+        ("quota_headroom", 1),
+        ("quota_headroom", 1.01),
+        ("request_timeout_s", 0),
+        ("request_timeout_s", -3),
+        ("request_timeout_s", 0.5),
+    ],
+)
+def test_grader_bounds_are_the_workers(tf: Terraform, field: str, value: float) -> None:
+    accepted = _grader_accepts(tf, **{field: value})
+    assert accepted is _worker_accepts(**{GRADER_FIELDS[field]: value})
+
+
+@pytest.mark.parametrize("kind", [k.value for k in GraderKind])
+@pytest.mark.parametrize("api", [a.value for a in GeminiApi])
+def test_grader_locals(tf: Terraform, kind: str, api: str) -> None:
+    values = {"var.grader.kind": kind, "var.grader.gemini_api": api}
+    on_vertex = tfconfig.evaluate(tf.locals["grader_on_vertex"], values)
+    needs_key = tfconfig.evaluate(tf.locals["grader_needs_key"], values)
+    assert on_vertex is (kind == "gemini" and api == "vertex")
+    assert needs_key is (kind == "openai" or (kind == "gemini" and api == "developer"))
+
+
+def test_grader_settings_reach_the_worker(tf: Terraform) -> None:
+    defaults = _grader_defaults(tf)
+    expected = {}
+    for field, setting in GRADER_FIELDS.items():
+        value = f"var.grader.{field}"
+        text = isinstance(defaults[field], str)
+        expected[f"GRADEQ_{setting.upper()}"] = (
+            f"${{{value}}}" if text else f"${{tostring({value})}}"
+        )
+    assert tf.locals["grader_settings"] == expected
+    # Empty values are left out (the settings' defaults are empty too).
+    assert tf.locals["grader_env"] == (
+        '${{for name, value in local.grader_settings : name => value if value != ""}}'
+    )
+    assert "local.grader_env" in _env_maps(tf, "worker")
+    for service in ("intake", "notification"):
+        assert "local.grader_env" not in _env_maps(tf, service), service
+
+
+def test_the_quota_is_split_over_the_workers_max_instances(tf: Terraform) -> None:
+    env = _literal_env(tf, "worker")
+    assert env["GRADEQ_WORKER_MAX_INSTANCES"] == "${tostring(var.worker.max_instances)}"
+    scaling = block(tf.resource("google_cloud_run_v2_service", "worker"), "template", "scaling")
+    assert scaling is not None and scaling["max_instance_count"] == "${var.worker.max_instances}"
+
+
+def test_failure_injection_is_never_switched_on(tf: Terraform) -> None:
+    # GRADEQ_GRADER_SIMULATE unset means off on the Google backend.
+    configured = tfconfig.strings([tf.resources, tf.locals, tf.variables, tf.outputs])
+    assert not [text for text in configured if "SIMULATE" in text.upper()]
+
+
+def test_vertex_ai_is_enabled_and_granted_only_for_gemini_on_vertex(tf: Terraform) -> None:
+    apis = tf.locals["required_apis"].replace('\\"', '"')
+    assert apis.count("aiplatform.googleapis.com") == 1
+    assert 'local.grader_on_vertex ? ["aiplatform.googleapis.com"] : []' in apis
+    grant = tf.resource("google_project_iam_member", "worker_aiplatform_user")
+    assert grant["count"] == "${local.grader_on_vertex ? 1 : 0}"
+    assert grant["role"] == "roles/aiplatform.user"
+    assert grant["project"] == "${var.project_id}"
+    assert grant["member"] == "serviceAccount:${google_service_account.worker.email}"
+
+
+def test_the_grader_key_exists_only_when_the_grader_needs_one(tf: Terraform) -> None:
+    when = "${local.grader_needs_key ? 1 : 0}"
+    assert tf.resource("google_secret_manager_secret", "grader_api_key")["count"] == when
+    access = tf.resource("google_secret_manager_secret_iam_member", "worker_grader_api_key")
+    assert access["count"] == when
+    assert access["secret_id"] == "${google_secret_manager_secret.grader_api_key[0].id}"
+    container = block(tf.resource("google_cloud_run_v2_service", "worker"), "template")
+    keyed = [
+        d["env"]
+        for d in container["containers"][0]["dynamic"]  # type: ignore[index]
+        if "GRADEQ_GRADER_API_KEY" in d["env"]["for_each"]
+    ]
+    assert len(keyed) == 1
+    assert keyed[0]["for_each"] == '${local.grader_needs_key ? ["GRADEQ_GRADER_API_KEY"] : []}'
+    ref = block(keyed[0]["content"][0], "value_source", "secret_key_ref")
+    assert ref is not None
+    assert ref["secret"] == "${google_secret_manager_secret.grader_api_key[0].secret_id}"
+
+
+def test_the_worker_starts_after_its_grader_grants(tf: Terraform) -> None:
+    # A refused model call fails the job at once (grading-provider-rejected).
+    waits = depends_on(tf.resource("google_cloud_run_v2_service", "worker"))
+    assert ("google_secret_manager_secret_iam_member", "worker_grader_api_key") in waits
+    assert ("google_project_iam_member", "worker_aiplatform_user") in waits
+
+
+def _quota_check(tf: Terraform) -> str:
+    (assertion,) = tf.checks["queue_rate_covers_the_grader_quota"]["assert"]
+    return str(assertion["condition"])
+
+
+@pytest.mark.parametrize(
+    ("rpm", "headroom", "instances"),
+    [(60, 0.9, 20), (600, 0.9, 20), (10, 0.9, 20), (1000, 1, 1), (7, 0.5, 3), (100000, 0.9, 20)],
+)
+def test_quota_used_is_the_limiters_share_times_the_instances(
+    tf: Terraform, rpm: int, headroom: float, instances: int
+) -> None:
+    values = {
+        "var.grader.quota_rpm": rpm,
+        "var.grader.quota_headroom": headroom,
+        "var.worker.max_instances": instances,
+    }
+    used = tfconfig.evaluate(tf.locals["grader_quota_rpm_used"], values)
+    assert used == QuotaShare.of(rpm, 0, instances, headroom).requests_per_minute * instances
+
+
+@pytest.mark.parametrize(
+    ("kind", "rpm", "per_second", "warns"),
+    [
+        ("gemini", 60, 20, False),  # shipped queue, default quota
+        ("gemini", 1340, 20, False),  # 20 x floor(1206 / 20) = 1200 a minute: just fits
+        ("gemini", 1400, 20, True),  # 20 x 63 = 1260 > 1200
+        ("openai", 100000, 20, True),
+        ("openai", 100000, 1500, False),
+        ("rubric", 100000, 1, False),  # the offline grader has no quota
+    ],
+)
+def test_the_queue_rate_check_warns_when_the_queue_caps_the_quota(
+    tf: Terraform, kind: str, rpm: int, per_second: float, warns: bool
+) -> None:
+    values: dict[str, Any] = {
+        "var.grader.quota_rpm": rpm,
+        "var.grader.quota_headroom": 0.9,
+        "var.worker.max_instances": 20,
+    }
+    used = tfconfig.evaluate(tf.locals["grader_quota_rpm_used"], values)
+    holds = tfconfig.evaluate(
+        _quota_check(tf),
+        {
+            "var.grader.kind": kind,
+            "local.task_queue.rate_limits.max_dispatches_per_second": per_second,
+            "local.grader_quota_rpm_used": used,
+        },
+    )
+    assert holds is not warns
+
+
+def test_the_shipped_queue_covers_the_default_quota(tf: Terraform) -> None:
+    queue = json.loads(DEFAULT_QUEUES_FILE.read_text())[tf.variables["queue"]["default"]]
+    defaults = _grader_defaults(tf)
+    used = tfconfig.evaluate(
+        tf.locals["grader_quota_rpm_used"],
+        {
+            "var.grader.quota_rpm": defaults["quota_rpm"],
+            "var.grader.quota_headroom": defaults["quota_headroom"],
+            "var.worker.max_instances": 20,
+        },
+    )
+    rate = queue["rate_limits"]["max_dispatches_per_second"]
+    for kind in ("gemini", "openai"):
+        values = {
+            "var.grader.kind": kind,
+            "local.task_queue.rate_limits.max_dispatches_per_second": rate,
+            "local.grader_quota_rpm_used": used,
+        }
+        assert tfconfig.evaluate(_quota_check(tf), values)
+
+
+def _schema_leaves(schema: dict[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of every scalar field of the event schema (objects inside oneOf too)."""
+    leaves: set[str] = set()
+    for name, prop in schema["properties"].items():
+        objects = [p for p in [prop, *prop.get("oneOf", [])] if "properties" in p]
+        if objects:
+            for nested in objects:
+                leaves |= _schema_leaves(nested, f"{prefix}{name}.")
+        else:
+            leaves.add(prefix + name)
+    return leaves
+
+
+def test_typed_view_reads_every_field_of_the_event_schema(tf: Terraform) -> None:
+    query = block(tf.resource("google_bigquery_table", "events_v1"), "view")["query"]  # type: ignore[index]
+    schema = json.loads((tfconfig.REPO / "shared/schemas/grading_completed.v1.json").read_text())
+    read = set(re.findall(r"JSON_VALUE\(data, '\$\.([\w.]+)'\)", query))
+    assert read == _schema_leaves(schema)
+    columns = re.findall(r"\bAS (\w+),?\n", query)
+    assert len(columns) == len(set(columns)), columns
+
+
+@pytest.mark.parametrize(
+    ("path", "column"),
+    [
+        ("usage.input_tokens", "input_tokens"),
+        ("usage.output_tokens", "output_tokens"),
+        ("usage.total_tokens", "total_tokens"),
+        ("usage.requests", "model_requests"),
+    ],
+)
+def test_typed_view_types_the_usage_counts(tf: Terraform, path: str, column: str) -> None:
+    query = block(tf.resource("google_bigquery_table", "events_v1"), "view")["query"]  # type: ignore[index]
+    assert f"SAFE_CAST(JSON_VALUE(data, '$.{path}') AS INT64) AS {column}," in query

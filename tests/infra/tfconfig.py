@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ class Terraform:
     locals: dict[str, Any] = field(default_factory=dict)
     modules: dict[str, dict[str, Any]] = field(default_factory=dict)
     imports: list[dict[str, Any]] = field(default_factory=list)
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     directory: Path = TERRAFORM_DIR
 
     def of_type(self, rtype: str) -> dict[str, dict[str, Any]]:
@@ -65,6 +68,8 @@ def load(directory: Path = TERRAFORM_DIR) -> Terraform:
         for entry in doc.get("module", []):
             tf.modules.update(entry)
         tf.imports.extend(doc.get("import", []))
+        for entry in doc.get("check", []):
+            tf.checks.update(entry)
     return tf
 
 
@@ -139,6 +144,7 @@ def unresolved(tf: Terraform) -> list[str]:
         "variable": tf.variables,
         "module": tf.modules,
         "import": tf.imports,
+        "check": tf.checks,
     }
     for ref in sorted(references(everything)):
         kind = ref[0]
@@ -225,3 +231,96 @@ def _walk(value: Any, keys: list[str]) -> Any:
     for key in keys:
         value = value[key]
     return value
+
+
+_VALUE_REF = re.compile(r"(?<![\w.\"])((?:var|local)\.[A-Za-z_][\w.]*)")
+_FUNCTIONS: dict[str, Any] = {
+    "floor": math.floor,
+    "max": max,
+    "min": min,
+    "contains": lambda items, value: value in items,
+}
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.Compare,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Constant,
+    ast.List,
+    ast.Name,
+    ast.Load,
+    ast.Call,
+)
+
+
+def evaluate(expression: str, values: Mapping[str, Any]) -> Any:
+    """Evaluate one terraform expression of the kind conditions use, over `values`.
+
+    `values` maps each reference (`"var.lease_s"`, `"var.grader.kind"`,
+    `"local.dispatch_deadline_s"`) to its value; a reference without a value raises
+    KeyError. Supported: numbers, strings, lists, arithmetic, comparisons, `&&`, `||`,
+    `!`, parentheses and floor/max/min/contains. Anything else raises ValueError, so a
+    condition rewritten beyond this subset fails its test instead of passing unchecked.
+    """
+    text = expression.strip()
+    if text.startswith("${") and text.endswith("}"):
+        text = text[2:-1]
+    names: dict[str, Any] = {}
+
+    def name_for(match: re.Match[str]) -> str:
+        name = f"_ref{len(names)}"
+        names[name] = values[match.group(1)]
+        return name
+
+    text = _VALUE_REF.sub(name_for, text)
+    text = text.replace("&&", " and ").replace("||", " or ")
+    text = re.sub(r"!(?!=)", " not ", text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"cannot evaluate {expression!r}") from exc
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"cannot evaluate {expression!r}: {type(node).__name__}")
+        if isinstance(node, ast.Name) and node.id not in names and node.id not in _FUNCTIONS:
+            raise ValueError(f"cannot evaluate {expression!r}: unknown name {node.id}")
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+        ):
+            raise ValueError(f"cannot evaluate {expression!r}: unsupported call")
+    code = compile(tree, "<terraform>", "eval")
+    return eval(code, {"__builtins__": {}}, {**_FUNCTIONS, **names})  # noqa: S307 - checked AST
+
+
+def optional_defaults(type_expression: str) -> dict[str, Any]:
+    """`object({a = optional(number, 1), b = optional(string, "x")})` -> {"a": 1, "b": "x"}."""
+    found = re.findall(r"(\w+)\s*=\s*optional\(\w+,\s*(\"[^\"]*\"|[-\d.]+)\)", type_expression)
+    return {name: json.loads(value) for name, value in found}
+
+
+def literal_map(expression: str) -> dict[str, str]:
+    """The last `{NAME = expr, ...}` literal inside an expression, as {NAME: "${expr}"}."""
+    start = expression.rfind("{", 0, expression.rfind("}"))
+    body = expression[start + 1 : expression.find("}", start)]
+    entries = re.split(r",\s*(?=[A-Za-z_]\w*\s*=(?!=))", body)
+    result = {}
+    for entry in entries:
+        name, _, value = entry.partition("=")
+        value = value.strip()
+        result[name.strip()] = value[1:-1] if value.startswith('"') else f"${{{value}}}"
+    return result

@@ -19,15 +19,25 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_shipped_queue_terraform_and_settings_are_one_consistent_budget() -> None:
     tf = tfconfig.load()
     queue_name = tf.variables["queue"]["default"]
-    grader_timeout = float(tf.variables["grader_timeout_s"]["default"])
     deadline = load_queues()[queue_name].dispatch_deadline.total_seconds()
     # terraform makes the worker's Cloud Run request timeout the queue's dispatch deadline.
     worker = tfconfig.block(tf.resource("google_cloud_run_v2_service", "worker"), "template")
     assert worker is not None and worker["timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
+    # The durations the worker gets from terraform's variables (GRADEQ_* in run.tf).
+    durations = {
+        name: float(tf.variables[name]["default"])
+        for name in ("grader_timeout_s", "lease_s", "heartbeat_s", "result_write_retry_s")
+    }
+    assert "local.common_env" in worker["containers"][0]["dynamic"][0]["env"]["for_each"]
+    for name in durations:
+        assert tf.locals["common_env"][f"GRADEQ_{name.upper()}"] == f"${{tostring(var.{name})}}"
 
-    budget = Settings(queue=queue_name, grader_timeout_s=grader_timeout).budget()
+    budget = Settings(queue=queue_name, **durations).budget()  # type: ignore[arg-type]
     budget.check(cloud_run_timeout_s=deadline)
+    # The shipped numbers of the README's budget table: 45 + 540 + 10 = 595 <= 600.
+    assert (budget.lease_s, budget.grader_timeout_s, budget.result_write_retry_s) == (45, 540, 10)
+    assert budget.longest_delivery_s == 595 <= deadline == 600
 
     # A crash is rescued by the next delivery about a minute later, not by the sweep.
     assert budget.rescue_bound_s(0) <= 60
