@@ -62,7 +62,7 @@ class GoogleFamily:
 
     def api_key_store(self) -> FirestoreApiKeyStore:
         s = self._settings
-        return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.store_wait_s)
+        return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.firestore_deadline_s)
 
     def event_publisher(self) -> PubSubEventPublisher:
         client = publisher_client()
