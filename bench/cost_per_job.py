@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/cost_per_job.py
 
-Runs the service layer (IntakeService.submit, then WorkerService.handle per delivery)
-on the Google adapters against the official Firestore and Pub/Sub emulators and the local
-Cloud Tasks API server. The adapters count their own calls (`adapter.meter`); this script
-plays Cloud Tasks' push (counting each delivery attempt it makes) and pulls what each
-subscription of `shared/config/subscriptions.json` receives. Prices: docs/cost.md.
+Runs the service layer as the intake wires it (the client's API key looked up, admission
+limits and fair spacing from the shipped settings, IntakeService.submit), then
+WorkerService.handle per delivery, on the Google adapters against the official Firestore
+and Pub/Sub emulators and the local Cloud Tasks API server. The adapters count their own
+calls (`adapter.meter`); this script plays Cloud Tasks' push (counting each delivery
+attempt it makes) and pulls what each subscription of `shared/config/subscriptions.json`
+receives: a push subscription's event is recorded in `FirestoreProcessedEvents` as the
+subscriber does, a BigQuery subscription's is only counted (terraform/pubsub.tf: Pub/Sub
+writes it into the table itself). Prices: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -31,8 +36,11 @@ from shared.clock import SystemClock
 from shared.config.queues import load_queues
 from shared.config.settings import Settings
 from shared.config.subscriptions import load_subscriptions
+from shared.domain.admission import AdmissionLimits
+from shared.domain.api_keys import ApiKey
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest
+from shared.http.client_keys import ApiKeyAuthenticator
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
 
@@ -44,7 +52,12 @@ FIRESTORE_WRITE = 0.09 / 100_000
 FIRESTORE_DELETE = 0.01 / 100_000
 TASKS_OPERATION = 0.40 / 1_000_000
 PUBSUB_BYTE = 40.0 / 2**40
+BIGQUERY_SUBSCRIPTION_BYTE = 50.0 / 2**40
 PUBSUB_MIN_REQUEST_BYTES = 1000
+
+#: Subscriptions that are Pub/Sub BigQuery subscriptions on Google Cloud
+#: (terraform/pubsub.tf, `bigquery_config`); the others push to a subscriber service.
+BIGQUERY_SUBSCRIPTIONS = frozenset({"analytics"})
 
 
 @dataclass
@@ -59,13 +72,18 @@ class JobCost:
     tasks_deliveries: int
     pubsub_publishes: int
     pubsub_deliveries: int
+    bigquery_writes: int
     pubsub_message_bytes: int
     subscriber_writes: int
 
     def dollars_per_million(self) -> dict[str, float]:
         million = 1_000_000
+        # Billed as at least 1000 bytes a request; for BigQuery subscriptions an upper bound.
         billed = max(PUBSUB_MIN_REQUEST_BYTES, self.pubsub_message_bytes)
-        pubsub_bytes = billed * (self.pubsub_publishes + self.pubsub_deliveries)
+        pubsub_dollars = billed * (
+            (self.pubsub_publishes + self.pubsub_deliveries) * PUBSUB_BYTE
+            + self.bigquery_writes * BIGQUERY_SUBSCRIPTION_BYTE
+        )
         return {
             "firestore": million
             * (
@@ -74,12 +92,12 @@ class JobCost:
                 + self.firestore_ttl_deletes * FIRESTORE_DELETE
             ),
             "cloud_tasks": million * (self.tasks_creates + self.tasks_deliveries) * TASKS_OPERATION,
-            "pubsub": million * pubsub_bytes * PUBSUB_BYTE,
+            "pubsub": million * pubsub_dollars,
         }
 
 
 def run() -> list[JobCost]:
-    """Drive one successful and one once-retried job; return their measured costs."""
+    """Drive a successful job, a once-retried one and one that refreshes the backlog total."""
     reason = emulators.missing_reason()
     if reason:
         raise SystemExit(f"cannot measure: {reason}")
@@ -98,9 +116,10 @@ def run() -> list[JobCost]:
 def _measure(tmp: Path) -> list[JobCost]:
     from google.cloud import firestore, pubsub_v1
 
+    from shared.adapters.google.api_key_store import FirestoreApiKeyStore
     from shared.adapters.google.clients import publisher_client
     from shared.adapters.google.event_publisher import PubSubEventPublisher
-    from shared.adapters.google.job_store import FirestoreJobStore
+    from shared.adapters.google.job_store import BACKLOG_CACHE_S, FirestoreJobStore
     from shared.adapters.google.processed_events import FirestoreProcessedEvents
     from shared.adapters.google.task_queue import CloudTasksQueue
     from shared.codecs.cloudevent import from_pubsub
@@ -122,7 +141,14 @@ def _measure(tmp: Path) -> list[JobCost]:
             ).name
             for name in topic_config.subscriptions
         ]
-        store = FirestoreJobStore(db, "grading_jobs", ttl=timedelta(days=30))
+        settings = Settings(grader_timeout_s=60.0)
+        store = FirestoreJobStore(
+            db,
+            settings.jobs_collection,
+            ttl=timedelta(days=settings.job_ttl_days),
+            counters_collection=settings.counters_collection,
+        )
+        keys = FirestoreApiKeyStore(db, settings.api_keys_collection)
         processed = FirestoreProcessedEvents(db)
         queue = CloudTasksQueue(
             cloud_tasks_client(f"127.0.0.1:{dispatcher.grpc_port}"),
@@ -134,23 +160,42 @@ def _measure(tmp: Path) -> list[JobCost]:
         )
         publisher = PubSubEventPublisher(publisher_api, topic, timeout_s=30.0)
         clock = SystemClock()
-        intake = IntakeService(store, queue, publisher, clock)
-        budget = Settings(grader_timeout_s=60.0).budget()
-        worker = WorkerService(
-            store, publisher, RubricGrader(), clock, grading.retry_config, budget
+        # As services/intake/app.py builds it, with the shipped settings.
+        limits = AdmissionLimits(
+            settings.max_active_jobs_per_client,
+            settings.max_backlog,
+            settings.admission_retry_after_s,
         )
-        meters = (store.meter, queue.meter, publisher.meter, processed.meter)
+        intake = IntakeService(store, queue, publisher, clock, limits, settings.fair_spacing())
+        authenticator = ApiKeyAuthenticator(keys, clock)
+        api_key, record = ApiKey.issue("client-a", clock.now())
+        keys.add(record)
+        worker = WorkerService(
+            store, publisher, RubricGrader(), clock, grading.retry_config, settings.budget()
+        )
+        meters = (store.meter, queue.meter, publisher.meter, processed.meter, keys.meter)
 
-        def one_job(label: str, key: str, simulate: dict[str, object]) -> JobCost:
+        def one_job(
+            label: str, key: str, simulate: dict[str, object], backlog_cached: bool = True
+        ) -> JobCost:
+            # The intake reads the backlog total at most once a second per instance: the
+            # job finds it cached, or (backlog_cached=False) has to read it again.
+            store.active_counts("client-warm-up")
+            if not backlog_cached:
+                time.sleep(BACKLOG_CACHE_S + 0.1)
             for meter in meters:
                 meter.reset()
+            started = time.monotonic()
             request = GradingRequest(
                 submission_id=f"sub-{key}",
                 answer="Plants turn light into chemical energy with chlorophyll.",
                 rubric=("mentions light", "mentions chlorophyll"),
                 metadata={"simulate": simulate} if simulate else {},
             )
-            job = intake.submit("client-a", key, request).job
+            client_id = authenticator.client_for(api_key)  # each request's key lookup
+            job = intake.submit(client_id, key, request).job
+            if backlog_cached and time.monotonic() - started >= BACKLOG_CACHE_S:
+                raise SystemExit("the submission outlived the backlog cache: run again")
             deliveries = 0
             verdict = Verdict.RETRY
             while verdict is Verdict.RETRY:  # Cloud Tasks redelivers the same task
@@ -159,35 +204,44 @@ def _measure(tmp: Path) -> list[JobCost]:
                 )
                 deliveries += 1
                 verdict = outcome.verdict
-            received = []
-            for path in subscriptions:  # each push subscription receives the event once
+            received, pushes, bigquery_writes = [], 0, 0
+            for path in subscriptions:  # each subscription receives the event once
                 response = subscriber.pull(subscription=path, max_messages=10, timeout=10)
                 subscriber.acknowledge(
                     subscription=path, ack_ids=[m.ack_id for m in response.received_messages]
                 )
+                name = path.rsplit("/", 1)[1]
                 for m in response.received_messages:
-                    event = from_pubsub(m.message.data, dict(m.message.attributes))
-                    processed.add(path.rsplit("/", 1)[1], event.event_id, {"job_id": job.id})
                     received.append(m.message)
-            fs, tq, ps, pe = (m.snapshot() for m in meters)
+                    if name in BIGQUERY_SUBSCRIPTIONS:
+                        bigquery_writes += 1
+                        continue
+                    pushes += 1
+                    event = from_pubsub(m.message.data, dict(m.message.attributes))
+                    processed.add(name, event.event_id, {"job_id": job.id})
+            fs, tq, ps, pe, ak = (m.snapshot() for m in meters)
             size = max((len(m.data) + sum(len(k) + len(v) for k, v in m.attributes.items())
                         for m in received), default=0)  # fmt: skip
             return JobCost(
                 label=label,
-                firestore_reads=fs.get(metering.FIRESTORE_READS, 0),
+                firestore_reads=fs.get(metering.FIRESTORE_READS, 0)
+                + ak.get(metering.FIRESTORE_READS, 0),
                 firestore_writes=fs.get(metering.FIRESTORE_WRITES, 0),
+                # The job and each dedup record expire; the counters never do.
                 firestore_ttl_deletes=1 + pe.get(metering.FIRESTORE_WRITES, 0),
                 tasks_creates=tq.get(metering.TASKS_CREATE_CALLS, 0),
                 tasks_deliveries=deliveries,
                 pubsub_publishes=ps.get(metering.PUBSUB_PUBLISHES, 0),
-                pubsub_deliveries=len(received),
+                pubsub_deliveries=pushes,
+                bigquery_writes=bigquery_writes,
                 pubsub_message_bytes=size,
                 subscriber_writes=pe.get(metering.FIRESTORE_WRITES, 0),
             )
 
         return [
-            one_job("succeeded first time", "cost-ok", {}),
+            one_job("succeeds at once", "cost-ok", {}),
             one_job("retried once", "cost-retry", {"failure": "transient", "times": 1}),
+            one_job("at once, backlog read", "cost-cold", {}, backlog_cached=False),
         ]
     finally:
         publisher_api.stop()
@@ -200,17 +254,21 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)  # the worker's per-attempt logs are noise here
     costs = run()
     print(f"{'':24}{'reads':>6}{'writes':>7}{'TTL del':>8}{'task ops':>9}{'publish':>8}"
-          f"{'push':>5}{'bytes':>6}{'sub wr':>7}   $ per million jobs")  # fmt: skip
+          f"{'push':>5}{'BQ wr':>6}{'bytes':>6}{'sub wr':>7}   $ per million jobs")  # fmt: skip
     for c in costs:
         dollars = c.dollars_per_million()
         total = sum(dollars.values())
         print(
             f"{c.label:<24}{c.firestore_reads:>6}{c.firestore_writes:>7}"
             f"{c.firestore_ttl_deletes:>8}{c.tasks_creates + c.tasks_deliveries:>9}"
-            f"{c.pubsub_publishes:>8}{c.pubsub_deliveries:>5}{c.pubsub_message_bytes:>6}"
-            f"{c.subscriber_writes:>7}   {total:6.2f} = "
+            f"{c.pubsub_publishes:>8}{c.pubsub_deliveries:>5}{c.bigquery_writes:>6}"
+            f"{c.pubsub_message_bytes:>6}{c.subscriber_writes:>7}   {total:6.2f} = "
             + " + ".join(f"{k} {v:.2f}" for k, v in dollars.items())
         )
+    print(
+        "Firestore writes: the job path (writes) plus the subscribers' dedup records (sub wr); "
+        f"{sorted(BIGQUERY_SUBSCRIPTIONS)}: BigQuery subscriptions (BQ wr), as deployed"
+    )
 
 
 if __name__ == "__main__":

@@ -54,11 +54,130 @@ resource "google_firestore_index" "jobs_unpublished_final" {
   }
 
   # Concurrent index changes on one collection can fail with 409 (contention), which the
-  # provider does not retry in every case: build the two jobs indexes one after the other.
+  # provider does not retry in every case: build the jobs indexes one after the other.
   depends_on = [google_firestore_index.jobs_status_updated_at]
 }
 
+# A client's job listing (GET /v1/grading-jobs, FirestoreJobStore.list_jobs): where
+# client_id == C [and status == S] [and request.submission_id == X] order by created_at
+# desc, __name__ desc (the cursor's tie-break). One index per combination of the optional
+# filters; each is built after the previous one (409 contention, see above).
+resource "google_firestore_index" "jobs_client_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_unpublished_final]
+}
+
+resource "google_firestore_index" "jobs_client_status_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_created]
+}
+
+resource "google_firestore_index" "jobs_client_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_status_created]
+}
+
+resource "google_firestore_index" "jobs_client_status_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_submission_created]
+}
+
 # TTL: Firestore deletes a document (usually within 24 h) once expire_at has passed.
+# Only jobs and processed-event records expire: the counters of jobs not yet final
+# (GRADEQ_COUNTERS_COLLECTION) and the API key digests (GRADEQ_API_KEYS_COLLECTION) must
+# never be deleted behind the code's back, so they get no TTL policy.
 # The TTL field is also exempted from single-field indexing: a timestamp that grows with
 # time would otherwise cap write throughput.
 resource "google_firestore_field" "jobs_expire_at" {

@@ -6,7 +6,7 @@
 resource "google_service_account" "intake" {
   account_id   = "${var.name_prefix}-intake"
   display_name = "Gradeq intake API"
-  description  = "Runs the intake service: reads/writes jobs and enqueues grading tasks."
+  description  = "Runs the intake service: reads/writes jobs, counters and API keys, and enqueues grading tasks."
 
   depends_on = [time_sleep.apis]
 }
@@ -52,7 +52,9 @@ resource "google_service_account" "pubsub_push" {
 }
 
 # --- Firestore: project-wide is the narrowest scope Firestore IAM offers; a condition
-# narrows it to the Gradeq database.
+# narrows it to the Gradeq database. The intake's grant covers every collection it uses
+# there: jobs, the counters of jobs not yet final (GRADEQ_COUNTERS_COLLECTION) and the API
+# key digests (GRADEQ_API_KEYS_COLLECTION).
 locals {
   firestore_users = {
     intake       = google_service_account.intake.email
@@ -139,7 +141,8 @@ resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
   member   = "serviceAccount:${google_service_account.pubsub_push.email}"
 }
 
-# The intake is the public API: it authenticates clients with API keys itself.
+# The intake is the public API: it authenticates clients itself, with API keys (digests
+# in Firestore) or Firebase ID tokens.
 resource "google_cloud_run_v2_service_iam_member" "intake_public" {
   #checkov:skip=CKV2_GRADEQ_6:The intake is the public API by design (intake_public); clients authenticate with API keys.
   count = var.intake_public ? 1 : 0
@@ -177,12 +180,6 @@ resource "google_service_account_iam_member" "pubsub_push_token_creator" {
 # scheduler itself needs nothing else.
 
 # --- Secrets: each secret readable only by the service that uses it.
-resource "google_secret_manager_secret_iam_member" "intake_client_keys" {
-  secret_id = google_secret_manager_secret.client_keys.id
-  role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.intake.email}"
-}
-
 resource "google_secret_manager_secret_iam_member" "notification_webhook_secret" {
   secret_id = google_secret_manager_secret.webhook_secret.id
   role      = "roles/secretmanager.secretAccessor"

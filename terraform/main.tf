@@ -84,6 +84,21 @@ locals {
     }
   }
 
+  # The intake's settings (the README's configuration table): browser access (CORS,
+  # Firebase ID tokens) and admission limits. As for the grader, an empty value is left
+  # out: those settings default to empty too. GRADEQ_ANALYTICS_READERS is not set: the
+  # analytics service is not deployed here (analytics is a BigQuery subscription).
+  intake_settings = {
+    GRADEQ_CORS_ORIGINS               = join(",", var.cors_origins)
+    GRADEQ_FIREBASE_PROJECT_ID        = var.firebase_auth ? coalesce(var.firebase_project_id, var.project_id) : ""
+    GRADEQ_FIREBASE_TENANT_CLIENTS    = join(",", [for tenant, client in var.firebase_tenant_clients : "${tenant}=${client}"])
+    GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT = tostring(var.admission.max_active_jobs_per_client)
+    GRADEQ_MAX_BACKLOG                = tostring(var.admission.max_backlog)
+    GRADEQ_SUBMIT_BURST               = tostring(var.admission.submit_burst)
+    GRADEQ_SUBMIT_RATE_PER_S          = tostring(var.admission.submit_rate_per_s)
+  }
+  intake_env = { for name, value in local.intake_settings : name => value if value != "" }
+
   # The grader (var.grader): Gemini on Vertex AI runs as the worker's service account;
   # the Gemini API and OpenAI-compatible servers take a key from Secret Manager.
   grader_on_vertex = var.grader.kind == "gemini" && var.grader.gemini_api == "vertex"

@@ -61,7 +61,6 @@ output "service_accounts" {
 output "secrets" {
   description = "Secret Manager secret ids to add versions to before the first deploy."
   value = {
-    client_keys    = google_secret_manager_secret.client_keys.secret_id
     webhook_secret = google_secret_manager_secret.webhook_secret.secret_id
     # null unless the grader needs a key (var.grader).
     grader_api_key = one(google_secret_manager_secret.grader_api_key[*].secret_id)

@@ -43,23 +43,13 @@ resource "google_cloud_run_v2_service" "intake" {
       }
 
       dynamic "env" {
-        for_each = merge(local.common_env, {
+        for_each = merge(local.common_env, local.intake_env, {
           SERVICE = "intake"
           THREADS = tostring(var.intake.concurrency)
         })
         content {
           name  = env.key
           value = env.value
-        }
-      }
-
-      env {
-        name = "GRADEQ_CLIENT_KEYS"
-        value_source {
-          secret_key_ref {
-            secret  = google_secret_manager_secret.client_keys.secret_id
-            version = "latest"
-          }
         }
       }
 
@@ -77,10 +67,7 @@ resource "google_cloud_run_v2_service" "intake" {
     }
   }
 
-  depends_on = [
-    time_sleep.apis,
-    google_secret_manager_secret_iam_member.intake_client_keys,
-  ]
+  depends_on = [time_sleep.apis]
 }
 
 resource "google_cloud_run_v2_service" "worker" {

@@ -4,18 +4,16 @@
 # blocks below take them over once and do nothing afterwards. The grader's API key exists
 # only when the grader needs one (local.grader_needs_key): Gemini through the Gemini API,
 # or an OpenAI-compatible server.
+#
+# Client API keys are not secrets of the deployment: the intake keeps their SHA-256
+# digests in Firestore (GRADEQ_API_KEYS_COLLECTION), issued and revoked with
+# `python -m services.intake.keys` (docs/deploy.md, step 7).
 
 locals {
   secret_ids = {
-    client_keys    = "${var.name_prefix}-client-keys"
     webhook_secret = "${var.name_prefix}-webhook-secret"
     grader_api_key = "${var.name_prefix}-grader-api-key"
   }
-}
-
-import {
-  to = google_secret_manager_secret.client_keys
-  id = "projects/${var.project_id}/secrets/${local.secret_ids.client_keys}"
 }
 
 import {
@@ -27,17 +25,6 @@ import {
   for_each = local.grader_needs_key ? [0] : []
   to       = google_secret_manager_secret.grader_api_key[each.value]
   id       = "projects/${var.project_id}/secrets/${local.secret_ids.grader_api_key}"
-}
-
-resource "google_secret_manager_secret" "client_keys" {
-  secret_id = local.secret_ids.client_keys
-  labels    = var.labels
-
-  replication {
-    auto {}
-  }
-
-  depends_on = [time_sleep.apis]
 }
 
 resource "google_secret_manager_secret" "webhook_secret" {
@@ -62,4 +49,15 @@ resource "google_secret_manager_secret" "grader_api_key" {
   }
 
   depends_on = [time_sleep.apis]
+}
+
+# Earlier versions read client keys from the secret NAME_PREFIX-client-keys. Terraform
+# forgets it without deleting it, so its value stays available until every client has a
+# key from the key store; delete it by hand afterwards (docs/deploy.md).
+removed {
+  from = google_secret_manager_secret.client_keys
+
+  lifecycle {
+    destroy = false
+  }
 }

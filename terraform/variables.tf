@@ -78,6 +78,81 @@ variable "intake_invokers" {
   default     = []
 }
 
+variable "cors_origins" {
+  description = "Browser origins allowed to call the intake (GRADEQ_CORS_ORIGINS), exact and with their scheme, e.g. [\"https://app.example.com\"]. Empty: no CORS headers, so browsers may not call the API from other origins."
+  type        = list(string)
+  default     = []
+
+  validation {
+    # An origin is scheme://host[:port]: no wildcard, no path (not even a trailing "/"),
+    # no comma (the list is passed comma-separated). Browsers send https origins only,
+    # except from a developer's own machine, which a deployment does not serve.
+    condition     = alltrue([for origin in var.cors_origins : can(regex("^https://[^/*,\\s]+$", origin))])
+    error_message = "cors_origins must be exact origins such as \"https://app.example.com\": https, no \"*\", no path or trailing slash."
+  }
+}
+
+variable "firebase_auth" {
+  description = "Accept Firebase ID tokens from browser users at the intake (GRADEQ_FIREBASE_PROJECT_ID), besides API keys. The token's client comes from its custom claim gradeq_client or from firebase_tenant_clients."
+  type        = bool
+  default     = false
+}
+
+variable "firebase_project_id" {
+  description = "Firebase (Identity Platform) project whose ID tokens the intake accepts when firebase_auth is true; empty means project_id."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.firebase_project_id == "" || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.firebase_project_id))
+    error_message = "firebase_project_id must be empty or a Google Cloud project id."
+  }
+}
+
+variable "firebase_tenant_clients" {
+  description = "Identity Platform tenant id -> Gradeq client id (GRADEQ_FIREBASE_TENANT_CLIENTS, passed as \"tenant=client,...\"): a token of that tenant acts for that client. Needs firebase_auth."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for tenant, client in var.firebase_tenant_clients : can(regex("^[^,=\\s]+$", tenant)) && can(regex("^[^,=\\s]+$", client))])
+    error_message = "firebase_tenant_clients: tenant and client ids must be non-empty, without spaces, commas or \"=\"."
+  }
+
+  validation {
+    condition     = var.firebase_auth || length(var.firebase_tenant_clients) == 0
+    error_message = "firebase_tenant_clients needs firebase_auth = true."
+  }
+}
+
+variable "admission" {
+  description = <<-EOT
+    The intake's admission limits (the README's configuration table).
+    max_active_jobs_per_client (GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT): jobs not yet final one
+    client may have (429 past it). max_backlog (GRADEQ_MAX_BACKLOG): jobs not yet final in
+    all (503 past it). submit_burst / submit_rate_per_s (GRADEQ_SUBMIT_BURST,
+    GRADEQ_SUBMIT_RATE_PER_S): each client's submissions token bucket, per intake instance.
+  EOT
+  type = object({
+    max_active_jobs_per_client = optional(number, 1000)
+    max_backlog                = optional(number, 100000)
+    submit_burst               = optional(number, 60)
+    submit_rate_per_s          = optional(number, 1)
+  })
+  default = {}
+
+  validation {
+    # The bounds of the settings in shared/config/settings.py.
+    condition = (
+      var.admission.max_active_jobs_per_client >= 1 && floor(var.admission.max_active_jobs_per_client) == var.admission.max_active_jobs_per_client
+      && var.admission.max_backlog >= 1 && floor(var.admission.max_backlog) == var.admission.max_backlog
+      && var.admission.submit_burst >= 1 && floor(var.admission.submit_burst) == var.admission.submit_burst
+      && var.admission.submit_rate_per_s > 0
+    )
+    error_message = "admission: max_active_jobs_per_client, max_backlog and submit_burst must be whole numbers >= 1, submit_rate_per_s positive."
+  }
+}
+
 variable "intake" {
   description = "Sizing of the intake service."
   type = object({

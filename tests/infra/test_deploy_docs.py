@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+import shlex
+import sys
+from typing import Any
 
 import pytest
 
 from shared.config.settings import Settings
-from tests.infra.tfconfig import REPO, Terraform
+from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
+from tests.infra.tfconfig import REPO, Terraform, block
 
 pytestmark = pytest.mark.infra
 
@@ -81,10 +87,11 @@ def test_deploy_docs_say_when_to_verify_push_signatures() -> None:
     assert "must set `GRADEQ_PUSH_VERIFY_SIGNATURE=true`" in text
 
 
-def test_cost_docs_list_the_sweep_index_with_its_fields(tf: Terraform) -> None:
+def test_cost_docs_list_every_index_with_its_fields(tf: Terraform) -> None:
     text = COST.read_text()
+    short = {"ASCENDING": "ASC", "DESCENDING": "DESC"}
     for name, body in tf.of_type("google_firestore_index").items():
-        fields = ", ".join(f"`{f['field_path']}` ASC" for f in body["fields"])
+        fields = ", ".join(f"`{f['field_path']}` {short[f['order']]}" for f in body["fields"])
         assert f"`google_firestore_index.{name}`" in text, name
         assert fields in text, f"docs/cost.md does not give the fields of {name}: {fields}"
 
@@ -136,3 +143,134 @@ def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> 
     # The sizing rule the check block warns about, and its name.
     assert "max_dispatches_per_second x 60 >= share_rpm x worker.max_instances" in text
     assert f"`{next(iter(tf.checks))}`" in text
+
+
+def _cost_bench() -> Any:
+    """bench/cost_per_job.py as a module (its pricing and the deployed topology)."""
+    name = "gradeq_cost_per_job"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "cost_per_job.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def test_cost_bench_counts_the_deployed_bigquery_subscriptions(tf: Terraform) -> None:
+    deployed = {
+        name
+        for name, body in tf.of_type("google_pubsub_subscription").items()
+        if block(body, "bigquery_config")
+    }
+    assert deployed
+    assert deployed == _cost_bench().BIGQUERY_SUBSCRIPTIONS
+    subscriptions = json.loads(DEFAULT_SUBSCRIPTIONS_FILE.read_text())["subscriptions"]
+    assert deployed <= set(subscriptions)
+
+
+_COST_ROW = re.compile(
+    r"^\| (succeeds at once|retried once) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+)"
+    r" \| (\d+) \| \*\*([\d.]+)\*\*",
+    re.M,
+)
+
+
+def _cost_rows() -> dict[str, tuple[list[int], str]]:
+    rows = {
+        m.group(1): ([int(g) for g in m.groups()[1:8]], m.group(9))
+        for m in _COST_ROW.finditer(COST.read_text())
+    }
+    assert set(rows) == {"succeeds at once", "retried once"}, rows
+    return rows
+
+
+def test_cost_docs_totals_are_the_benchs_prices_of_their_counts() -> None:
+    bench = _cost_bench()
+    for label, (counts, shown) in _cost_rows().items():
+        reads, writes, deletes, task_ops, publishes, pushes, bigquery = counts
+        cost = bench.JobCost(
+            label=label,
+            firestore_reads=reads,
+            firestore_writes=writes,
+            firestore_ttl_deletes=deletes,
+            tasks_creates=1,
+            tasks_deliveries=task_ops - 1,
+            pubsub_publishes=publishes,
+            pubsub_deliveries=pushes,
+            bigquery_writes=bigquery,
+            pubsub_message_bytes=660,
+            subscriber_writes=0,
+        )
+        assert f"{sum(cost.dollars_per_million().values()):.2f}" == shown, label
+
+
+def test_cost_docs_table_is_what_the_bench_printed() -> None:
+    text = COST.read_text()
+    for label, (counts, shown) in _cost_rows().items():
+        printed = re.search(
+            rf"^{label}\s+" + r"\s+".join([r"(\d+)"] * 9) + r"\s+([\d.]+) =", text, re.M
+        )
+        assert printed, f"docs/cost.md does not show the script's line for {label}"
+        p = [int(g) for g in printed.groups()[:9]]
+        reads, writes, ttl, ops, publish, push, bq, _bytes, sub = p
+        assert [reads, writes + sub, ttl, ops, publish, push, bq] == counts, label
+        assert printed.group(10) == shown, label
+
+
+def test_readme_quotes_the_cost_docs_figures() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Cost per job") :]
+    section = section[: section.index("\n## ", 1)]
+    for label, (counts, shown) in _cost_rows().items():
+        row = re.search(rf"^\| {label} \| (\d+) / (\d+) .*\| ([\d.]+) \|$", section, re.M)
+        assert row, f"README's cost table has no row for {label}"
+        assert [int(row.group(1)), int(row.group(2))] == counts[:2], label
+        assert row.group(3) == shown, label
+    quoted = set(re.findall(r"\$(\d+\.\d\d) for the rest of a job", readme))
+    assert quoted == {_cost_rows()["succeeds at once"][1]}
+
+
+def test_deploy_docs_create_no_client_keys_secret() -> None:
+    text = DEPLOY.read_text()
+    assert not re.search(r"gcloud secrets (create|versions add) \"?\$PREFIX-client-keys", text)
+    assert "| `$PREFIX-client-keys` |" not in text
+
+
+def _key_command_env() -> dict[str, str]:
+    """The GRADEQ_* variables docs/deploy.md exports before `services.intake.keys`."""
+    text = DEPLOY.read_text()
+    export = re.search(r"^export (GRADEQ_.*?)\n(?!\s)", text, re.M | re.S)
+    assert export, "docs/deploy.md exports no settings for the key command"
+    words = shlex.split(export.group(1).replace("\\\n", " "))
+    env = dict(w.split("=", 1) for w in words if w.startswith("GRADEQ_"))
+    assert env, words
+    return env
+
+
+def test_deploy_docs_issue_the_first_key_with_settings_that_start(
+    tf: Terraform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = DEPLOY.read_text()
+    assert "python -m services.intake.keys create --client " in text
+    env = _key_command_env()
+    assert env["GRADEQ_FIRESTORE_DATABASE"] == (
+        "$(terraform -chdir=terraform output -raw firestore_database)"
+    )
+    assert "firestore_database" in tf.outputs
+    for name in list(env):
+        monkeypatch.delenv(name, raising=False)
+    shell = {"$PROJECT": "my-gradeq-project"}
+    for name, value in env.items():
+        value = shell.get(value, value)
+        if value.startswith("$("):
+            value = "(default)"  # what the output gives for the default database
+        monkeypatch.setenv(name, value)
+    settings = Settings()  # the settings the command reads refuse nothing
+    assert settings.backend.value == "google"
+    # The intake gets the same database and collection (terraform sets neither otherwise).
+    assert tf.locals["common_env"]["GRADEQ_FIRESTORE_DATABASE"] == (
+        "${google_firestore_database.main.name}"
+    )
+    assert "GRADEQ_API_KEYS_COLLECTION" not in tf.locals["common_env"]
+    assert settings.api_keys_collection == Settings.model_fields["api_keys_collection"].default

@@ -239,7 +239,14 @@ _FUNCTIONS: dict[str, Any] = {
     "max": max,
     "min": min,
     "contains": lambda items, value: value in items,
+    "length": len,
+    # The first argument that is neither null nor an empty string, like terraform's.
+    "coalesce": lambda *items: next(item for item in items if item not in (None, "")),
+    "true": True,
+    "false": False,
 }
+# `COND ? A : B` as a whole expression (one level, no nesting).
+_CONDITIONAL = re.compile(r"^(?P<cond>[^?]+?)\s\?\s(?P<then>[^?:]+?)\s:\s(?P<else>[^?:]+)$", re.S)
 _ALLOWED_NODES = (
     ast.Expression,
     ast.BoolOp,
@@ -265,6 +272,7 @@ _ALLOWED_NODES = (
     ast.Name,
     ast.Load,
     ast.Call,
+    ast.IfExp,
 )
 
 
@@ -273,8 +281,9 @@ def evaluate(expression: str, values: Mapping[str, Any]) -> Any:
 
     `values` maps each reference (`"var.lease_s"`, `"var.grader.kind"`,
     `"local.dispatch_deadline_s"`) to its value; a reference without a value raises
-    KeyError. Supported: numbers, strings, lists, arithmetic, comparisons, `&&`, `||`,
-    `!`, parentheses and floor/max/min/contains. Anything else raises ValueError, so a
+    KeyError. Supported: numbers, strings, lists, true/false, arithmetic, comparisons,
+    `&&`, `||`, `!`, parentheses, one `COND ? A : B` around the whole expression and
+    floor/max/min/contains/length/coalesce. Anything else raises ValueError, so a
     condition rewritten beyond this subset fails its test instead of passing unchecked.
     """
     text = expression.strip()
@@ -290,6 +299,9 @@ def evaluate(expression: str, values: Mapping[str, Any]) -> Any:
     text = _VALUE_REF.sub(name_for, text)
     text = text.replace("&&", " and ").replace("||", " or ")
     text = re.sub(r"!(?!=)", " not ", text)
+    conditional = _CONDITIONAL.match(text.strip())
+    if conditional:
+        text = f"({conditional['then']}) if ({conditional['cond']}) else ({conditional['else']})"
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
