@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.codecs.task_body import CONTENT_TYPE, encode_task_body
 from shared.config.queues import load_queues
 from shared.ports import TaskSpec
 
@@ -71,14 +72,14 @@ def main() -> None:
             return outbox.enqueue(TaskSpec(name=f"outbox-{i}", job_id=f"job-{i}"))
 
         def grpc_create(i: int) -> object:
-            task = {
-                "name": f"{PARENT}/tasks/grpc-{i}",
-                "http_request": {
-                    "url": TARGET,
-                    "body": b'{"job_id": "j"}',
-                    "headers": {"Content-Type": "application/json"},
-                },
-            }
+            task = tasks_v2.Task(
+                name=f"{PARENT}/tasks/grpc-{i}",
+                http_request=tasks_v2.HttpRequest(
+                    url=TARGET,
+                    body=encode_task_body("j"),
+                    headers={"Content-Type": CONTENT_TYPE},
+                ),
+            )
             return client.create_task(parent=PARENT, task=task)
 
         print(f"{n} sequential enqueues each; dispatcher paused; one SQLite file ({mode})")
