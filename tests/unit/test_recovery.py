@@ -147,3 +147,21 @@ def test_replays_keep_the_attempt_budget(
     assert report.failed == [job_id] and report.replayed == []
     job = adapters.store.get(job_id)
     assert job is not None and job.attempts == budget and job.status is JobStatus.FAILED
+
+
+def test_an_operator_replay_gives_the_sweep_a_fresh_replay_budget(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "replayed-by-ops")
+    queue, _ = fakes(adapters)
+    for _ in range(3):
+        clock.advance(timedelta(hours=1))
+        sweeper.sweep()
+        queue.finish_all()
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().failed == [job_id]
+    adapters.store.update(job_id, lambda j: j.replay_failed(clock.now(), "ops"))
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().replayed == [job_id]  # generation 4, but replay 1 of this round
+    job = adapters.store.get(job_id)
+    assert job is not None and job.generation == 5 and job.recovery_replays == 1
