@@ -16,6 +16,25 @@ from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs an operator lists; every set field must match (created range: [from, to))."""
+
+    status: JobStatus | None = None
+    client_id: str | None = None
+    assignment_id: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class JobCursor:
+    """Where a newest-first listing stopped: the last job's creation time and id."""
+
+    created_at: datetime
+    job_id: str
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
@@ -52,6 +71,22 @@ class JobStore(Protocol):
     def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
         """Final jobs whose event is not marked published, not updated since
         `updated_before`, oldest first: answered by the store's query, not by filtering."""
+        ...
+
+    def list_jobs(self, where: JobFilter, limit: int, after: JobCursor | None = None) -> list[Job]:
+        """Jobs matching `where`, newest first (created_at, then id, descending).
+
+        `after` pages on from the last job of the previous page. Answered by an indexed
+        query that reads at most `limit` jobs.
+        """
+        ...
+
+    def count_by_status(self, cap: int) -> dict[JobStatus, int]:
+        """How many jobs are in each status, each count stopping at `cap`."""
+        ...
+
+    def completed_between(self, since: datetime, until: datetime, limit: int) -> list[Job]:
+        """Final jobs completed in [since, until), newest first, at most `limit`."""
         ...
 
     def ping(self) -> None:
