@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from services.intake import admin
 from services.intake.client_auth import ApiKeyAuthenticator
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, build_adapters, build_clock
@@ -37,4 +38,5 @@ def create_app(
     register_trace_context(app, settings.project_id)
     register_health(app, [("store", adapters.store.ping), ("queue", adapters.queue.ping)])
     app.register_blueprint(bp)
+    admin.init_app(app, settings, adapters, clock or build_clock())
     return app

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     worker_url: str = "http://127.0.0.1:8081"
     # Client credentials: "client_id=api_key" pairs separated by commas.
     client_keys: SecretStr = SecretStr("")
+    # Operator credentials for the admin API and dashboard: "name=key" pairs separated by
+    # commas; a key may be given as "sha256:<hex digest>" so the setting holds no secret.
+    operator_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
     # How long a request waits for a busy embedded store before answering 503.
     store_wait_s: float = Field(default=2.0, gt=0)
@@ -209,6 +212,17 @@ class Settings(BaseSettings):
             if not sep or not client_id or not key:
                 raise ValueError("GRADEQ_CLIENT_KEYS must look like 'client=key,other=key2'")
             mapping[key] = client_id
+        return mapping
+
+    def operator_key_map(self) -> dict[str, str]:
+        """Return {key or "sha256:<hex>": operator name} from GRADEQ_OPERATOR_KEYS."""
+        pairs = [p.strip() for p in self.operator_keys.get_secret_value().split(",") if p.strip()]
+        mapping = {}
+        for pair in pairs:
+            name, sep, key = pair.partition("=")
+            if not sep or not name or not key:
+                raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
+            mapping[key] = name
         return mapping
 
     @property
