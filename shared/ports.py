@@ -139,8 +139,8 @@ class Grader(Protocol):
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         """Return a result within `timeout_s` seconds or raise `GradingTimeout`.
 
-        `attempt` is 1 for the job's first attempt; graders may use it in logs or to pass
-        an idempotency hint to a provider.
+        `attempt` is 1 for the job's first attempt and keeps counting across an operator's
+        replays; graders may use it in logs or to pass an idempotency hint to a provider.
         """
         ...
 

@@ -209,12 +209,13 @@ class AttemptRecord:
 @dataclass(frozen=True)
 class ReplayRecord:
     """An operator's replay of a failed job: who, when, the generation it started, why it
-    had failed."""
+    had failed and how many attempts the failed generation had used."""
 
     at: datetime
     by: str
     generation: int
     error: JobError | None = None
+    attempts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -222,6 +223,7 @@ class ReplayRecord:
             "by": self.by,
             "generation": self.generation,
             "error": self.error.to_dict() if self.error else None,
+            "attempts": self.attempts,
         }
 
     @classmethod
@@ -234,6 +236,7 @@ class ReplayRecord:
             by=data["by"],
             generation=int(data["generation"]),
             error=JobError(**error) if error else None,
+            attempts=int(data.get("attempts", 0)),
         )
 
 
@@ -455,7 +458,7 @@ class Job:
         if self.status is JobStatus.FAILED and self.lease_is_live(now):
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
-        replay = ReplayRecord(now, by, self.generation + 1, self.error)
+        replay = ReplayRecord(now, by, self.generation + 1, self.error, self.attempts)
         return self._to(
             JobStatus.PENDING,
             now,
@@ -479,6 +482,11 @@ class Job:
     def replayed_generation(self) -> int:
         """The generation the last operator replay started (0: never replayed)."""
         return self.replays[-1].generation if self.replays else 0
+
+    @property
+    def lifetime_attempts(self) -> int:
+        """Attempts across the operator's replays (those the kept replay records know of)."""
+        return self.attempts + sum(r.attempts for r in self.replays)
 
     @property
     def recovery_replays(self) -> int:

@@ -161,7 +161,8 @@ def test_replay_failed_puts_the_job_back_as_a_new_generation_with_a_fresh_budget
     assert replayed.error is None
     assert replayed.event_published is False
     assert replayed.history == failed.history
-    assert replayed.replays == (ReplayRecord(at(10), "ops@example", 1, FATAL),)
+    assert replayed.replays == (ReplayRecord(at(10), "ops@example", 1, FATAL, 1),)
+    assert replayed.lifetime_attempts == 1
     assert replayed.created_at == failed.created_at
 
 
@@ -170,9 +171,10 @@ def test_a_second_replay_is_recorded_after_the_first() -> None:
     again = once.claim("w", at(11), LEASE).fail("w", ERROR, at(12)).mark_event_published(at(13))
     twice = again.replay_failed(at(20), "b")
     assert twice.replays == (
-        ReplayRecord(at(10), "a", 1, FATAL),
-        ReplayRecord(at(20), "b", 2, ERROR),
+        ReplayRecord(at(10), "a", 1, FATAL, 1),
+        ReplayRecord(at(20), "b", 2, ERROR, 1),
     )
+    assert twice.claim("w", at(21), LEASE).lifetime_attempts == 3
     assert twice.generation == 2
     assert [a.generation for a in twice.history] == [0, 1]
 
