@@ -432,3 +432,14 @@ def test_queue_health_reports_counts_ages_percentiles_failures_and_throughput(
 def test_queue_health_window_is_bounded(client: FlaskClient) -> None:
     response = client.get("/admin/v1/queue-health?window_minutes=100000", headers=auth())
     assert_problem(response, 400, "validation-error")
+
+
+def test_the_dashboard_page_and_its_script_are_served_without_data(client: FlaskClient) -> None:
+    page = client.get("/admin/")
+    assert page.status_code == 200
+    assert page.mimetype == "text/html"
+    assert b'src="static/dashboard.js"' in page.data
+    script = client.get("/admin/static/dashboard.js")
+    assert script.status_code == 200
+    assert b"queue-health" in script.data
+    assert client.get("/admin").status_code == 308  # to /admin/
