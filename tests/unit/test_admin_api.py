@@ -435,11 +435,11 @@ def test_queue_health_window_is_bounded(client: FlaskClient) -> None:
 
 
 def test_the_dashboard_page_and_its_script_are_served_without_data(client: FlaskClient) -> None:
-    page = client.get("/admin/")
-    assert page.status_code == 200
-    assert page.mimetype == "text/html"
-    assert b'src="static/dashboard.js"' in page.data
-    script = client.get("/admin/static/dashboard.js")
-    assert script.status_code == 200
-    assert b"queue-health" in script.data
+    with client.get("/admin/") as page:
+        assert page.status_code == 200
+        assert page.mimetype == "text/html"
+        assert b'src="static/dashboard.js"' in page.data
+    with client.get("/admin/static/dashboard.js") as script:
+        assert script.status_code == 200
+        assert b"queue-health" in script.data
     assert client.get("/admin").status_code == 308  # to /admin/
