@@ -64,6 +64,14 @@ def test_submit_and_watch_to_completion(stack: LocalStack) -> None:
     assert job["status"] == "SUCCEEDED"
     assert job["result"]["score"] == 10
     assert job["timings"]["queue_wait_ms"] is not None
+    # The worker's completion line, the source of the log-based timing metrics.
+    lines = [json.loads(line) for line in stack.lines("worker") if job_id in line]
+    [completed] = [line for line in lines if line.get("event") == "job_completed"]
+    assert completed["severity"] == "INFO"
+    assert completed["outcome"] == "succeeded"
+    assert completed["job_id"] == job_id
+    assert completed["total_ms"] == job["timings"]["total_ms"]
+    assert completed["queue_wait_ms"] == job["timings"]["queue_wait_ms"]
 
 
 def test_a_failed_job_is_listed_replayed_and_then_succeeds(stack: LocalStack) -> None:
