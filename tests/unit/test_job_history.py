@@ -220,3 +220,19 @@ def test_a_replayed_job_announces_under_a_new_event_id() -> None:
     assert event.event_id != completion_event_id("job-1")
     assert completion_event_id("job-1", 0) == completion_event_id("job-1")
     assert completion_event_id("job-1", 1) != completion_event_id("job-1", 2)
+
+
+def test_an_open_attempt_and_an_old_replay_record_survive_the_round_trip() -> None:
+    job = new_job().claim("w1", at(1), LEASE)
+    assert job.to_record()["history"][0]["ended_at"] is None
+    assert Job.from_record(job.to_record()) == job
+    record = ReplayRecord(at(1), "ops", 1).to_dict()
+    del record["attempts"]
+    assert ReplayRecord.from_dict(record) == ReplayRecord(at(1), "ops", 1, None, 0)
+
+
+def test_a_running_job_is_refused_as_a_transition_not_as_locked() -> None:
+    job = new_job().claim("w1", at(1), LEASE)
+    with pytest.raises(IllegalTransition) as raised:
+        job.replay_failed(at(2), "ops")
+    assert raised.value.current is JobStatus.RUNNING
