@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.live import Live
 
 from gradeq_cli import render
-from gradeq_cli.client import CliError, GradeqClient, new_idempotency_key
+from gradeq_cli.client import CliError, GradeqClient, Reply, new_idempotency_key
 from gradeq_cli.config import resolve
 
 JOB_FAILED = 3
@@ -149,16 +149,11 @@ def status(
     """Show a job; with --watch, follow it live, polling at the server's Retry-After."""
     client = _client(ctx)
     reply = client.job(job_id)
-    if watch:
-        deadline = time.monotonic() + timeout
-        with Live(render.job_panel(reply.body), console=out, transient=as_json) as live:
-            while reply.body["status"] not in render.FINAL:
-                if time.monotonic() >= deadline:
-                    raise CliError("watch-timeout", f"job {job_id} not final after {timeout:g}s", 7)
-                time.sleep(reply.retry_after_s or 1.0)
-                reply = client.job(job_id)
-                if not as_json:
-                    live.update(render.job_panel(reply.body))
+    if watch and as_json:
+        reply = _follow(client, reply, timeout, lambda job: None)
+    elif watch:
+        with Live(render.job_panel(reply.body), console=out) as live:
+            reply = _follow(client, reply, timeout, lambda job: live.update(render.job_panel(job)))
     if as_json:
         _emit(reply.body)
     elif not watch:
@@ -168,6 +163,21 @@ def status(
         error = reply.body.get("error") or {}
         err.print(f"job {reply.body['status']}: {error.get('type', 'cancelled')}")
         raise typer.Exit(code)
+
+
+def _follow(
+    client: GradeqClient, reply: Reply, timeout: float, show: Callable[[dict[str, Any]], None]
+) -> Reply:
+    """Poll the job at the server's Retry-After until it is final or `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    while reply.body["status"] not in render.FINAL:
+        if time.monotonic() >= deadline:
+            job_id = reply.body["id"]
+            raise CliError("watch-timeout", f"job {job_id} not final after {timeout:g}s", 7)
+        time.sleep(reply.retry_after_s or 1.0)
+        reply = client.job(reply.body["id"])
+        show(reply.body)
+    return reply
 
 
 def _listing(
