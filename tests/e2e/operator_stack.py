@@ -1,4 +1,4 @@
-"""The local stack (embedded backend) set up for the operator tests: fast queue, small
+"""The local stack set up for the operator tests: fast queue, small
 leases, a client key and an operator key."""
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ FAST_QUEUE: dict[str, Any] = {
 
 
 @contextmanager
-def operator_stack(root: Path, **env: str) -> Iterator[LocalStack]:
+def operator_stack(root: Path, backend: str = EMBEDDED, **env: str) -> Iterator[LocalStack]:
     """Start the stack under `root`; stop it (and all it spawned) on the way out."""
     queues = root / "queues.json"
     queues.write_text(json.dumps(FAST_QUEUE))
     config = StackConfig.on_free_ports(
         root / "data",
-        backend=EMBEDDED,
+        backend=backend,
         client_keys=f"e2e={API_KEY}",
         recover_every_s=0,
         env={

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from localcloud.stack import LocalStack
+from localcloud.emulators import missing_reason
+from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack
 from tests.e2e.operator_stack import API_KEY, OPERATOR_KEY, operator_stack
 
 pytestmark = pytest.mark.e2e
@@ -26,9 +27,14 @@ REQUEST: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    with operator_stack(tmp_path_factory.mktemp("cli")) as local:
+@pytest.fixture(scope="module", params=[EMBEDDED, GOOGLE_EMULATORS])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalStack]:
+    """The stack on the embedded backend, then on Firestore and Pub/Sub emulators."""
+    if request.param == GOOGLE_EMULATORS and (reason := missing_reason("firestore", "pubsub")):
+        pytest.skip(f"the official emulators are needed for this backend: {reason}")
+    with operator_stack(tmp_path_factory.mktemp("cli"), backend=request.param) as local:
         yield local
 
 
