@@ -469,7 +469,6 @@ class Job:
             completed_at=None,
             lease_owner=None,
             lease_expires_at=None,
-            result=None,
             error=None,
             event_published=False,
             queued_at=now,

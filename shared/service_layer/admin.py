@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 #: The most jobs one listing page or one batch replay handles.
 MAX_PAGE = 100
+#: Why a batch replay left out a job another replay had just put back on the queue.
+ALREADY_REPLAYED = "already-replayed"
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class GenerationMismatch(GradeqError):
     title = "The job is not at the generation asked to replay"
     status = 409
 
-    def __init__(self, job: Job, generation: int | None) -> None:
+    def __init__(self, job: Job, generation: int) -> None:
         super().__init__(
             f"job {job.id} is at generation {job.generation}, not {generation}",
             generation=job.generation,
@@ -112,6 +114,7 @@ class AdminService:
             try:
                 replayed = self._store.update(job_id, mutate)
             except _MovedOn:
+                assert generation is not None
                 return self._already_replayed(self.get(job_id), generation)
             self._enqueue(replayed)
             log.warning(
@@ -120,8 +123,8 @@ class AdminService:
             )
             return Replay(replayed, True)
 
-    def _already_replayed(self, job: Job, generation: int | None) -> Replay:
-        if not any(r.generation == (generation or 0) + 1 for r in job.replays):
+    def _already_replayed(self, job: Job, generation: int) -> Replay:
+        if not any(r.generation == generation + 1 for r in job.replays):
             raise GenerationMismatch(job, generation)
         if job.status is JobStatus.PENDING:
             self._enqueue(job)
@@ -136,11 +139,14 @@ class AdminService:
         outcome = BatchReplay()
         for job in page.jobs:
             try:
-                self.replay(job.id, by, job.generation)
+                replay = self.replay(job.id, by, job.generation)
             except GradeqError as exc:
                 outcome.skipped[job.id] = exc.slug
-            else:
+                continue
+            if replay.replayed:
                 outcome.replayed.append(job.id)
+            else:
+                outcome.skipped[job.id] = ALREADY_REPLAYED
         return outcome
 
     def cancel(self, job_id: str) -> Job:

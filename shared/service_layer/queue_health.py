@@ -68,7 +68,7 @@ class QueueHealth:
         window = self._store.completed_between(since, now, query.sample_limit)
         ran = _ran(window)
         failed = [j for j in ran if j.status is JobStatus.FAILED]
-        by_type = Counter(j.error.type if j.error else "unknown" for j in failed)
+        by_type = Counter(_error_type(j) for j in failed)
         minutes = query.window.total_seconds() / 60
         return {
             "at": now.isoformat(),
@@ -90,6 +90,11 @@ class QueueHealth:
         }
 
 
+def _error_type(job: Job) -> str:
+    assert job.error is not None, "a failed job always records its error"
+    return job.error.type
+
+
 def _age(now: datetime, job: Job) -> float:
     """Seconds since the job last went on the queue (created, or replayed)."""
     return max(0.0, (now - job.updated_at).total_seconds())
@@ -101,6 +106,8 @@ def _series(window: list[Job], since: datetime, query: HealthQuery) -> list[dict
     slots: list[list[Job]] = [[] for _ in range(query.buckets)]
     for job in window:
         assert job.completed_at is not None
+        # The width is rounded to microseconds: the window's last instant may land past
+        # the last bucket's computed end.
         index = min(query.buckets - 1, int((job.completed_at - since) / width))
         slots[index].append(job)
     return [

@@ -247,7 +247,10 @@ def test_job_detail_shows_the_attempt_history(
         }
     ]
     assert detail["replays"] == []
-    assert_problem(client.get("/admin/v1/jobs/nope", headers=auth()), 404, "job-not-found")
+    missing = assert_problem(
+        client.get("/admin/v1/jobs/nope", headers=auth()), 404, "job-not-found"
+    )
+    assert missing["detail"] == "no grading job nope"
 
 
 def test_dead_letters_are_the_failed_jobs_with_their_history(
@@ -355,6 +358,8 @@ def test_a_batch_replay_replays_the_filtered_dead_letters_once(
         "/admin/v1/dead-letters/replay", json={"client": "client-a", "limit": 2}, headers=auth()
     ).get_json()
     assert body == {"replayed": [mine[2], mine[1]], "skipped": {}}
+    replayed = adapters.store.get(mine[2])
+    assert replayed is not None and [r.by for r in replayed.replays] == ["alice"]
     again = client.post(
         "/admin/v1/dead-letters/replay", json={"client": "client-a"}, headers=auth()
     ).get_json()
@@ -423,6 +428,15 @@ def test_queue_health_reports_counts_ages_percentiles_failures_and_throughput(
     assert health["failures_by_type"] == {"grading-permanent": {"count": 1, "rate": 0.2}}
     assert health["throughput_per_minute"] == 5 / 60
     assert health["window_s"] == 3600
+    assert health["at"] == clock.now().isoformat()
+    since = clock.now() - timedelta(hours=1)
+    assert [b["start"] for b in health["series"][:2]] == [
+        since.isoformat(),
+        (since + timedelta(minutes=5)).isoformat(),
+    ]
+    assert health["series"][-1]["processing_ms"] == {"p50": 20000, "p95": 40000, "p99": 40000}
+    assert health["series"][-1]["queue_wait_ms"] == health["timings_ms"]["queue_wait_ms"]
+    assert health["series"][0]["queue_wait_ms"] == {"p50": None, "p95": None, "p99": None}
     assert len(health["series"]) == 12
     assert sum(b["completed"] for b in health["series"]) == 5
     assert health["series"][-1]["completed"] == 5

@@ -113,3 +113,66 @@ def test_cancelled_jobs_count_as_completed_but_not_as_work(
     assert health["completed"] == 1
     assert health["failure_rate"] == 0.0
     assert health["timings_ms"]["total_ms"]["p50"] is None
+
+
+def test_dead_letters_page_on_by_cursor(adapters: Adapters, clock: FrozenClock) -> None:
+    ids = seed(adapters.store, clock, 3)
+    for job_id in ids:
+        adapters.store.update(job_id, lambda j: j.claim("w", clock.now(), LEASE))
+        adapters.store.update(job_id, lambda j: j.fail("w", JobError("x", "y"), clock.now()))
+    admin = service(adapters, clock)
+    first = admin.dead_letters(JobFilter(), 2)
+    second = admin.dead_letters(JobFilter(), 2, first.next_cursor)
+    assert [j.id for j in first.jobs + second.jobs] == ids[::-1]
+
+
+def test_a_batch_replay_skips_a_job_another_replay_took(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    [job_id] = seed(adapters.store, clock, 1)
+    adapters.store.update(job_id, lambda j: j.claim("w", clock.now(), LEASE))
+    adapters.store.update(job_id, lambda j: j.fail("w", JobError("x", "y"), clock.now()))
+    adapters.store.update(job_id, lambda j: j.mark_event_published(clock.now()))
+    racing = RacingStore(adapters.store, clock)
+    batch = service(adapters, clock, racing).replay_failed(JobFilter(), "me", 10)  # type: ignore[arg-type]
+    assert batch.replayed == []
+    assert batch.skipped == {job_id: "already-replayed"}
+
+
+class FindSpy:
+    """Records the limits of the store's `find` calls."""
+
+    def __init__(self, inner: JobStore) -> None:
+        self._inner = inner
+        self.limits: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def find(self, *args: object, **kwargs: object) -> list[Job]:
+        self.limits.append(int(args[2]))  # type: ignore[call-overload]
+        return self._inner.find(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_health_reads_one_job_per_waiting_status_and_ages_the_oldest_exactly(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    seed(adapters.store, clock, 3)
+    clock.advance(timedelta(milliseconds=-10))  # now is the newest job's creation
+    spy = FindSpy(adapters.store)
+    health = QueueHealth(spy, clock).compute()  # type: ignore[arg-type]
+    assert spy.limits == [1, 1]
+    assert health["oldest_waiting_age_s"]["PENDING"] == 0.02
+
+
+def test_a_job_in_the_windows_last_instant_lands_in_the_last_bucket(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    [job_id] = seed(adapters.store, clock, 1)
+    adapters.store.update(job_id, lambda j: j.claim("w", clock.now(), LEASE))
+    adapters.store.update(job_id, lambda j: j.succeed("w", GradeResult(1, 10, "ok"), clock.now()))
+    clock.advance(timedelta(microseconds=1))
+    # 100 s / 7 rounds down to whole microseconds: 7 widths end before the window does.
+    query = HealthQuery(window=timedelta(seconds=100), buckets=7)
+    series = QueueHealth(adapters.store, clock).compute(query)["series"]
+    assert [b["completed"] for b in series] == [0, 0, 0, 0, 0, 0, 1]

@@ -236,3 +236,29 @@ def test_a_running_job_is_refused_as_a_transition_not_as_locked() -> None:
     with pytest.raises(IllegalTransition) as raised:
         job.replay_failed(at(2), "ops")
     assert raised.value.current is JobStatus.RUNNING
+
+
+def test_an_unannounced_failure_is_replayed_once_its_lease_has_run_out() -> None:
+    failing = new_job().claim("w1", at(1), LEASE).fail("w1", FATAL, at(2))
+    assert failing.lease_owner == "w1" and not failing.event_published
+    replayed = failing.replay_failed(at(2) + ANNOUNCE_LEASE, "ops")
+    assert replayed.lease_owner is None
+    assert replayed.lease_expires_at is None
+
+
+def test_the_locked_replay_names_the_job() -> None:
+    failing = new_job().claim("w1", at(1), LEASE).fail("w1", FATAL, at(2))
+    with pytest.raises(JobLocked) as raised:
+        failing.replay_failed(at(3), "ops")
+    until = (at(2) + ANNOUNCE_LEASE).isoformat()
+    assert raised.value.detail == f"job job-1 is leased until {until}"
+
+
+def test_replayed_jobs_announce_under_ids_of_their_own() -> None:
+    assert completion_event_id("job-1", 1) != completion_event_id("job-2", 1)
+
+
+def test_a_failed_job_is_processed_from_its_first_attempt() -> None:
+    job = new_job().claim("w1", at(1), LEASE).retry_later("w1", ERROR, at(2))
+    failed = job.claim("w2", at(5), LEASE).fail("w2", FATAL, at(9))
+    assert failed.timings()["processing_ms"] == 8000

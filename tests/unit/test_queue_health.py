@@ -13,6 +13,8 @@ def test_nearest_rank_percentiles() -> None:
     assert percentile(values, 91) == 10
     assert percentile(values, 1) == 1
     assert percentile(values, 0) == 1
+    assert percentile(list(range(1, 102)), 50) == 51
+    assert percentile(list(range(1, 102)), 100) == 101
 
 
 def test_no_values_have_no_percentile_and_one_value_is_every_percentile() -> None:
