@@ -340,7 +340,9 @@ def test_replay_refuses_a_job_that_has_not_failed_and_an_unknown_generation(
     mismatch = client.post(
         f"/admin/v1/jobs/{job_id}/replay", json={"generation": 3}, headers=auth()
     )
-    assert assert_problem(mismatch, 409, "generation-mismatch")["generation"] == 0
+    problem = assert_problem(mismatch, 409, "generation-mismatch")
+    assert problem["generation"] == 0
+    assert problem["detail"] == f"job {job_id} is at generation 0, not 3"
     bad = client.post(f"/admin/v1/jobs/{job_id}/replay", json={"generation": "0"}, headers=auth())
     assert_problem(bad, 400, "validation-error")
     assert queue_of(adapters).tasks == []

@@ -176,3 +176,16 @@ def test_a_job_in_the_windows_last_instant_lands_in_the_last_bucket(
     query = HealthQuery(window=timedelta(seconds=100), buckets=7)
     series = QueueHealth(adapters.store, clock).compute(query)["series"]
     assert [b["completed"] for b in series] == [0, 0, 0, 0, 0, 0, 1]
+
+
+def test_a_batch_replay_goes_on_after_a_job_it_skips(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    older, newer = seed(adapters.store, clock, 2)
+    for job_id in (older, newer):
+        adapters.store.update(job_id, lambda j: j.claim("w", clock.now(), LEASE))
+        adapters.store.update(job_id, lambda j: j.fail("w", JobError("x", "y"), clock.now()))
+    adapters.store.update(older, lambda j: j.mark_event_published(clock.now()))
+    batch = service(adapters, clock).replay_failed(JobFilter(), "me", 10)
+    assert batch.skipped == {newer: "job-locked"}  # its failure is still being announced
+    assert batch.replayed == [older]
