@@ -21,6 +21,8 @@ import requests
 
 from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 
+DEMO_OPERATOR_KEY = "demo-operator-key"
+
 SAMPLE = {
     "submission_id": "sub-001",
     "assignment_id": "bio-101-hw3",
@@ -48,6 +50,12 @@ Gradeq is running locally ({stack.config.backend} backend, data in {stack.config
   worker        {stack.config.url("worker")}
   notification  {stack.config.url("notification")}
   analytics     {stack.config.url("analytics")}
+  frontend      {stack.config.url("frontend")}/   (a student submits an answer)
+  dashboard     {intake}/admin/   (operator key: {DEMO_OPERATOR_KEY})
+
+The gradeq command (installed with the package) talks to this stack:
+  export GRADEQ_URL={intake} GRADEQ_API_KEY={key} GRADEQ_OPERATOR_KEY={DEMO_OPERATOR_KEY}
+  gradeq stats; gradeq failed; gradeq replay <id>
 
 A development API key for client "{stack.config.client_id}" (stored hashed; make more with
 `python -m services.intake.keys create --client NAME`):
@@ -106,7 +114,12 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    stack = LocalStack(StackConfig(data_dir=args.data_dir.resolve(), backend=args.backend))
+    config = StackConfig(
+        data_dir=args.data_dir.resolve(),
+        backend=args.backend,
+        env={"GRADEQ_OPERATOR_KEYS": f"demo-operator={DEMO_OPERATOR_KEY}"},
+    )
+    stack = LocalStack(config)
     stopped = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -40,6 +40,8 @@ from localcloud.emulators import Emulator
 from localcloud.ports import check_free
 
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
+#: The reference web frontend (localcloud.frontend); part of a stack whose ports name it.
+FRONTEND = "frontend"
 SUBSCRIBERS = ("notification", "analytics")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
@@ -78,6 +80,7 @@ class StackConfig:
             "notification": 8082,
             "analytics": 8083,
             "dispatcher_grpc": 8123,
+            FRONTEND: 8090,
         }
     )
     backend: str = EMBEDDED
@@ -91,7 +94,7 @@ class StackConfig:
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
-        names = (*HTTP_SERVICES, "dispatcher_grpc")
+        names = (*HTTP_SERVICES, "dispatcher_grpc", FRONTEND)
         return cls(data_dir=data_dir, ports={n: free_port() for n in names}, **kwargs)  # type: ignore[arg-type]
 
     def url(self, service: str) -> str:
@@ -121,7 +124,12 @@ class LocalStack:
     def process_names(self) -> tuple[str, ...]:
         """The processes of this backend, in start order."""
         local_bus = ("bus",) if self.config.backend == EMBEDDED else ()
-        return (*HTTP_SERVICES, "dispatcher", *local_bus)
+        frontend = (FRONTEND,) if FRONTEND in self.config.ports else ()
+        return (*HTTP_SERVICES, "dispatcher", *local_bus, *frontend)
+
+    def web_processes(self) -> list[str]:
+        """The processes answering /healthz over HTTP."""
+        return [n for n in self.process_names() if n in HTTP_SERVICES or n == FRONTEND]
 
     def environment(self, name: str) -> dict[str, str]:
         cfg = self.config
@@ -141,6 +149,10 @@ class LocalStack:
             # Local runs may call back to a receiver on this machine.
             "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }
+        if name == FRONTEND:
+            # The frontend's backend holds the first client's key; browsers never see it.
+            env["GRADEQ_FRONTEND_API_KEY"] = self.api_key
+            env["GRADEQ_FRONTEND_INTAKE_URL"] = cfg.url("intake")
         if name in PUSH_CALLERS:
             env["GRADEQ_PUSH_AUDIENCE"] = cfg.url(name)
             env["GRADEQ_PUSH_SERVICE_ACCOUNTS"] = ",".join(PUSH_CALLERS[name])
@@ -174,6 +186,13 @@ class LocalStack:
                 "--timeout", "0", "--graceful-timeout", "8", "--log-level", "warning",
                 f"services.{name}.app:create_app()",
             ]  # fmt: skip
+        if name == FRONTEND:
+            return [
+                sys.executable, "-m", "gunicorn",
+                "--bind", f"127.0.0.1:{cfg.ports[name]}",
+                "--workers", "1", "--worker-class", "gthread", "--threads", "4",
+                "--log-level", "warning", "localcloud.frontend.app:create_app()",
+            ]  # fmt: skip
         if name == "dispatcher":
             # The stack's dispatcher is its database's only one: a restarted dispatcher
             # resends at once what a killed one had in flight.
@@ -201,7 +220,7 @@ class LocalStack:
             for name in names:
                 self._spawn(name)
             if wait:
-                self.wait_healthy([n for n in names if n in HTTP_SERVICES])
+                self.wait_healthy(self.web_processes())
         except BaseException:
             self.stop()  # a stack that cannot start leaves nothing running behind it
             raise
@@ -270,7 +289,7 @@ class LocalStack:
 
     def restart(self, name: str) -> None:
         self._spawn(name)
-        if name in HTTP_SERVICES:
+        if name in self.web_processes():
             self.wait_healthy([name])
 
     def _start_emulators(self) -> None:

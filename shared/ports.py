@@ -30,6 +30,25 @@ class JobQuery:
     after: tuple[datetime, str] | None = None
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs an operator lists; every set field must match (created range: [from, to))."""
+
+    status: JobStatus | None = None
+    client_id: str | None = None
+    assignment_id: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class JobCursor:
+    """Where a newest-first listing stopped: the last job's creation time and id."""
+
+    created_at: datetime
+    job_id: str
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
@@ -91,6 +110,24 @@ class JobStore(Protocol):
         `updated_before`, oldest first: answered by the store's query, not by filtering."""
         ...
 
+    def find_jobs(self, where: JobFilter, limit: int, after: JobCursor | None = None) -> list[Job]:
+        """Jobs of any client matching `where` (the operator's view), newest first.
+
+        Ordered by created_at, then id, descending.
+
+        `after` pages on from the last job of the previous page. Answered by an indexed
+        query that reads at most `limit` jobs.
+        """
+        ...
+
+    def count_by_status(self, cap: int) -> dict[JobStatus, int]:
+        """How many jobs are in each status, each count stopping at `cap`."""
+        ...
+
+    def completed_between(self, since: datetime, until: datetime, limit: int) -> list[Job]:
+        """Final jobs completed in [since, until), newest first, at most `limit`."""
+        ...
+
     def ping(self) -> None:
         """Raise `DependencyUnavailable` when the store cannot be reached."""
         ...
@@ -141,8 +178,8 @@ class Grader(Protocol):
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         """Return a result within `timeout_s` seconds or raise `GradingTimeout`.
 
-        `attempt` is 1 for the job's first attempt; graders may use it in logs or to pass
-        an idempotency hint to a provider.
+        `attempt` is 1 for the job's first attempt and keeps counting across an operator's
+        replays; graders may use it in logs or to pass an idempotency hint to a provider.
         """
         ...
 

@@ -75,7 +75,7 @@ class FakeProcessedEvents:
 
 
 class ScriptedGrader:
-    """Raises the scripted errors in order, then grades with a fixed score; counts calls."""
+    """Raises the scripted errors in order, then grades with a fixed score; records calls."""
 
     name = "scripted"
 
@@ -84,10 +84,12 @@ class ScriptedGrader:
         self._score = score
         self._lock = threading.Lock()
         self.calls = 0
+        self.attempts: list[int] = []
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         with self._lock:
             self.calls += 1
+            self.attempts.append(attempt)
             error = self._errors.pop(0) if self._errors else None
         if error is not None:
             raise error

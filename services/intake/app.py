@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
+from services.intake import admin
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
@@ -67,6 +68,7 @@ def create_app(
     app.register_blueprint(bp)
     app.add_url_rule(OPENAPI_PATH, "openapi", _serve_openapi)
     register_cors(app, settings.cors_origin_list())
+    admin.init_app(app, settings, adapters, clock)
     return app
 
 

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
 
     # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
     worker_url: str = "http://127.0.0.1:8081"
+    # Operator credentials for the admin API and dashboard: "name=key" pairs separated by
+    # commas; a key may be given as "sha256:<hex digest>" so the setting holds no secret.
+    operator_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
@@ -259,6 +262,17 @@ class Settings(BaseSettings):
             job_max_attempts=attempts,
             queue=queue,
         ).check()
+
+    def operator_key_map(self) -> dict[str, str]:
+        """Return {key or "sha256:<hex>": operator name} from GRADEQ_OPERATOR_KEYS."""
+        pairs = [p.strip() for p in self.operator_keys.get_secret_value().split(",") if p.strip()]
+        mapping = {}
+        for pair in pairs:
+            name, sep, key = pair.partition("=")
+            if not sep or not name or not key:
+                raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
+            mapping[key] = name
+        return mapping
 
     @property
     def database_path(self) -> Path:

@@ -53,7 +53,7 @@ class GradingCompleted:
         if not job.status.is_final or job.completed_at is None:
             raise ValueError(f"job {job.id} is not final ({job.status})")
         return cls(
-            event_id=completion_event_id(job.id),
+            event_id=completion_event_id(job.id, job.replayed_generation),
             job_id=job.id,
             client_id=job.client_id,
             submission_id=job.request.submission_id,

@@ -25,7 +25,14 @@ def task_name_for(job_id: str, generation: int) -> str:
     return "t-" + _b32(digest[:20])
 
 
-def completion_event_id(job_id: str) -> str:
-    """The stable id of the job's one GradingCompleted event: subscribers dedupe on it."""
-    digest = hashlib.sha256(f"gradeq/event/completed\0{job_id}".encode()).digest()
+def completion_event_id(job_id: str, replayed_generation: int = 0) -> str:
+    """The stable id of the job's GradingCompleted event: subscribers dedupe on it.
+
+    An operator's replay of a failed job (`replayed_generation` > 0) ends in an event of
+    its own, so subscribers told of the failure hear of the new outcome too.
+    """
+    scope = f"gradeq/event/completed\0{job_id}"
+    if replayed_generation:
+        scope += f"\0replay\0{replayed_generation}"
+    digest = hashlib.sha256(scope.encode()).digest()
     return "e-" + _b32(digest[:20])

@@ -39,7 +39,11 @@ ATTEMPTS_EXHAUSTED = "attempts-exhausted"
 
 FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
-#: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease.
+#: How many attempt records (and operator replays) a job keeps: the newest ones.
+HISTORY_LIMIT = 20
+
+#: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease;
+#: FAILED -> PENDING is an operator's replay of a dead letter (`Job.replay_failed`).
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
     JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
@@ -53,7 +57,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
         }
     ),
     JobStatus.SUCCEEDED: frozenset(),
-    JobStatus.FAILED: frozenset(),
+    JobStatus.FAILED: frozenset({JobStatus.PENDING}),
     JobStatus.CANCELLED: frozenset(),
 }
 
@@ -152,6 +156,104 @@ class JobError:
         return {"type": self.type, "message": self.message}
 
 
+class AttemptOutcome(StrEnum):
+    """How one attempt ended; RUNNING while it is still open."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    FAILED = "failed"
+    RELEASED = "released"  # given back before grading (no provider quota, shutdown)
+    LEASE_EXPIRED = "lease-expired"  # its lease ran out: taken over or given up on
+    CANCELLED = "cancelled"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text is not None else None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt: who claimed it, when it started and ended, and how it ended."""
+
+    number: int
+    generation: int
+    owner: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    error: JobError | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        # Timestamps as ISO text: stores convert only the job's top-level datetimes.
+        return {
+            "number": self.number,
+            "generation": self.generation,
+            "owner": self.owner,
+            "started_at": _iso(self.started_at),
+            "ended_at": _iso(self.ended_at),
+            "outcome": self.outcome.value,
+            "error": self.error.to_dict() if self.error else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttemptRecord:
+        started_at = _parse(data["started_at"])
+        assert started_at is not None
+        error = data.get("error")
+        return cls(
+            number=int(data["number"]),
+            generation=int(data["generation"]),
+            owner=data["owner"],
+            started_at=started_at,
+            ended_at=_parse(data.get("ended_at")),
+            outcome=AttemptOutcome(data["outcome"]),
+            error=JobError(**error) if error else None,
+        )
+
+
+@dataclass(frozen=True)
+class ReplayRecord:
+    """An operator's replay of a failed job: who, when, the generation it started, why it
+    had failed and how many attempts the failed generation had used."""
+
+    at: datetime
+    by: str
+    generation: int
+    error: JobError | None = None
+    attempts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": _iso(self.at),
+            "by": self.by,
+            "generation": self.generation,
+            "error": self.error.to_dict() if self.error else None,
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplayRecord:
+        at = _parse(data["at"])
+        assert at is not None
+        error = data.get("error")
+        return cls(
+            at=at,
+            by=data["by"],
+            generation=int(data["generation"]),
+            error=JobError(**error) if error else None,
+            attempts=int(data.get("attempts", 0)),
+        )
+
+
+def _bounded(records: tuple[Any, ...]) -> tuple[Any, ...]:
+    return records[-HISTORY_LIMIT:]
+
+
 def _ms(start: datetime | None, end: datetime | None) -> int | None:
     if start is None or end is None:
         return None
@@ -179,6 +281,11 @@ class Job:
     result: GradeResult | None = None
     error: JobError | None = None
     event_published: bool = False
+    # The newest attempts, oldest first, and the operator replays (both bounded).
+    history: tuple[AttemptRecord, ...] = ()
+    replays: tuple[ReplayRecord, ...] = ()
+    # When the job last went (back) on the queue by an operator's replay; None: created_at.
+    queued_at: datetime | None = None
 
     @classmethod
     def new(
@@ -223,6 +330,9 @@ class Job:
         if self.lease_is_live(now) and self.lease_owner != owner:
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
+        # A claim over an expired lease closes the dead attempt's record first.
+        history = self._closed(now, AttemptOutcome.LEASE_EXPIRED)
+        attempt = AttemptRecord(self.attempts + 1, self.generation, owner, now)
         return self._to(
             JobStatus.RUNNING,
             now,
@@ -231,7 +341,17 @@ class Job:
             attempt_started_at=now,
             lease_owner=owner,
             lease_expires_at=now + lease_for,
+            history=_bounded((*history, attempt)),
         )
+
+    def _closed(
+        self, now: datetime, outcome: AttemptOutcome, error: JobError | None = None
+    ) -> tuple[AttemptRecord, ...]:
+        """The history with its open attempt (if any) ended now with `outcome`."""
+        if not self.history or self.history[-1].ended_at is not None:
+            return self.history
+        last = dataclasses.replace(self.history[-1], ended_at=now, outcome=outcome, error=error)
+        return (*self.history[:-1], last)
 
     def start_attempt(
         self, owner: str, now: datetime, lease_for: timedelta, max_attempts: int
@@ -262,7 +382,14 @@ class Job:
 
     def succeed(self, owner: str, result: GradeResult, now: datetime) -> Job:
         self._check_owner(owner)
-        return self._finish(JobStatus.SUCCEEDED, owner, now, result=result, error=None)
+        return self._finish(
+            JobStatus.SUCCEEDED,
+            owner,
+            now,
+            result=result,
+            error=None,
+            history=self._closed(now, AttemptOutcome.SUCCEEDED),
+        )
 
     def release(self, owner: str, now: datetime) -> Job:
         """Give back a claim whose attempt never started (no provider quota): uncounted.
@@ -279,27 +406,44 @@ class Job:
             attempt_started_at=None,
             lease_owner=None,
             lease_expires_at=None,
+            history=self._closed(now, AttemptOutcome.RELEASED),
         )
 
     def retry_later(self, owner: str, error: JobError, now: datetime) -> Job:
         self._check_owner(owner)
         return self._to(
-            JobStatus.RETRYING, now, error=error, lease_owner=None, lease_expires_at=None
+            JobStatus.RETRYING,
+            now,
+            error=error,
+            lease_owner=None,
+            lease_expires_at=None,
+            history=self._closed(now, AttemptOutcome.RETRY, error),
         )
 
     def fail(self, owner: str | None, error: JobError, now: datetime) -> Job:
         """Record a final failure; `owner=None` is the recovery sweep giving up on a job."""
         if owner is not None:
             self._check_owner(owner)
+            history = self._closed(now, AttemptOutcome.FAILED, error)
         elif self.lease_is_live(now):
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
-        return self._finish(JobStatus.FAILED, owner or "recovery", now, error=error)
+        else:
+            # An attempt still open here is one whose lease ran out unanswered.
+            history = self._closed(now, AttemptOutcome.LEASE_EXPIRED)
+        return self._finish(
+            JobStatus.FAILED, owner or "recovery", now, error=error, history=history
+        )
 
     def cancel(self, now: datetime) -> Job:
         if self.status.is_final:
             raise JobAlreadyFinal(self.id, self.status)
-        return self._finish(JobStatus.CANCELLED, "cancel", now)
+        return self._finish(
+            JobStatus.CANCELLED,
+            "cancel",
+            now,
+            history=self._closed(now, AttemptOutcome.CANCELLED),
+        )
 
     def mark_event_published(self, now: datetime) -> Job:
         if not self.status.is_final:
@@ -314,15 +458,59 @@ class Job:
             raise JobAlreadyFinal(self.id, self.status)
         return dataclasses.replace(self, generation=self.generation + 1, updated_at=now)
 
+    def replay_failed(self, now: datetime, by: str) -> Job:
+        """An operator's replay of a dead letter: back to PENDING as a new generation.
+
+        The attempt budget starts afresh (the operator decided the job deserves it); the
+        attempt history is kept and the replay recorded with who and when. Refused while
+        the failure's announce lease is live, so its event is published first.
+        """
+        if self.status is JobStatus.FAILED and self.lease_is_live(now):
+            assert self.lease_expires_at is not None
+            raise JobLocked(self.id, self.lease_expires_at)
+        replay = ReplayRecord(now, by, self.generation + 1, self.error, self.attempts)
+        return self._to(
+            JobStatus.PENDING,
+            now,
+            generation=self.generation + 1,
+            attempts=0,
+            started_at=None,
+            attempt_started_at=None,
+            completed_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            error=None,
+            event_published=False,
+            queued_at=now,
+            replays=_bounded((*self.replays, replay)),
+        )
+
     # --- derived views -----------------------------------------------------------------
 
+    @property
+    def replayed_generation(self) -> int:
+        """The generation the last operator replay started (0: never replayed)."""
+        return self.replays[-1].generation if self.replays else 0
+
+    @property
+    def lifetime_attempts(self) -> int:
+        """Attempts across the operator's replays (those the kept replay records know of)."""
+        return self.attempts + sum(r.attempts for r in self.replays)
+
+    @property
+    def recovery_replays(self) -> int:
+        """Replays by the recovery sweep since the job last went on the queue."""
+        return self.generation - self.replayed_generation
+
     def timings(self) -> dict[str, int | None]:
+        """Queue wait, processing and total time; a replayed job counts from its replay."""
+        queued_at = self.queued_at or self.created_at
         return {
-            "queue_wait_ms": _ms(self.created_at, self.started_at),
+            "queue_wait_ms": _ms(queued_at, self.started_at),
             "processing_ms": _ms(self.attempt_started_at, self.completed_at)
             if self.status is JobStatus.SUCCEEDED
             else _ms(self.started_at, self.completed_at),
-            "total_ms": _ms(self.created_at, self.completed_at),
+            "total_ms": _ms(queued_at, self.completed_at),
         }
 
     # --- persistence record ------------------------------------------------------------
@@ -347,6 +535,9 @@ class Job:
             "result": self.result.to_dict() if self.result else None,
             "error": self.error.to_dict() if self.error else None,
             "event_published": self.event_published,
+            "history": [a.to_dict() for a in self.history],
+            "replays": [r.to_dict() for r in self.replays],
+            "queued_at": self.queued_at,
         }
 
     @classmethod
@@ -372,6 +563,10 @@ class Job:
             result=GradeResult.from_dict(result) if result else None,
             error=JobError(**error) if error else None,
             event_published=bool(record.get("event_published", False)),
+            # Records written before attempt histories existed have none.
+            history=tuple(AttemptRecord.from_dict(a) for a in record.get("history") or ()),
+            replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
+            queued_at=record.get("queued_at"),
         )
 
 
@@ -384,4 +579,5 @@ DATETIME_FIELDS: tuple[str, ...] = (
     "attempt_started_at",
     "completed_at",
     "lease_expires_at",
+    "queued_at",
 )

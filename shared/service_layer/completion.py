@@ -11,6 +11,26 @@ from shared.ports import Clock, EventPublisher, JobStore
 log = logging.getLogger(__name__)
 
 
+def log_completion(job: Job) -> None:
+    """The one completion line per final job that Cloud Logging turns into metrics.
+
+    Log-based metrics (terraform/dashboard.tf) read `event`, `outcome`, `error_type` and
+    the three timings from it; keep those names stable.
+    """
+    timings = job.timings()
+    log.info(
+        "job completed",
+        extra={
+            "event": "job_completed",
+            "outcome": job.status.value.lower(),
+            "error_type": job.error.type if job.error else None,
+            "attempts": job.attempts,
+            "generation": job.generation,
+            **timings,
+        },
+    )
+
+
 def announce(job: Job, store: JobStore, publisher: EventPublisher, clock: Clock) -> Job:
     """Publish the completion event of a final job unless it is already marked published.
 
@@ -20,6 +40,7 @@ def announce(job: Job, store: JobStore, publisher: EventPublisher, clock: Clock)
     if job.event_published:
         return job
     event = GradingCompleted.from_job(job)
+    log_completion(job)
     message_id = publisher.publish(event)
     log.info(
         "completion event published",

@@ -9,7 +9,8 @@ published are announced.
 
 A job is replayed only when the queue no longer holds its current task (task names are
 deterministic, so the sweep asks the queue): a job waiting in a deep backlog is left to
-its task. Replays keep the job's attempt count, so they never grant a fresh budget.
+its task. Replays keep the job's attempt count, so they never grant a fresh budget; the
+replay budget counts from an operator's last replay of the job (`Job.recovery_replays`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ class RecoveryService:
             return
         if self._try(job, report, lambda j: self._queue.exists(self._task_name(j))) is not False:
             return  # the queue still holds its task (or could not be asked): leave it be
-        if job.generation >= self._max_replays or job.attempts >= self._max_attempts:
+        if job.recovery_replays >= self._max_replays or job.attempts >= self._max_attempts:
             self._try(job, report, lambda j: self._give_up(j, report))
         else:
             self._try(job, report, lambda j: self._replay(j, report))

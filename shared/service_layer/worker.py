@@ -219,7 +219,9 @@ class WorkerService:
         """Run the grader while renewing the lease; stop when the lease is lost or drained."""
         timeout = self._budget.grader_timeout_s
         grading = _Grading(
-            lambda: self._grader.grade(job.request, attempt=job.attempts, timeout_s=timeout)
+            lambda: self._grader.grade(
+                job.request, attempt=job.lifetime_attempts, timeout_s=timeout
+            )
         )
         heartbeat = self._budget.heartbeat_s
         renewed_at = time.monotonic()

@@ -35,6 +35,7 @@ ROLE_FOR = {
     "google_secret_manager_secret": "roles/secretmanager.admin",
     "google_logging_metric": "roles/logging.configWriter",
     "google_monitoring_alert_policy": "roles/monitoring.alertPolicyEditor",
+    "google_monitoring_dashboard": "roles/monitoring.dashboardEditor",
 }
 
 

@@ -25,10 +25,14 @@ def app(settings: Settings, adapters: Adapters, clock: FrozenClock) -> Flask:
     return create_app(settings, adapters, clock)
 
 
+#: The operator's admin API and dashboard are not part of the clients' contract.
+OPERATOR_PREFIX = "/admin"
+
+
 def served_operations(app: Flask) -> set[tuple[str, str]]:
     operations = set()
     for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static":
+        if rule.endpoint == "static" or rule.rule.startswith(OPERATOR_PREFIX):
             continue
         path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
         for method in (rule.methods or set()) - IGNORED_METHODS:

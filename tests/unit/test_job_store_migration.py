@@ -11,6 +11,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore, _encode, _sortabl
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.ports import JobFilter
 
 OLD_SCHEMA = """
 CREATE TABLE jobs (
@@ -42,3 +43,30 @@ def test_an_old_table_gets_the_column_filled_from_each_record(tmp_path: Path) ->
     found = store.find_unannounced(now + timedelta(minutes=1), limit=10)
     assert [j.id for j in found] == ["done"]
     SqliteJobStore(SqliteDatabase(path))  # a second start finds the column in place
+
+
+def test_an_old_table_gets_the_listing_columns_filled_from_each_record(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    now = FrozenClock().now()
+    request = GradingRequest(submission_id="s", answer="a", rubric="r", assignment_id="hw-9")
+    waiting = Job.new("waiting", "c", request, "fp", now)
+    done = dataclasses.replace(
+        Job.new("done", "c", request, "fp", now + timedelta(minutes=1)),
+        status=JobStatus.SUCCEEDED,
+        result=GradeResult(1, 10, "ok"),
+        completed_at=now + timedelta(minutes=2),
+    )
+    with sqlite3.connect(path) as conn:
+        conn.execute(OLD_SCHEMA)
+        for job in (waiting, done):
+            conn.execute(
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?)",
+                (job.id, job.client_id, job.status.value, _sortable(job.updated_at), _encode(job)),
+            )
+    store = SqliteJobStore(SqliteDatabase(path))
+    listed = store.find_jobs(JobFilter(assignment_id="hw-9"), limit=10)
+    assert [j.id for j in listed] == ["done", "waiting"]
+    window = store.completed_between(now, now + timedelta(minutes=3), limit=10)
+    assert [j.id for j in window] == ["done"]
+    SqliteJobStore(SqliteDatabase(path))  # a second start finds the columns in place
+    assert len(store.find_jobs(JobFilter(), limit=10)) == 2

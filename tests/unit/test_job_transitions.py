@@ -36,6 +36,7 @@ ALLOWED = {
     (S.RUNNING, S.SUCCEEDED),
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.CANCELLED),
+    (S.FAILED, S.PENDING),  # an operator's replay of a dead letter
 }
 ERROR = JobError("grading-transient", "provider busy")
 

@@ -170,3 +170,21 @@ def test_a_replayed_scheduled_job_still_waits_for_its_not_before(
     assert sweeper.sweep().replayed == [job_id]
     queue, _ = fakes(adapters)
     assert queue.tasks == [TaskSpec(task_name_for(job_id, 1), job_id, due)]
+
+
+def test_an_operator_replay_gives_the_sweep_a_fresh_replay_budget(
+    sweeper: RecoveryService, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = seed(adapters, clock, "replayed-by-ops")
+    queue, _ = fakes(adapters)
+    for _ in range(3):
+        clock.advance(timedelta(hours=1))
+        sweeper.sweep()
+        queue.finish_all()
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().failed == [job_id]
+    adapters.store.update(job_id, lambda j: j.replay_failed(clock.now(), "ops"))
+    clock.advance(timedelta(hours=1))
+    assert sweeper.sweep().replayed == [job_id]  # generation 4, but replay 1 of this round
+    job = adapters.store.get(job_id)
+    assert job is not None and job.generation == 5 and job.recovery_replays == 1

@@ -202,3 +202,22 @@ def test_concurrent_deliveries_grade_once(
 def test_health(settings: Settings, adapters: Adapters, clock: FrozenClock, path: str) -> None:
     client = build(settings, adapters, clock, ScriptedGrader()).test_client()
     assert client.get(path).status_code == 200
+
+
+def test_a_replayed_dead_letter_is_graded_again_and_announced_under_a_new_event(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    grader = ScriptedGrader(PermanentGradingError("refused"))
+    client = build(settings, adapters, clock, grader).test_client()
+    job_id = seed(adapters, clock)
+    assert deliver(client, job_id).status_code == 200
+    clock.advance(ANNOUNCE_LEASE)
+    adapters.store.update(job_id, lambda j: j.replay_failed(clock.now(), "ops"))
+    assert deliver(client, job_id).status_code == 200
+    job = adapters.store.get(job_id)
+    assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
+    assert grader.attempts == [1, 2]  # the grader's attempt counts across the replay
+    events = publisher(adapters).events
+    assert [e.outcome.value for e in events] == ["failed", "succeeded"]
+    assert events[0].event_id != events[1].event_id
+    assert [a.outcome.value for a in job.history] == ["failed", "succeeded"]

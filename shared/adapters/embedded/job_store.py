@@ -12,7 +12,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
-from shared.ports import JobQuery
+from shared.ports import JobCursor, JobFilter, JobQuery
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -37,8 +37,41 @@ UNANNOUNCED_INDEX = (
 )
 
 
+#: Columns the operator's listings and queue health filter and sort on, added to tables
+#: made before them and filled from each record.
+LISTING_COLUMNS = ("created_at", "completed_at", "assignment_id")
+LISTING_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_client_created ON jobs (client_id, created_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_assignment_created ON jobs (assignment_id, created_at, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_completed ON jobs (completed_at)",
+)
+
+
+def _listing_values(job: Job) -> tuple[str, str | None, str | None]:
+    completed = _sortable(job.completed_at) if job.completed_at is not None else None
+    return _sortable(job.created_at), completed, job.request.assignment_id
+
+
+def _add_listing_columns(conn: sqlite3.Connection) -> None:
+    columns = {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}
+    missing = [c for c in LISTING_COLUMNS if c not in columns]
+    for column in missing:
+        conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} TEXT")
+    if missing:
+        for row in conn.execute("SELECT id, record FROM jobs").fetchall():
+            values = _listing_values(_decode(row["record"]))
+            conn.execute(
+                "UPDATE jobs SET created_at=?, completed_at=?, assignment_id=? WHERE id=?",
+                (*values, row["id"]),
+            )
+    for statement in LISTING_INDEXES:
+        conn.execute(statement)
+
+
 def _migrate(db: SqliteDatabase) -> None:
-    """Create the table, or add the event_published column to one made before it existed."""
+    """Create the table, or add the columns a table made before them lacks."""
     with db.transaction() as conn:
         for statement in SCHEMA.split(";"):
             conn.execute(statement)
@@ -50,6 +83,7 @@ def _migrate(db: SqliteDatabase) -> None:
                 " COALESCE(json_extract(record, '$.event_published'), 0)"
             )
         conn.execute(UNANNOUNCED_INDEX)
+        _add_listing_columns(conn)
 
 
 _FINAL = tuple(sorted(s.value for s in FINAL_STATUSES))
@@ -226,6 +260,60 @@ class SqliteJobStore:
             )
         return [_decode(r["record"]) for r in rows]
 
+    def find_jobs(self, where: JobFilter, limit: int, after: JobCursor | None = None) -> list[Job]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("status", where.status.value if where.status else None),
+            ("client_id", where.client_id),
+            ("assignment_id", where.assignment_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.created_from is not None:
+            clauses.append("created_at >= ?")
+            params.append(_sortable(where.created_from))
+        if where.created_to is not None:
+            clauses.append("created_at < ?")
+            params.append(_sortable(where.created_to))
+        if after is not None:
+            clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            moment = _sortable(after.created_at)
+            params.extend((moment, moment, after.job_id))
+        sql = "SELECT record FROM jobs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        with unavailable_on_error("list jobs"):
+            rows = self._db.connection().execute(sql, (*params, limit)).fetchall()
+        return [_decode(r["record"]) for r in rows]
+
+    def count_by_status(self, cap: int) -> dict[JobStatus, int]:
+        counts: dict[JobStatus, int] = {}
+        with unavailable_on_error("count jobs"):
+            conn = self._db.connection()
+            for status in JobStatus:
+                row = conn.execute(
+                    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE status = ? LIMIT ?)",
+                    (status.value, cap),
+                ).fetchone()
+                counts[status] = int(row["n"])
+        return counts
+
+    def completed_between(self, since: datetime, until: datetime, limit: int) -> list[Job]:
+        with unavailable_on_error("find completed jobs"):
+            rows = (
+                self._db.connection()
+                .execute(
+                    "SELECT record FROM jobs WHERE completed_at >= ? AND completed_at < ?"
+                    " ORDER BY completed_at DESC LIMIT ?",
+                    (_sortable(since), _sortable(until), limit),
+                )
+                .fetchall()
+            )
+        return [_decode(r["record"]) for r in rows]
+
     def ping(self) -> None:
         with unavailable_on_error("ping"):
             self._db.connection().execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
@@ -237,18 +325,19 @@ class SqliteJobStore:
             job.status.value,
             _sortable(job.updated_at),
             int(job.event_published),
+            *_listing_values(job),
             _encode(job),
             job.id,
         )
         if insert:
             conn.execute(
-                "INSERT INTO jobs (client_id, status, updated_at, event_published, record, id)"
-                " VALUES (?,?,?,?,?,?)",
+                "INSERT INTO jobs (client_id, status, updated_at, event_published, created_at,"
+                " completed_at, assignment_id, record, id) VALUES (?,?,?,?,?,?,?,?,?)",
                 params,
             )
         else:
             conn.execute(
                 "UPDATE jobs SET client_id=?, status=?, updated_at=?, event_published=?,"
-                " record=? WHERE id=?",
+                " created_at=?, completed_at=?, assignment_id=?, record=? WHERE id=?",
                 params,
             )

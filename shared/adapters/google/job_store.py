@@ -25,7 +25,7 @@ from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import FINAL_STATUSES, Job, JobStatus
-from shared.ports import JobQuery
+from shared.ports import JobCursor, JobFilter, JobQuery
 
 #: Whole transactions retried when a read is aborted under contention (the client
 #: itself only retries ABORTED at commit).
@@ -226,6 +226,62 @@ class FirestoreJobStore:
             .where(filter=firestore.FieldFilter("status", "in", _FINAL))
             .where(filter=firestore.FieldFilter("updated_at", "<", updated_before))
             .order_by("updated_at")
+            .limit(limit)
+        )
+        return self._query(query)
+
+    def find_jobs(self, where: JobFilter, limit: int, after: JobCursor | None = None) -> list[Job]:
+        # Each equality filter needs the composite index (<field> ASC, created_at DESC);
+        # Firestore merges them when several are combined (see docs/operations.md).
+        query: Any = self._jobs
+        for field_path, value in (
+            ("status", where.status.value if where.status else None),
+            ("client_id", where.client_id),
+            ("request.assignment_id", where.assignment_id),
+        ):
+            if value is not None:
+                query = query.where(filter=firestore.FieldFilter(field_path, "==", value))
+        if where.created_from is not None:
+            query = query.where(
+                filter=firestore.FieldFilter("created_at", ">=", where.created_from)
+            )
+        if where.created_to is not None:
+            query = query.where(filter=firestore.FieldFilter("created_at", "<", where.created_to))
+        query = query.order_by("created_at", direction=firestore.Query.DESCENDING).order_by(
+            "__name__", direction=firestore.Query.DESCENDING
+        )
+        if after is not None:
+            query = query.start_after(
+                {"created_at": after.created_at, "__name__": self._jobs.document(after.job_id)}
+            )
+        return self._query(query.limit(limit))
+
+    def count_by_status(self, cap: int) -> dict[JobStatus, int]:
+        # One aggregation per status over the automatic single-field index; a count is
+        # billed one read per 1,000 index entries, so `cap` bounds the cost.
+        counts: dict[JobStatus, int] = {}
+        for status in JobStatus:
+            query: Any = self._jobs.where(
+                filter=firestore.FieldFilter("status", "==", status.value)
+            ).limit(cap)
+            try:
+                results: Any = query.count(alias="n").get(
+                    retry=self._retry, timeout=self._deadline_s
+                )
+            except gexc.GoogleAPIError as exc:
+                raise DependencyUnavailable(f"Firestore count failed: {exc}") from exc
+            n = int(results[0][0].value)
+            counts[status] = n
+            self.meter.add(metering.FIRESTORE_QUERIES)
+            self.meter.add(metering.FIRESTORE_READS, max(1, -(-n // 1000)))
+        return counts
+
+    def completed_between(self, since: datetime, until: datetime, limit: int) -> list[Job]:
+        # A range and an order on one field: the automatic single-field index serves it.
+        query = (
+            self._jobs.where(filter=firestore.FieldFilter("completed_at", ">=", since))
+            .where(filter=firestore.FieldFilter("completed_at", "<", until))
+            .order_by("completed_at", direction=firestore.Query.DESCENDING)
             .limit(limit)
         )
         return self._query(query)

@@ -1,0 +1,324 @@
+"""The `gradeq` commands.
+
+Exit codes: 0 done (a watched job SUCCEEDED); 2 usage or a missing credential; 3 the job
+FAILED; 4 the job was CANCELLED; 5 the intake answered with a problem (its type is
+printed); 6 the intake could not be reached; 7 `--watch` gave up waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from gradeq_cli import render
+from gradeq_cli.client import CliError, GradeqClient, Reply, new_idempotency_key
+from gradeq_cli.config import resolve
+
+JOB_FAILED = 3
+JOB_CANCELLED = 4
+WATCH_TIMEOUT = 7
+FINAL_EXIT = {"SUCCEEDED": 0, "FAILED": JOB_FAILED, "CANCELLED": JOB_CANCELLED}
+
+app = typer.Typer(
+    help="Submit grading jobs and operate a Gradeq queue.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
+
+
+@dataclass
+class State:
+    client: GradeqClient
+
+
+@app.callback()
+def connect(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None, typer.Option(envvar="GRADEQ_URL", help="The intake's base URL.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="GRADEQ_API_KEY", help="A client API key.")
+    ] = None,
+    operator_key: Annotated[
+        str | None, typer.Option(envvar="GRADEQ_OPERATOR_KEY", help="An operator key.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML file with url, api_key, operator_key.")
+    ] = None,
+    retries: Annotated[
+        int,
+        typer.Option(
+            envvar="GRADEQ_RETRIES", min=0, help="Retries of an unreachable or busy intake."
+        ),
+    ] = 4,
+) -> None:
+    """Connect to an intake: flags first, then GRADEQ_* variables, then the config file."""
+    target = resolve(url, api_key, operator_key, config)
+    ctx.obj = State(GradeqClient(target, retries=retries))
+
+
+def reported(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn a CliError into its message (or JSON) and its exit code."""
+
+    @wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except CliError as exc:
+            if kwargs.get("as_json"):
+                _emit({"error": {"type": exc.problem_type, "detail": exc.detail}})
+            else:
+                err.print(f"[red]error[/] {exc.problem_type}: {exc.detail}")
+            raise typer.Exit(exc.exit_code) from exc
+
+    return run
+
+
+def _client(ctx: typer.Context) -> GradeqClient:
+    state: State = ctx.obj
+    return state.client
+
+
+def _emit(body: Any) -> None:
+    # Plain JSON on one line: a script parses it, so no wrapping or colour.
+    typer.echo(json.dumps(body))
+
+
+def _read_body(source: str) -> dict[str, Any]:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise CliError("invalid-input", f"{source} is not JSON: {exc}", 2) from exc
+    if not isinstance(body, dict):
+        raise CliError("invalid-input", f"{source} must hold a JSON object", 2)
+    return body
+
+
+@app.command()
+@reported
+def submit(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="A JSON grading request file, or - for stdin.")],
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Reuse this key (a retry); generated when absent.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Submit a grading request; prints the Idempotency-Key so a retry can reuse it."""
+    body = _read_body(source)
+    key = idempotency_key or new_idempotency_key()
+    if not as_json:
+        err.print(f"Idempotency-Key: {key}")
+    reply = _client(ctx).submit(body, key)
+    replayed = reply.headers.get("Idempotent-Replayed") == "true"
+    if as_json:
+        _emit({"idempotency_key": key, "replayed": replayed, "job": reply.body})
+        return
+    verb = "already submitted" if replayed else "submitted"
+    out.print(f"{verb}: job [bold]{reply.body['id']}[/] is {reply.body['status']}")
+
+
+@app.command()
+@reported
+def status(
+    ctx: typer.Context,
+    job_id: str,
+    watch: Annotated[bool, typer.Option(help="Follow the job until it is final.")] = False,
+    timeout: Annotated[float, typer.Option(help="Give up watching after seconds.")] = 3600.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a job; with --watch, follow it live, polling at the server's Retry-After."""
+    client = _client(ctx)
+    reply = client.job(job_id)
+    if watch and as_json:
+        reply = _follow(client, reply, timeout, lambda job: None)
+    elif watch:
+        with Live(render.job_panel(reply.body), console=out) as live:
+            reply = _follow(client, reply, timeout, lambda job: live.update(render.job_panel(job)))
+    if as_json:
+        _emit(reply.body)
+    elif not watch:
+        out.print(render.job_panel(reply.body))
+    code = FINAL_EXIT.get(reply.body["status"], 0)
+    if code:
+        error = reply.body.get("error") or {}
+        err.print(f"job {reply.body['status']}: {error.get('type', 'cancelled')}")
+        raise typer.Exit(code)
+
+
+def _follow(
+    client: GradeqClient, reply: Reply, timeout: float, show: Callable[[dict[str, Any]], None]
+) -> Reply:
+    """Poll the job at the server's Retry-After until it is final or `timeout` runs out."""
+    deadline = time.monotonic() + timeout
+    while reply.body["status"] not in render.FINAL:
+        if time.monotonic() >= deadline:
+            job_id = reply.body["id"]
+            raise CliError("watch-timeout", f"job {job_id} not final after {timeout:g}s", 7)
+        time.sleep(reply.retry_after_s or 1.0)
+        reply = client.job(reply.body["id"])
+        show(reply.body)
+    return reply
+
+
+def _listing(
+    ctx: typer.Context, path: str, params: dict[str, Any], as_json: bool, title: str
+) -> None:
+    reply = _client(ctx).admin("GET", path, params=params)
+    if as_json:
+        _emit(reply.body)
+        return
+    out.print(render.jobs_table(reply.body["jobs"], title))
+    if reply.body.get("next_cursor"):
+        err.print(f"more: --cursor {reply.body['next_cursor']}")
+
+
+Client = Annotated[str | None, typer.Option(help="Only this client's jobs.")]
+Assignment = Annotated[str | None, typer.Option(help="Only this assignment's jobs.")]
+Since = Annotated[str | None, typer.Option(help="Created at or after (ISO 8601).")]
+Until = Annotated[str | None, typer.Option(help="Created before (ISO 8601).")]
+Limit = Annotated[int, typer.Option(min=1, max=100, help="Jobs per page.")]
+Cursor = Annotated[str | None, typer.Option(help="Continue a listing where it stopped.")]
+
+
+@app.command("list")
+@reported
+def list_jobs(
+    ctx: typer.Context,
+    status: Annotated[str | None, typer.Option(help="Only jobs in this status.")] = None,
+    client: Client = None,
+    assignment: Assignment = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 20,
+    cursor: Cursor = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs across clients, newest first (operator)."""
+    params = {
+        "status": status.upper() if status else None,
+        "client": client,
+        "assignment": assignment,
+        "created_from": since,
+        "created_to": until,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    _listing(ctx, "/jobs", params, as_json, "jobs")
+
+
+@app.command()
+@reported
+def failed(
+    ctx: typer.Context,
+    client: Client = None,
+    assignment: Assignment = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 20,
+    cursor: Cursor = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the dead letters (FAILED jobs) with their last error (operator)."""
+    params = {
+        "client": client,
+        "assignment": assignment,
+        "created_from": since,
+        "created_to": until,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    _listing(ctx, "/dead-letters", params, as_json, "failed jobs")
+
+
+@app.command()
+@reported
+def replay(
+    ctx: typer.Context,
+    job_id: Annotated[str | None, typer.Argument(help="The failed job to replay.")] = None,
+    all_failed: Annotated[
+        bool, typer.Option("--all-failed", help="Replay the failed jobs that match.")
+    ] = False,
+    client: Client = None,
+    assignment: Assignment = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="At most this many.")] = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """Replay one failed job, or (--all-failed) a filtered batch (operator)."""
+    api = _client(ctx)
+    if all_failed == (job_id is not None):
+        raise CliError("usage", "give a job id or --all-failed, not both or neither", 2)
+    if all_failed:
+        body = {"client": client, "assignment": assignment, "limit": limit}
+        reply = api.admin("POST", "/dead-letters/replay", json=body)
+        if as_json:
+            _emit(reply.body)
+        else:
+            out.print(f"replayed {len(reply.body['replayed'])} job(s)")
+            for skipped, reason in reply.body["skipped"].items():
+                err.print(f"skipped {skipped}: {reason}")
+        return
+    # Name the generation that failed, so running this twice replays once: a job already
+    # replayed names the generation its last replay started from.
+    seen = api.admin("GET", f"/jobs/{job_id}").body
+    generation = seen["generation"]
+    if seen["status"] != "FAILED" and seen["replays"]:
+        generation = seen["replays"][-1]["generation"] - 1
+    reply = api.admin("POST", f"/jobs/{job_id}/replay", json={"generation": generation})
+    if as_json:
+        _emit(reply.body)
+        return
+    job = reply.body["job"]
+    verb = "replayed" if reply.body["replayed"] else "already replayed"
+    out.print(f"{verb}: job {job['id']} is {job['status']} (generation {job['generation']})")
+
+
+@app.command()
+@reported
+def cancel(ctx: typer.Context, job_id: str, as_json: JsonFlag = False) -> None:
+    """Cancel a job: as an operator when an operator key is set, else as its client."""
+    api = _client(ctx)
+    operator = api.has_operator_key
+    reply = api.admin("POST", f"/jobs/{job_id}/cancel") if operator else api.cancel(job_id)
+    if as_json:
+        _emit(reply.body)
+    else:
+        out.print(f"job {reply.body['id']} is {reply.body['status']}")
+
+
+@app.command()
+@reported
+def stats(
+    ctx: typer.Context,
+    window: Annotated[int, typer.Option(min=1, max=1440, help="Minutes to look back.")] = 60,
+    as_json: JsonFlag = False,
+) -> None:
+    """Queue health: counts, oldest waiting job, timing percentiles, failures, throughput."""
+    reply = _client(ctx).admin("GET", "/queue-health", params={"window_minutes": window})
+    if as_json:
+        _emit(reply.body)
+    else:
+        render.print_all(out, *render.health_tables(reply.body))
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,99 @@
+"""Human output of the CLI (rich); `--json` bypasses all of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
+
+
+def seconds(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f}s"
+
+
+def _status(status: str) -> str:
+    style = STYLES.get(status)
+    return f"[{style}]{status}[/]" if style else status
+
+
+def elapsed(job: dict[str, Any], now: datetime | None = None) -> str:
+    created = datetime.fromisoformat(str(job["created_at"]).replace("Z", "+00:00"))
+    end = job.get("completed_at")
+    until = datetime.fromisoformat(end.replace("Z", "+00:00")) if end else now or datetime.now(UTC)
+    return f"{max(0.0, (until - created).total_seconds()):.1f}s"
+
+
+def job_panel(job: dict[str, Any]) -> Table:
+    """One job: state, attempts, elapsed, queue wait vs processing, and its outcome."""
+    table = Table(show_header=False, box=None, title=f"job {job['id']}")
+    timings = job.get("timings") or {}
+    table.add_row("state", _status(job["status"]))
+    table.add_row("attempts", str(job.get("attempts", 0)))
+    table.add_row("elapsed", elapsed(job))
+    table.add_row("queue wait", seconds(timings.get("queue_wait_ms")))
+    table.add_row("processing", seconds(timings.get("processing_ms")))
+    result = job.get("result")
+    if result:
+        table.add_row("score", f"{result['score']:g} / {result['max_score']:g}")
+        for criterion in result.get("criteria") or ():
+            mark = "[green]✓[/]" if criterion.get("met") else "[red]✗[/]"
+            table.add_row(mark, str(criterion.get("criterion", "")))
+    error = job.get("error") or job.get("last_error")
+    if error:
+        table.add_row("error", f"{error['type']}: {error['message']}")
+    return table
+
+
+def jobs_table(jobs: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("id", no_wrap=True)  # copied into the next command: never wrapped
+    for column in ("client", "status", "attempts", "created", "queue wait", "processing"):
+        table.add_column(column)
+    table.add_column("last error", overflow="fold")
+    for job in jobs:
+        timings = job.get("timings") or {}
+        error = job.get("last_error")
+        table.add_row(
+            job["id"],
+            job.get("client_id") or "",
+            _status(job["status"]),
+            str(job.get("attempts", 0)),
+            str(job.get("created_at") or ""),
+            seconds(timings.get("queue_wait_ms")),
+            seconds(timings.get("processing_ms")),
+            f"{error['type']}: {error['message']}" if error else "",
+        )
+    return table
+
+
+def health_tables(health: dict[str, Any]) -> list[Table]:
+    counts = Table(title="jobs by status")
+    for status in health["counts"]:
+        counts.add_column(status)
+    counts.add_row(*(str(n) for n in health["counts"].values()))
+    timings = Table(title=f"last {health['window_s'] // 60} min: {health['completed']} completed")
+    timings.add_column("timing")
+    for p in ("p50", "p95", "p99"):
+        timings.add_column(p)
+    for name, values in health["timings_ms"].items():
+        timings.add_row(
+            name.removesuffix("_ms"), *(seconds(values[p]) for p in ("p50", "p95", "p99"))
+        )
+    queue = Table(show_header=False, box=None)
+    for status, age in health["oldest_waiting_age_s"].items():
+        queue.add_row(f"oldest {status}", "-" if age is None else f"{age:.0f}s")
+    queue.add_row("failure rate", f"{health['failure_rate']:.1%}")
+    for kind, figures in health["failures_by_type"].items():
+        queue.add_row(f"  {kind}", f"{figures['count']} ({figures['rate']:.1%})")
+    queue.add_row("throughput", f"{health['throughput_per_minute']:.2f}/min")
+    return [counts, timings, queue]
+
+
+def print_all(console: Console, *renderables: Any) -> None:
+    for item in renderables:
+        console.print(item)

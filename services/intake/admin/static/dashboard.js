@@ -1,0 +1,169 @@
+// Gradeq operator dashboard: reads /admin/v1 with the operator key typed in the page.
+// No build step and no third-party code: the chart is drawn as plain SVG.
+"use strict";
+
+const API = new URL("v1/", document.baseURI.replace(/\/admin\/?.*$/, "/admin/"));
+const STATUSES = ["PENDING", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
+const REFRESH_MS = 5000;
+let key = sessionStorage.getItem("gradeq.operatorKey") || "";
+let timer = null;
+let shownJob = null;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+async function call(path, options = {}) {
+  const response = await fetch(new URL(path, API), {
+    ...options,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+  });
+  const body = await response.json();
+  if (!response.ok) {
+    throw new Error(`${(body.type || "").split("/").pop() || response.status}: ${body.detail || ""}`);
+  }
+  return body;
+}
+
+function seconds(ms) {
+  return ms === null || ms === undefined ? "-" : `${(ms / 1000).toFixed(1)} s`;
+}
+
+function showCounts(health) {
+  const tiles = STATUSES.map((status) =>
+    el("div", { class: "tile", "data-status": status },
+      el("span", { class: "label" }, status),
+      el("span", { "data-count": "" }, String(health.counts[status]))));
+  document.getElementById("counts").replaceChildren(...tiles);
+  const age = health.oldest_waiting_age_s.PENDING;
+  document.getElementById("oldest-pending").textContent = age === null ? "none" : `${Math.round(age)} s`;
+  document.getElementById("failure-rate").textContent = `${(health.failure_rate * 100).toFixed(1)} %`;
+  document.getElementById("throughput").textContent = `${health.throughput_per_minute.toFixed(2)} /min`;
+}
+
+function drawChart(series) {
+  const width = 900, height = 240, pad = 40;
+  const lines = [
+    ["queue_wait_ms", "p50", "#c2410c", ""], ["queue_wait_ms", "p95", "#c2410c", "6 4"],
+    ["processing_ms", "p50", "#1f5fbf", ""], ["processing_ms", "p95", "#1f5fbf", "6 4"],
+  ];
+  const values = series.flatMap((b) => lines.map(([t, p]) => b[t][p]).filter((v) => v !== null));
+  const top = Math.max(1000, ...values);
+  const x = (i) => pad + (i * (width - 2 * pad)) / Math.max(1, series.length - 1);
+  const y = (v) => height - pad - (v / top) * (height - 2 * pad);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+  };
+  add("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, stroke: "#999" });
+  add("line", { x1: pad, y1: pad, x2: pad, y2: height - pad, stroke: "#999" });
+  add("text", { x: 4, y: pad, "font-size": 11 }, seconds(top));
+  add("text", { x: 4, y: height - pad, "font-size": 11 }, "0 s");
+  series.forEach((bucket, i) => {
+    if (i % 3 === 0) {
+      const label = new Date(bucket.start).toISOString().slice(11, 16);
+      add("text", { x: x(i) - 14, y: height - pad + 16, "font-size": 11 }, label);
+    }
+  });
+  for (const [timing, p, colour, dash] of lines) {
+    const points = series.map((b, i) => [i, b[timing][p]]).filter(([, v]) => v !== null);
+    if (points.length === 0) continue;
+    const d = points.map(([i, v], n) => `${n ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    add("path", { d, fill: "none", stroke: colour, "stroke-width": 2, "stroke-dasharray": dash,
+      "data-series": `${timing}-${p}` });
+    for (const [i, v] of points) add("circle", { cx: x(i), cy: y(v), r: 3, fill: colour });
+  }
+  document.getElementById("chart").replaceChildren(svg);
+}
+
+function showFailed(page) {
+  const rows = page.jobs.map((job) => {
+    const open = el("button", { class: "link", type: "button" }, job.id);
+    open.addEventListener("click", () => showJob(job.id));
+    const replay = el("button", { class: "replay", type: "button" }, "Replay");
+    replay.addEventListener("click", () => replayJob(job, replay));
+    const error = job.last_error ? `${job.last_error.type}: ${job.last_error.message}` : "";
+    return el("tr", { "data-job-id": job.id },
+      el("td", { class: "id" }, open), el("td", {}, job.client_id),
+      el("td", {}, String(job.attempts)), el("td", { class: "error" }, error),
+      el("td", {}, job.completed_at || ""), el("td", {}, replay));
+  });
+  document.querySelector("#failed tbody").replaceChildren(...rows);
+  document.getElementById("no-failed").hidden = rows.length > 0;
+}
+
+function showDetail(job) {
+  shownJob = job.id;
+  document.getElementById("detail").hidden = false;
+  document.getElementById("detail-id").textContent = job.id;
+  document.getElementById("detail-status").textContent = job.status;
+  document.getElementById("detail-generation").textContent = String(job.generation);
+  document.getElementById("detail-attempts").textContent = String(job.attempts);
+  const rows = job.history.map((a) => el("tr", {},
+    el("td", {}, String(a.attempt)), el("td", {}, String(a.generation)),
+    el("td", {}, a.started_at), el("td", {}, a.ended_at || "running"),
+    el("td", { class: "outcome" }, a.outcome),
+    el("td", {}, a.error ? `${a.error.type}: ${a.error.message}` : "")));
+  document.querySelector("#history tbody").replaceChildren(...rows);
+  const replays = job.replays.map((r) =>
+    el("li", {}, `${r.at} by ${r.by}: generation ${r.generation}`));
+  document.getElementById("replays").replaceChildren(...replays);
+}
+
+async function showJob(id) {
+  showDetail(await call(`jobs/${encodeURIComponent(id)}`));
+}
+
+async function replayJob(job, button) {
+  button.disabled = true;
+  try {
+    const answer = await call(`jobs/${encodeURIComponent(job.id)}/replay`, {
+      method: "POST", body: JSON.stringify({ generation: job.generation }),
+    });
+    showDetail(answer.job);
+    await refresh();
+  } catch (error) {
+    say(String(error.message || error));
+    button.disabled = false;
+  }
+}
+
+function say(text) {
+  document.getElementById("message").textContent = text;
+}
+
+async function refresh() {
+  const [health, failed] = await Promise.all([call("queue-health"), call("dead-letters?limit=50")]);
+  showCounts(health);
+  drawChart(health.series);
+  showFailed(failed);
+  if (shownJob) await showJob(shownJob);
+}
+
+async function connect() {
+  try {
+    await refresh();
+    sessionStorage.setItem("gradeq.operatorKey", key);
+    say("");
+    document.getElementById("board").hidden = false;
+    clearInterval(timer);
+    timer = setInterval(() => refresh().catch((e) => say(String(e.message || e))), REFRESH_MS);
+  } catch (error) {
+    say(String(error.message || error));
+  }
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  key = document.getElementById("key").value;
+  connect();
+});
+if (key) connect();

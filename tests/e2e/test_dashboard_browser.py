@@ -1,0 +1,79 @@
+"""The operator dashboard in headless Chromium against the local stack: it shows a failed
+job, and its replay button moves the job back to PENDING and on to SUCCEEDED."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from localcloud.stack import LocalStack
+from tests.e2e.browser import artifacts_dir
+from tests.e2e.operator_stack import OPERATOR_KEY, operator_stack
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with operator_stack(tmp_path_factory.mktemp("dashboard")) as local:
+        yield local
+
+
+def failed_job(stack: LocalStack) -> str:
+    """Submit a job the offline grader refuses once, and wait until it has FAILED."""
+    body = {
+        "submission_id": "sub-dashboard",
+        "answer": "Chlorophyll absorbs light for photosynthesis.",
+        "rubric": ["mentions chlorophyll", "mentions photosynthesis"],
+        "metadata": {"simulate": {"failure": "permanent", "times": 1}},
+    }
+    headers = {"Authorization": f"Bearer {stack.api_key}", "Idempotency-Key": str(uuid.uuid4())}
+    url = stack.config.url("intake") + "/v1/grading-jobs"
+    job_id: str = requests.post(url, json=body, headers=headers, timeout=10).json()["id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        job = requests.get(f"{url}/{job_id}", headers=headers, timeout=10).json()
+        if job["status"] == "FAILED":
+            return job_id
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not fail: {job}")
+
+
+def test_the_dashboard_shows_a_failed_job_and_replays_it(stack: LocalStack, browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    job_id = failed_job(stack)
+    page = browser.new_page(viewport={"width": 1280, "height": 1100})
+    try:
+        page.goto(stack.config.url("intake") + "/admin/")
+        page.fill("#key", OPERATOR_KEY)
+        page.click("#login button[type=submit]")
+        row = page.locator(f'#failed tr[data-job-id="{job_id}"]')
+        expect(row).to_be_visible()
+        expect(row.locator("td.error")).to_contain_text("grading-permanent")
+        expect(page.locator('#counts [data-status="FAILED"] [data-count]')).to_have_text("1")
+        expect(page.locator("#chart svg")).to_be_visible()
+        row.locator("button.link").click()
+        expect(page.locator("#history tbody td.outcome")).to_have_text(["failed"])
+        page.screenshot(path=str(artifacts_dir() / "dashboard-failed-job.png"), full_page=True)
+
+        with page.expect_response(lambda r: r.url.endswith(f"/jobs/{job_id}/replay")) as answer:
+            row.locator("button.replay").click()
+        replayed = answer.value.json()
+        assert answer.value.status == 200
+        assert replayed["replayed"] is True
+        assert replayed["job"]["status"] == "PENDING"
+        assert replayed["job"]["generation"] == 1
+
+        expect(page.locator("#detail-status")).to_have_text("SUCCEEDED", timeout=30_000)
+        expect(page.locator("#replays li")).to_contain_text(["by ops: generation 1"])
+        expect(page.locator("#history tbody td.outcome")).to_have_text(["failed", "succeeded"])
+        expect(row).to_have_count(0, timeout=15_000)
+        page.screenshot(path=str(artifacts_dir() / "dashboard-replayed-job.png"), full_page=True)
+    finally:
+        page.close()
