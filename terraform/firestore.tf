@@ -174,6 +174,150 @@ resource "google_firestore_index" "jobs_client_status_submission_created" {
   depends_on = [google_firestore_index.jobs_client_submission_created]
 }
 
+# The operators' job listing (admin API and dashboard, FirestoreJobStore.find_jobs):
+# [status == S] [and client_id == C] [and request.assignment_id == A]
+# [and created_at >= F] [and created_at < T] order by created_at desc, __name__ desc.
+# With no equality filter the automatic single-field index on created_at serves it; the
+# created range is on the first ordered field, so the index of the equality filters serves
+# it too. Each combination of equality filters has its own index: Google documents index
+# merging for equality filters with an optional order only, not with the created range
+# the listing also sends. jobs_client_created and jobs_client_status_created above already
+# serve (client_id) and (status, client_id): equality fields match in any order.
+resource "google_firestore_index" "jobs_status_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_status_submission_created]
+}
+
+resource "google_firestore_index" "jobs_assignment_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_status_created]
+}
+
+resource "google_firestore_index" "jobs_client_assignment_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_assignment_created]
+}
+
+resource "google_firestore_index" "jobs_status_assignment_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_assignment_created]
+}
+
+resource "google_firestore_index" "jobs_client_status_assignment_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_status_assignment_created]
+}
+
 # TTL: Firestore deletes a document (usually within 24 h) once expire_at has passed.
 # Only jobs and processed-event records expire: the counters of jobs not yet final
 # (GRADEQ_COUNTERS_COLLECTION) and the API key digests (GRADEQ_API_KEYS_COLLECTION) must
