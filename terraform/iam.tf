@@ -186,6 +186,12 @@ resource "google_secret_manager_secret_iam_member" "notification_webhook_secret"
   member    = "serviceAccount:${google_service_account.notification.email}"
 }
 
+resource "google_secret_manager_secret_iam_member" "intake_operator_keys" {
+  secret_id = google_secret_manager_secret.operator_keys.id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.intake.email}"
+}
+
 resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
   count = local.grader_needs_key ? 1 : 0
 

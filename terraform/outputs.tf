@@ -62,6 +62,7 @@ output "secrets" {
   description = "Secret Manager secret ids to add versions to before the first deploy."
   value = {
     webhook_secret = google_secret_manager_secret.webhook_secret.secret_id
+    operator_keys  = google_secret_manager_secret.operator_keys.secret_id
     # null unless the grader needs a key (var.grader).
     grader_api_key = one(google_secret_manager_secret.grader_api_key[*].secret_id)
   }

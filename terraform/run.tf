@@ -53,6 +53,17 @@ resource "google_cloud_run_v2_service" "intake" {
         }
       }
 
+      # Operator keys for the admin API and the dashboard (<intake URL>/admin/).
+      env {
+        name = "GRADEQ_OPERATOR_KEYS"
+        value_source {
+          secret_key_ref {
+            secret  = google_secret_manager_secret.operator_keys.secret_id
+            version = "latest"
+          }
+        }
+      }
+
       startup_probe {
         http_get {
           path = "/healthz"
@@ -67,7 +78,11 @@ resource "google_cloud_run_v2_service" "intake" {
     }
   }
 
-  depends_on = [time_sleep.apis]
+  # A revision that cannot read the operator keys does not start.
+  depends_on = [
+    time_sleep.apis,
+    google_secret_manager_secret_iam_member.intake_operator_keys,
+  ]
 }
 
 resource "google_cloud_run_v2_service" "worker" {

@@ -7,18 +7,26 @@
 #
 # Client API keys are not secrets of the deployment: the intake keeps their SHA-256
 # digests in Firestore (GRADEQ_API_KEYS_COLLECTION), issued and revoked with
-# `python -m services.intake.keys` (docs/deploy.md, step 7).
+# `python -m services.intake.keys` (docs/deploy.md, step 7). Operator keys (the admin API
+# and dashboard, GRADEQ_OPERATOR_KEYS) are a secret: "name=sha256:<hex>" pairs, so even the
+# secret holds no usable key.
 
 locals {
   secret_ids = {
     webhook_secret = "${var.name_prefix}-webhook-secret"
     grader_api_key = "${var.name_prefix}-grader-api-key"
+    operator_keys  = "${var.name_prefix}-operator-keys"
   }
 }
 
 import {
   to = google_secret_manager_secret.webhook_secret
   id = "projects/${var.project_id}/secrets/${local.secret_ids.webhook_secret}"
+}
+
+import {
+  to = google_secret_manager_secret.operator_keys
+  id = "projects/${var.project_id}/secrets/${local.secret_ids.operator_keys}"
 }
 
 import {
@@ -29,6 +37,17 @@ import {
 
 resource "google_secret_manager_secret" "webhook_secret" {
   secret_id = local.secret_ids.webhook_secret
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+resource "google_secret_manager_secret" "operator_keys" {
+  secret_id = local.secret_ids.operator_keys
   labels    = var.labels
 
   replication {

@@ -20,7 +20,7 @@ from shared.config.settings import Settings
 from shared.domain.job import JobStatus
 from shared.ports import JobCursor, JobFilter, JobQuery
 from tests.infra import tfconfig
-from tests.infra.tfconfig import Terraform, block, depends_on, path_of
+from tests.infra.tfconfig import Terraform, block, depends_on, path_of, references
 
 pytestmark = pytest.mark.infra
 
@@ -45,11 +45,14 @@ def _env_for_each(tf: Terraform, service: str) -> str:
 def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
     configured = "".join(tfconfig.strings([tf.resources, tf.locals, tf.outputs, tf.imports]))
     assert "client_keys" not in configured and "CLIENT_KEYS" not in configured
-    assert set(tf.locals["secret_ids"]) == {"webhook_secret", "grader_api_key"}
+    assert set(tf.locals["secret_ids"]) == {"webhook_secret", "grader_api_key", "operator_keys"}
     container = block(tf.resource("google_cloud_run_v2_service", "intake"), "template")
-    assert "env" not in container["containers"][0]  # type: ignore[index]
+    # The intake's one secret is the operator keys (below).
+    envs = container["containers"][0].get("env", [])  # type: ignore[index]
+    assert [env["name"] for env in envs] == ["GRADEQ_OPERATOR_KEYS"]
     assert depends_on(tf.resource("google_cloud_run_v2_service", "intake")) == {
-        ("time_sleep", "apis")
+        ("time_sleep", "apis"),
+        ("google_secret_manager_secret_iam_member", "intake_operator_keys"),
     }
 
 
@@ -85,6 +88,63 @@ def test_collections_terraform_leaves_to_the_code_defaults(tf: Terraform) -> Non
     names = set(tf.locals["common_env"]) | set(tf.locals["intake_settings"])
     assert "GRADEQ_API_KEYS_COLLECTION" not in names
     assert "GRADEQ_COUNTERS_COLLECTION" not in names
+
+
+# --- Operator keys (admin API and dashboard): a secret only the intake reads.
+
+
+def test_operator_keys_secret_is_named_from_the_prefix_and_adopted(tf: Terraform) -> None:
+    assert tf.locals["secret_ids"]["operator_keys"] == "${var.name_prefix}-operator-keys"
+    secret = tf.resource("google_secret_manager_secret", "operator_keys")
+    assert secret["secret_id"] == "${local.secret_ids.operator_keys}"
+    assert "count" not in secret and "for_each" not in secret
+    adopted = [i for i in tf.imports if i["to"] == "${google_secret_manager_secret.operator_keys}"]
+    assert adopted == [
+        {
+            "to": "${google_secret_manager_secret.operator_keys}",
+            "id": "projects/${var.project_id}/secrets/${local.secret_ids.operator_keys}",
+        }
+    ]
+    assert tf.outputs["secrets"]["value"]["operator_keys"] == (
+        "${google_secret_manager_secret.operator_keys.secret_id}"
+    )
+
+
+def test_only_the_intake_may_read_the_operator_keys(tf: Terraform) -> None:
+    grants = {
+        name: body
+        for name, body in tf.of_type("google_secret_manager_secret_iam_member").items()
+        if ("resource", "google_secret_manager_secret", "operator_keys")
+        in references(body["secret_id"])
+    }
+    assert set(grants) == {"intake_operator_keys"}
+    grant = grants["intake_operator_keys"]
+    assert grant["secret_id"] == "${google_secret_manager_secret.operator_keys.id}"
+    assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert grant["member"] == "serviceAccount:${google_service_account.intake.email}"
+    assert "condition" not in grant
+
+
+def test_the_intake_reads_its_operator_keys_from_the_secret(tf: Terraform) -> None:
+    container = block(tf.resource("google_cloud_run_v2_service", "intake"), "template")
+    (env,) = [
+        e
+        for e in container["containers"][0].get("env", [])  # type: ignore[index]
+        if e["name"] == "GRADEQ_OPERATOR_KEYS"
+    ]
+    assert "value" not in env
+    ref = block(env, "value_source", "secret_key_ref")
+    assert ref == {
+        "secret": "${google_secret_manager_secret.operator_keys.secret_id}",
+        "version": "latest",
+    }
+    # The setting the intake reads, and no plain value for it anywhere else.
+    assert "operator_keys" in Settings.model_fields
+    plain = str(tf.locals["common_env"]) + str(tf.locals["intake_settings"])
+    assert "OPERATOR_KEYS" not in plain
+    for service in ("worker", "notification"):
+        body = tf.resource("google_cloud_run_v2_service", service)
+        assert "OPERATOR_KEYS" not in str(body["template"]), service
 
 
 # --- Settings passed to the intake.

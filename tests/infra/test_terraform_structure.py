@@ -716,6 +716,7 @@ def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
     assert readers == {
         "webhook_secret": {"notification"},
         "grader_api_key": {"worker"},
+        "operator_keys": {"intake"},
     }
     for service, _name, ref in _secret_envs(tf):
         read = next(r[2] for r in references(ref["secret"]) if r[0] == "resource")
@@ -762,8 +763,10 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
         for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
             if "value_source" not in env:
                 assert not secret_like.search(env["name"]), f"{service}: plain {env['name']}"
-    # Client API keys are digests in Firestore, not a secret of the deployment.
+    # Client API keys are digests in Firestore, not a secret of the deployment; operator
+    # keys are.
     assert sourced == {
+        "intake": {"GRADEQ_OPERATOR_KEYS"},
         "notification": {"GRADEQ_WEBHOOK_SECRET"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
     }
