@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
 import shlex
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
+from pydantic import SecretStr
 
+from services.intake.admin.auth import OperatorAuthenticator, OperatorCredentialRequired
 from shared.config.settings import Settings
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra.tfconfig import REPO, Terraform, block
@@ -275,3 +282,50 @@ def test_deploy_docs_issue_the_first_key_with_settings_that_start(
     )
     assert "GRADEQ_API_KEYS_COLLECTION" not in tf.locals["common_env"]
     assert settings.api_keys_collection == Settings.model_fields["api_keys_collection"].default
+
+
+def _operator_keys_recipe() -> str:
+    """The shell block of docs/deploy.md that creates the operator-keys secret."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", DEPLOY.read_text(), re.M | re.S)
+    recipes = [str(b) for b in blocks if 'gcloud secrets create "$PREFIX-operator-keys"' in b]
+    assert len(recipes) == 1, "docs/deploy.md must show one command creating the operator keys"
+    return recipes[0]
+
+
+def test_deploy_docs_store_operator_keys_as_digests_the_intake_accepts(tmp_path: Path) -> None:
+    recipe = _operator_keys_recipe()
+    missing = [tool for tool in ("bash", "openssl", "sha256sum") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the recipe needs {', '.join(missing)}, not installed here")
+    assert "sha256:" in recipe and "OPERATOR_KEY" in recipe
+    # Run the recipe with gcloud replaced by a stand-in that keeps what it was given.
+    stored = tmp_path / "secret"
+    gcloud = tmp_path / "gcloud"
+    gcloud.write_text(f'#!/bin/sh\ncat > "{stored}"\n')
+    gcloud.chmod(0o755)
+    script = recipe + '\nprintf "%s" "$OPERATOR_KEY"\n'
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "PREFIX": "gradeq", "PROJECT": "p"}
+    key = subprocess.run(
+        ["bash", "-euc", script], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    value = stored.read_text()
+    assert key and key not in value  # the secret holds no usable key
+    keys = Settings(operator_keys=SecretStr(value)).operator_key_map()
+    assert list(keys.values()) == ["alice"]
+    app = Flask(__name__)
+    with app.test_request_context(headers={"Authorization": f"Bearer {key}"}):
+        assert OperatorAuthenticator(keys).operator() == "alice"
+    with (
+        app.test_request_context(headers={"Authorization": f"Bearer {key}x"}),
+        pytest.raises(OperatorCredentialRequired),
+    ):
+        OperatorAuthenticator(keys).operator()
+    # The digest is of the key alone (printf '%s'), not of the key and a newline (echo).
+    assert hashlib.sha256(key.encode()).hexdigest() in value
+    assert hashlib.sha256(f"{key}\n".encode()).hexdigest() not in value
+
+
+def test_deploy_docs_say_where_the_dashboard_is() -> None:
+    text = " ".join(DEPLOY.read_text().split())
+    assert "`<intake URL>/admin/`" in text
+    assert "| `$PREFIX-operator-keys` | `GRADEQ_OPERATOR_KEYS` | intake |" in text
