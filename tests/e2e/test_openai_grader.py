@@ -8,15 +8,14 @@ request, so the queue's backoff and retries run end to end.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 
 import pytest
 import requests
 
 from localcloud.stack import EMBEDDED, LocalStack, StackConfig
+from tests.e2e.fast_stack import fast_env
 from tests.e2e.test_pipeline import (
-    FAST_QUEUE,
     api,
     job_lines,
     received_by_analytics,
@@ -40,25 +39,19 @@ def fake() -> Iterator[FakeOpenAIServer]:
 @pytest.fixture(scope="module")
 def stack(fake: FakeOpenAIServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     root = tmp_path_factory.mktemp("openai-grader")
-    queues = root / "queues.json"
-    queues.write_text(json.dumps(FAST_QUEUE))
     config = StackConfig.on_free_ports(
         root / "data",
         backend=EMBEDDED,
         recover_every_s=0,
-        env={
-            "GRADEQ_QUEUES_FILE": str(queues),
-            "GRADEQ_GRADER": "openai",
-            "GRADEQ_GRADER_BASE_URL": fake.url,
-            "GRADEQ_GRADER_MODEL": "fake-grader",
-            "GRADEQ_GRADER_API_KEY": "sk-e2e-key",
-            "GRADEQ_GRADER_TIMEOUT_S": "3",
-            "GRADEQ_GRADER_QUOTA_RPM": "600",
-            "GRADEQ_LEASE_S": "2",
-            "GRADEQ_HEARTBEAT_S": "0.5",
-            "GRADEQ_RESULT_WRITE_RETRY_S": "2",
-            "GRADEQ_BUS_MIN_BACKOFF_S": "0.2",
-        },
+        env=fast_env(
+            root,
+            GRADEQ_GRADER="openai",
+            GRADEQ_GRADER_BASE_URL=fake.url,
+            GRADEQ_GRADER_MODEL="fake-grader",
+            GRADEQ_GRADER_API_KEY="sk-e2e-key",
+            GRADEQ_GRADER_TIMEOUT_S="3",
+            GRADEQ_GRADER_QUOTA_RPM="600",
+        ),
     )
     log = (root / "stack.log").open("w")
     local = LocalStack(config, output=log)

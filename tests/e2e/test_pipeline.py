@@ -25,27 +25,13 @@ from localcloud.stack import (
     StackConfig,
 )
 from shared.domain.errors import PROBLEM_BASE
+from tests.e2e.fast_stack import FAST_QUEUE, LEASE_S, fast_env
 from tests.support.id_tokens import google_claims, signed_id_token
 
 pytestmark = pytest.mark.e2e
 
-LEASE_S = 2.0
 #: Time for the restarted worker to come up, which a second Cloud Run instance would not need.
 RESTART_SLACK_S = 5.0
-FAST_QUEUE: dict[str, Any] = {
-    "grading": {
-        "target_path": "/tasks/grade",
-        "dispatch_deadline": "20s",
-        "rate_limits": {"max_dispatches_per_second": 50, "max_concurrent_dispatches": 50},
-        "retry_config": {
-            "max_attempts": 30,
-            "max_retry_duration": "0s",
-            "min_backoff": "0.2s",
-            "max_backoff": "1s",
-            "max_doublings": 2,
-        },
-    }
-}
 
 
 @pytest.fixture(scope="module", params=[EMBEDDED, GOOGLE_EMULATORS])
@@ -56,24 +42,12 @@ def stack(
     if request.param == GOOGLE_EMULATORS and (reason := missing_reason("firestore", "pubsub")):
         pytest.skip(f"the official emulators are needed for this backend: {reason}")
     root = tmp_path_factory.mktemp(request.param)
-    queues = root / "queues.json"
-    queues.write_text(json.dumps(FAST_QUEUE))
     config = StackConfig.on_free_ports(
         root / "data",
         backend=request.param,
         client_id="e2e",
         recover_every_s=0,
-        env={
-            "GRADEQ_QUEUES_FILE": str(queues),
-            "GRADEQ_GRADER_LATENCY_S": "0.1",
-            "GRADEQ_GRADER_TIMEOUT_S": "8",
-            "GRADEQ_LEASE_S": str(LEASE_S),
-            "GRADEQ_HEARTBEAT_S": "0.5",
-            "GRADEQ_RESULT_WRITE_RETRY_S": "2",
-            "GRADEQ_DRAIN_GRACE_S": "0.5",
-            "GRADEQ_RETRY_AFTER_S": "1",
-            "GRADEQ_BUS_MIN_BACKOFF_S": "0.2",
-        },
+        env=fast_env(root),
     )
     log = (root / "stack.log").open("w")
     local = LocalStack(config, output=log)
