@@ -23,8 +23,8 @@ run-google-emulators: install
 	$(PY) -m localcloud --backend google-emulators --data-dir data/google-emulators
 
 lint: install
-	$(VENV)/bin/ruff check shared services localcloud gradeq gradeq_cli tests bench scripts
-	$(VENV)/bin/ruff format --check shared services localcloud gradeq gradeq_cli tests bench scripts
+	$(VENV)/bin/ruff check shared services localcloud gradeq tests bench scripts
+	$(VENV)/bin/ruff format --check shared services localcloud gradeq tests bench scripts
 	$(VENV)/bin/mypy
 
 test: lint

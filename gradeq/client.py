@@ -4,38 +4,75 @@
     job = client.submit({"submission_id": "s-1", "answer": "...", "rubric": ["..."]})
     final = client.wait(job.id)
 
-`submit` generates an Idempotency-Key and, on 429, 503 or a lost connection, retries with
-the same key, so a retry can never make a second job. Waits follow the server's
-Retry-After. `verify_webhook` checks a webhook's Standard Webhooks signature.
+`submit` generates an Idempotency-Key and, on 429, 502, 503, 504 or a lost connection,
+retries with the same key, so a retry can never make a second job. Waits follow the
+server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks signature.
+
+`request` is the layer underneath: any call to the client API or (with an operator key,
+`operator=True`) the admin API under `/admin/v1`, with the same retries, answering a
+`Reply` (status, body, headers, Retry-After) or raising `GradeqError` with the problem.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
+from requests.structures import CaseInsensitiveDict
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 FINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-RETRYABLE_STATUSES = frozenset({429, 503})
+#: Busy or gateway answers: retried (with the same Idempotency-Key), like a lost connection.
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+PROBLEM_BASE = "https://gradeq.dev/problems/"
 
 
 class GradeqError(Exception):
     """The API refused the request; `problem` is its RFC 9457 problem document."""
 
-    def __init__(self, status: int, problem: Mapping[str, Any]) -> None:
-        super().__init__(f"HTTP {status}: {problem.get('detail') or problem.get('title')}")
+    def __init__(self, status: int, problem: Mapping[str, Any], reason: str = "") -> None:
+        detail = problem.get("detail") or problem.get("title") or reason
+        super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.problem = dict(problem)
+        self.reason = reason
 
     @property
     def type(self) -> str:
         return str(self.problem.get("type", ""))
+
+    @property
+    def slug(self) -> str:
+        """The problem type without the Gradeq prefix (`http-<status>` when it has none)."""
+        return self.type.removeprefix(PROBLEM_BASE) or f"http-{self.status}"
+
+    @property
+    def detail(self) -> str:
+        """The problem's detail, else its title, else the HTTP reason phrase."""
+        return str(self.problem.get("detail") or self.problem.get("title") or self.reason)
+
+
+class Unreachable(requests.ConnectionError):
+    """The intake could not be reached, after every attempt."""
+
+    def __init__(self, url: str, cause: requests.ConnectionError) -> None:
+        super().__init__(f"cannot reach {url}: {cause}", request=cause.request)
+        self.url = url
+
+
+class MissingKey(Exception):
+    """The call needs a key (the API key, or the operator key) this client was not given."""
+
+    def __init__(self, operator: bool) -> None:
+        super().__init__("an operator key is needed" if operator else "an API key is needed")
+        self.operator = operator
 
 
 class InvalidWebhook(Exception):
@@ -50,6 +87,8 @@ class Job:
     status: str
     data: dict[str, Any]
     retry_after_s: float | None = None
+    #: A submit the server answered from an earlier one with the same Idempotency-Key.
+    replayed: bool = False
 
     @property
     def is_final(self) -> bool:
@@ -61,19 +100,42 @@ class Job:
         return dict(result) if isinstance(result, dict) else None
 
 
-def _retry_after(response: requests.Response) -> float | None:
-    value = response.headers.get("Retry-After", "")
-    return float(value) if value.isdigit() else None
+@dataclass(frozen=True)
+class Reply:
+    """A successful answer: status, JSON body (a JSON array as `{"items": [...]}`), headers
+    and the Retry-After it suggested (seconds)."""
+
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str]
+    retry_after_s: float | None
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Retry-After in seconds: delay-seconds or an HTTP-date; None when absent or invalid."""
+    value = headers.get("Retry-After", "").strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 class GradeqClient:
-    """Submit, read, list, cancel and wait for grading jobs."""
+    """Submit, read, list, cancel and wait for grading jobs; `request` for anything else."""
 
     def __init__(
         self,
         base_url: str,
-        api_key: str,
+        api_key: str | None,
         *,
+        operator_key: str | None = None,
         session: requests.Session | None = None,
         max_attempts: int = 6,
         backoff_s: float = 1.0,
@@ -81,99 +143,138 @@ class GradeqClient:
         timeout_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self._base = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")
         self._session = session or requests.Session()
-        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self._api_key = api_key
+        self._operator_key = operator_key
         self._max_attempts = max_attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._timeout_s = timeout_s
         self._sleep = sleep
 
+    @property
+    def has_operator_key(self) -> bool:
+        return bool(self._operator_key)
+
     # --- requests ------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> requests.Response:
-        """One request; with `retry`, again after 429, 503 or a connection error."""
-        headers = {**self._headers, **kwargs.pop("headers", {})}
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        operator: bool = False,
+        retry: bool = True,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """One call (with `operator`, under /admin/v1 with the operator key); with `retry`,
+        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After.
+
+        Raises GradeqError for an error answer, Unreachable when every attempt failed to
+        connect, MissingKey when the key it needs was not given."""
+        key = self._operator_key if operator else self._api_key
+        if not key:
+            raise MissingKey(operator)
+        url = self.base_url + ("/admin/v1" if operator else "") + path
+        sent = {"Authorization": f"Bearer {key}", **(headers or {})}
+        query = {k: v for k, v in (params or {}).items() if v is not None}
         for attempt in range(1, self._max_attempts + 1):
             delay = min(self._max_backoff_s, self._backoff_s * 2 ** (attempt - 1))
+            last = not retry or attempt == self._max_attempts
             try:
                 response = self._session.request(
-                    method, self._base + path, headers=headers, timeout=self._timeout_s, **kwargs
+                    method, url, json=json, params=query, headers=sent, timeout=self._timeout_s
                 )
-            except requests.ConnectionError:
-                if not retry or attempt == self._max_attempts:
-                    raise
+            except requests.ConnectionError as exc:
+                if last:
+                    raise Unreachable(url, exc) from exc
                 self._sleep(delay)
                 continue
-            retryable = retry and response.status_code in RETRYABLE_STATUSES
-            if retryable and attempt < self._max_attempts:
-                self._sleep(_retry_after(response) or delay)
+            if response.status_code in RETRYABLE_STATUSES and not last:
+                self._sleep(retry_after_s(response.headers) or delay)
                 continue
-            if response.status_code >= 400:
-                raise GradeqError(response.status_code, self._problem(response))
-            return response
+            return self._reply(response)
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _problem(response: requests.Response) -> dict[str, Any]:
+    def _reply(response: requests.Response) -> Reply:
         try:
             body = response.json()
         except ValueError:
             body = None
-        return body if isinstance(body, dict) else {"title": response.reason, "detail": ""}
+        if response.status_code >= 400:
+            problem = body if isinstance(body, dict) else {}
+            raise GradeqError(response.status_code, problem, response.reason or "")
+        return Reply(
+            response.status_code,
+            body if isinstance(body, dict) else {"items": body} if isinstance(body, list) else {},
+            CaseInsensitiveDict(response.headers),
+            retry_after_s(response.headers),
+        )
 
     @staticmethod
-    def _job(response: requests.Response) -> Job:
-        data: dict[str, Any] = response.json()
-        return Job(data["id"], data["status"], data, _retry_after(response))
+    def _job(reply: Reply) -> Job:
+        data = reply.body
+        replayed = reply.headers.get("Idempotent-Replayed") == "true"
+        return Job(data["id"], data["status"], data, reply.retry_after_s, replayed)
 
-    # --- the API -------------------------------------------------------------------------
+    # --- the client API ------------------------------------------------------------------
 
     def submit(self, request: Mapping[str, Any], idempotency_key: str | None = None) -> Job:
         """Submit a job; safe to call again with the same key after any failure."""
         key = idempotency_key or str(uuid.uuid4())
-        response = self._send(
-            "POST",
-            "/v1/grading-jobs",
-            retry=True,  # the same key on every attempt: at most one job
-            data=json.dumps(dict(request)),
-            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        # The same key on every attempt: at most one job.
+        reply = self.request(
+            "POST", "/v1/grading-jobs", json=dict(request), headers={"Idempotency-Key": key}
         )
-        return self._job(response)
+        return self._job(reply)
 
     def get(self, job_id: str) -> Job:
-        return self._job(self._send("GET", f"/v1/grading-jobs/{job_id}", retry=True))
+        return self._job(self.request("GET", f"/v1/grading-jobs/{job_id}"))
 
     def cancel(self, job_id: str) -> Job:
         # Cancelling twice answers 409 job-already-final, so a retry is harmless.
-        return self._job(self._send("POST", f"/v1/grading-jobs/{job_id}/cancel", retry=True))
+        return self._job(self.request("POST", f"/v1/grading-jobs/{job_id}/cancel"))
 
     def jobs(self, status: str | None = None, submission_id: str | None = None) -> Iterator[Job]:
         """Every job of this client (newest first), fetched a page at a time."""
-        params: dict[str, str] = {}
-        if status:
-            params["status"] = status
-        if submission_id:
-            params["submission_id"] = submission_id
+        params = {"status": status or None, "submission_id": submission_id or None}
         while True:
-            page = self._send("GET", "/v1/grading-jobs", retry=True, params=params).json()
+            page = self.request("GET", "/v1/grading-jobs", params=params).body
             for data in page["jobs"]:
                 yield Job(data["id"], data["status"], data)
             if not page.get("next_cursor"):
                 return
             params["cursor"] = page["next_cursor"]
 
-    def wait(self, job_id: str, timeout_s: float = 3600.0, default_poll_s: float = 2.0) -> Job:
-        """Poll until the job is final, at the pace the server's Retry-After asks."""
+    def wait(
+        self,
+        job_id: str,
+        timeout_s: float = 3600.0,
+        default_poll_s: float = 2.0,
+        on_update: Callable[[Job], None] | None = None,
+    ) -> Job:
+        """Poll until the job is final, at the pace the server's Retry-After asks;
+        `on_update` sees every state read. TimeoutError after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while True:
             job = self.get(job_id)
+            if on_update:
+                on_update(job)
             if job.is_final:
                 return job
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {job.status}")
             self._sleep(job.retry_after_s or default_poll_s)
+
+    # --- the admin API (operator key) ----------------------------------------------------
+
+    def admin(self, method: str, path: str, **kwargs: Any) -> Reply:
+        """A call to the admin API, `path` under /admin/v1, with the operator key."""
+        return self.request(method, path, operator=True, **kwargs)
 
 
 def verify_webhook(secret: str, body: bytes | str, headers: Mapping[str, str]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The installed `gradeq` command against the running local stack: submit, watch to
-completion, list the failed job, replay it and watch it succeed."""
+"""The installed `gradeq` command (and `python -m gradeq.cli`) against the running local
+stack: submit, watch to completion, list the failed job, replay it and watch it succeed."""
 
 from __future__ import annotations
 
@@ -39,9 +39,10 @@ def stack(
 
 
 def gradeq(
-    stack: LocalStack, *args: str, stdin: str | None = None
+    stack: LocalStack, *args: str, stdin: str | None = None, module: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the `gradeq` entry point installed with the package."""
+    """Run the `gradeq` entry point installed with the package (`module`: through
+    `python -m gradeq.cli`)."""
     env = {
         **os.environ,
         "GRADEQ_URL": stack.config.url("intake"),
@@ -49,7 +50,12 @@ def gradeq(
         "GRADEQ_OPERATOR_KEY": OPERATOR_KEY,
         "GRADEQ_CONFIG": "/nonexistent",
     }
-    command = [str(Path(sys.executable).with_name("gradeq")), *args]
+    program = (
+        [sys.executable, "-m", "gradeq.cli"]
+        if module
+        else [str(Path(sys.executable).with_name("gradeq"))]
+    )
+    command = [*program, *args]
     return subprocess.run(
         command, input=stdin, capture_output=True, text=True, env=env, timeout=90, check=False
     )
@@ -105,6 +111,6 @@ def test_a_failed_job_is_listed_replayed_and_then_succeeds(stack: LocalStack) ->
     assert json.loads(done.stdout)["status"] == "SUCCEEDED"
     detail = json.loads(gradeq(stack, "list", "--json").stdout)
     assert job_id in [j["id"] for j in detail["jobs"]]
-    stats = json.loads(gradeq(stack, "stats", "--json").stdout)
+    stats = json.loads(gradeq(stack, "stats", "--json", module=True).stdout)
     assert stats["counts"]["SUCCEEDED"] >= 2
     assert stats["timings_ms"]["queue_wait_ms"]["p50"] is not None

@@ -15,8 +15,8 @@ from pydantic import SecretStr
 from typer.testing import CliRunner, Result
 from werkzeug.serving import make_server
 
-from gradeq_cli.app import app
-from gradeq_cli.config import DEFAULT_URL, resolve
+from gradeq.cli.app import app
+from gradeq.cli.config import DEFAULT_URL, resolve
 from services.intake.app import create_app
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock

@@ -12,7 +12,15 @@ import requests
 import requests_mock as rm
 from standardwebhooks.webhooks import Webhook
 
-from gradeq.client import GradeqClient, GradeqError, InvalidWebhook, verify_webhook
+from gradeq.client import (
+    GradeqClient,
+    GradeqError,
+    InvalidWebhook,
+    MissingKey,
+    Unreachable,
+    retry_after_s,
+    verify_webhook,
+)
 
 BASE = "http://intake.test"
 JOB = {"id": "job-1", "status": "PENDING"}
@@ -112,6 +120,85 @@ def test_jobs_follow_the_cursor(client: GradeqClient, requests_mock: rm.Mocker) 
     )
     assert [j.id for j in client.jobs(status="PENDING")] == ["job-1", "job-0"]
     assert hook.request_history[1].qs == {"status": ["pending"], "cursor": ["c1"]}
+
+
+def test_admin_calls_use_the_operator_key_under_admin_v1(
+    sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    ops = GradeqClient(BASE, None, operator_key="ops_key", sleep=sleeps.append)
+    hook = requests_mock.get(f"{BASE}/admin/v1/jobs", json={"jobs": [], "next_cursor": None})
+    reply = ops.admin("GET", "/jobs", params={"status": "FAILED", "client": None})
+    assert reply.status == 200 and reply.body == {"jobs": [], "next_cursor": None}
+    assert hook.request_history[0].headers["Authorization"] == "Bearer ops_key"
+    assert hook.request_history[0].qs == {"status": ["failed"]}
+    with pytest.raises(MissingKey) as missing:
+        ops.get("job-1")  # no API key: refused before any request
+    assert missing.value.operator is False and hook.call_count == 1
+    assert not GradeqClient(BASE, "gq_test_key").has_operator_key
+
+
+def test_gateway_errors_are_retried_and_an_unreachable_intake_names_its_url(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    requests_mock.get(
+        f"{BASE}/v1/grading-jobs/job-1",
+        [{"status_code": 502}, {"status_code": 504}, {"json": JOB}],
+    )
+    assert client.get("job-1").status == "PENDING" and sleeps == [1.0, 2.0]
+    requests_mock.get(f"{BASE}/v1/grading-jobs/job-2", exc=requests.ConnectionError("refused"))
+    with pytest.raises(Unreachable) as lost:
+        client.get("job-2")
+    assert isinstance(lost.value, requests.ConnectionError)
+    assert lost.value.url == f"{BASE}/v1/grading-jobs/job-2"
+    assert str(lost.value).startswith(f"cannot reach {BASE}/v1/grading-jobs/job-2: ")
+
+
+def test_an_error_without_a_problem_document_is_named_by_its_status(
+    client: GradeqClient, requests_mock: rm.Mocker
+) -> None:
+    requests_mock.get(
+        f"{BASE}/v1/grading-jobs/job-1", status_code=418, text="teapot", reason="Teapot"
+    )
+    with pytest.raises(GradeqError) as refused:
+        client.get("job-1")
+    assert (refused.value.slug, refused.value.detail) == ("http-418", "Teapot")
+    requests_mock.get(f"{BASE}/v1/grading-jobs/job-2", **problem(404, "job-not-found"))
+    with pytest.raises(GradeqError) as missing:
+        client.get("job-2")
+    assert (missing.value.slug, missing.value.detail) == ("job-not-found", "job-not-found")
+
+
+def test_retry_after_reads_seconds_and_http_dates_and_ignores_the_rest() -> None:
+    assert retry_after_s({"Retry-After": "7"}) == 7.0
+    assert retry_after_s({"Retry-After": "Mon, 01 Jan 2001 00:00:00 GMT"}) == 0.0  # past
+    later = retry_after_s({"Retry-After": "Fri, 01 Jan 2100 00:00:00 GMT"})
+    assert later is not None and later > 3600
+    assert [retry_after_s({"Retry-After": v}) for v in ("-1", "nan", "soon", "")] == [None] * 4
+    assert retry_after_s({}) is None
+
+
+def test_a_resubmit_is_marked_replayed_and_wait_reports_every_state(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    requests_mock.post(
+        f"{BASE}/v1/grading-jobs",
+        [
+            {"status_code": 202, "json": JOB},
+            {"json": JOB, "headers": {"Idempotent-Replayed": "true"}},
+        ],
+    )
+    assert client.submit({}, "k").replayed is False
+    assert client.submit({}, "k").replayed is True
+    requests_mock.get(
+        f"{BASE}/v1/grading-jobs/job-1",
+        [{"json": JOB}, {"json": {**JOB, "status": "CANCELLED"}}],
+    )
+    seen: list[str] = []
+    final = client.wait("job-1", default_poll_s=0.25, on_update=lambda job: seen.append(job.status))
+    assert final.status == "CANCELLED" and seen == ["PENDING", "CANCELLED"] and sleeps == [0.25]
+    requests_mock.get(f"{BASE}/v1/grading-jobs/job-1", json=JOB)
+    with pytest.raises(TimeoutError):
+        client.wait("job-1", timeout_s=0)
 
 
 SECRET = "whsec_" + base64.b64encode(b"client-test-webhook-secret-32byt").decode()

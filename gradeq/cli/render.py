@@ -8,7 +8,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
 
 

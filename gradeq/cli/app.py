@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -20,9 +20,9 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from gradeq_cli import render
-from gradeq_cli.client import CliError, GradeqClient, Reply, new_idempotency_key
-from gradeq_cli.config import resolve
+from gradeq.cli import render
+from gradeq.cli.config import resolve
+from gradeq.client import GradeqClient, GradeqError, Job, MissingKey, Unreachable
 
 JOB_FAILED = 3
 JOB_CANCELLED = 4
@@ -41,6 +41,32 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
+
+
+class CliError(Exception):
+    """A failure the CLI reports with a problem type and an exit code."""
+
+    def __init__(self, problem_type: str, detail: str, exit_code: int) -> None:
+        super().__init__(detail)
+        self.problem_type = problem_type
+        self.detail = detail
+        self.exit_code = exit_code
+
+
+def cli_error(exc: GradeqError | Unreachable | MissingKey) -> CliError:
+    """What the client raised, as the problem type and exit code the CLI documents."""
+    if isinstance(exc, GradeqError):
+        return CliError(exc.slug, exc.detail, 5)
+    if isinstance(exc, Unreachable):
+        return CliError("unreachable", str(exc), 6)
+    name = "operator key (--operator-key, GRADEQ_OPERATOR_KEY)"
+    if not exc.operator:
+        name = "API key (--api-key, GRADEQ_API_KEY)"
+    return CliError("missing-credential", f"this command needs an {name}", 2)
+
+
+def new_idempotency_key() -> str:
+    return f"cli-{uuid.uuid4()}"
 
 
 @dataclass
@@ -72,16 +98,27 @@ def connect(
 ) -> None:
     """Connect to an intake: flags first, then GRADEQ_* variables, then the config file."""
     target = resolve(url, api_key, operator_key, config)
-    ctx.obj = State(GradeqClient(target, retries=retries))
+    client = GradeqClient(
+        target.url,
+        target.api_key,
+        operator_key=target.operator_key,
+        max_attempts=retries + 1,
+        backoff_s=0.5,
+        max_backoff_s=8.0,
+    )
+    ctx.obj = State(client)
 
 
 def reported(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn a CliError into its message (or JSON) and its exit code."""
+    """Turn a failure into its message (or JSON) and its exit code."""
 
     @wraps(command)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return command(*args, **kwargs)
+            try:
+                return command(*args, **kwargs)
+            except (GradeqError, Unreachable, MissingKey) as exc:
+                raise cli_error(exc) from exc
         except CliError as exc:
             if kwargs.get("as_json"):
                 _emit({"error": {"type": exc.problem_type, "detail": exc.detail}})
@@ -128,13 +165,12 @@ def submit(
     key = idempotency_key or new_idempotency_key()
     if not as_json:
         err.print(f"Idempotency-Key: {key}")
-    reply = _client(ctx).submit(body, key)
-    replayed = reply.headers.get("Idempotent-Replayed") == "true"
+    job = _client(ctx).submit(body, key)
     if as_json:
-        _emit({"idempotency_key": key, "replayed": replayed, "job": reply.body})
+        _emit({"idempotency_key": key, "replayed": job.replayed, "job": job.data})
         return
-    verb = "already submitted" if replayed else "submitted"
-    out.print(f"{verb}: job [bold]{reply.body['id']}[/] is {reply.body['status']}")
+    verb = "already submitted" if job.replayed else "submitted"
+    out.print(f"{verb}: job [bold]{job.id}[/] is {job.status}")
 
 
 @app.command()
@@ -148,36 +184,33 @@ def status(
 ) -> None:
     """Show a job; with --watch, follow it live, polling at the server's Retry-After."""
     client = _client(ctx)
-    reply = client.job(job_id)
     if watch and as_json:
-        reply = _follow(client, reply, timeout, lambda job: None)
+        job = _follow(client, job_id, timeout, None)
     elif watch:
-        with Live(render.job_panel(reply.body), console=out) as live:
-            reply = _follow(client, reply, timeout, lambda job: live.update(render.job_panel(job)))
+        with Live(console=out) as live:
+            job = _follow(client, job_id, timeout, lambda j: live.update(render.job_panel(j.data)))
+    else:
+        job = client.get(job_id)
     if as_json:
-        _emit(reply.body)
+        _emit(job.data)
     elif not watch:
-        out.print(render.job_panel(reply.body))
-    code = FINAL_EXIT.get(reply.body["status"], 0)
+        out.print(render.job_panel(job.data))
+    code = FINAL_EXIT.get(job.status, 0)
     if code:
-        error = reply.body.get("error") or {}
-        err.print(f"job {reply.body['status']}: {error.get('type', 'cancelled')}")
+        error = job.data.get("error") or {}
+        err.print(f"job {job.status}: {error.get('type', 'cancelled')}")
         raise typer.Exit(code)
 
 
 def _follow(
-    client: GradeqClient, reply: Reply, timeout: float, show: Callable[[dict[str, Any]], None]
-) -> Reply:
+    client: GradeqClient, job_id: str, timeout: float, show: Callable[[Job], None] | None
+) -> Job:
     """Poll the job at the server's Retry-After until it is final or `timeout` runs out."""
-    deadline = time.monotonic() + timeout
-    while reply.body["status"] not in render.FINAL:
-        if time.monotonic() >= deadline:
-            job_id = reply.body["id"]
-            raise CliError("watch-timeout", f"job {job_id} not final after {timeout:g}s", 7)
-        time.sleep(reply.retry_after_s or 1.0)
-        reply = client.job(reply.body["id"])
-        show(reply.body)
-    return reply
+    try:
+        return client.wait(job_id, timeout, default_poll_s=1.0, on_update=show)
+    except TimeoutError as exc:
+        detail = f"job {job_id} not final after {timeout:g}s"
+        raise CliError("watch-timeout", detail, WATCH_TIMEOUT) from exc
 
 
 def _listing(
@@ -298,11 +331,11 @@ def cancel(ctx: typer.Context, job_id: str, as_json: JsonFlag = False) -> None:
     """Cancel a job: as an operator when an operator key is set, else as its client."""
     api = _client(ctx)
     operator = api.has_operator_key
-    reply = api.admin("POST", f"/jobs/{job_id}/cancel") if operator else api.cancel(job_id)
+    job = api.admin("POST", f"/jobs/{job_id}/cancel").body if operator else api.cancel(job_id).data
     if as_json:
-        _emit(reply.body)
+        _emit(job)
     else:
-        out.print(f"job {reply.body['id']} is {reply.body['status']}")
+        out.print(f"job {job['id']} is {job['status']}")
 
 
 @app.command()

@@ -1,4 +1,0 @@
-"""`gradeq`: the command line for clients and operators of a Gradeq intake.
-
-It speaks HTTP to an intake (the local stack or a deployed one) and is not deployed.
-"""
