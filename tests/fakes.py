@@ -74,21 +74,45 @@ class FakeProcessedEvents:
         return (subscriber, event_id) in self.seen
 
 
+@dataclass(frozen=True)
+class GraderCall:
+    """What one grader call received."""
+
+    request: GradingRequest
+    attempt: int
+    timeout_s: float
+
+
 class ScriptedGrader:
-    """Raises the scripted errors in order, then grades with a fixed score; counts calls."""
+    """Raises the scripted errors in order, then grades with a fixed score.
+
+    Records what each call received. With a `gate`, each call waits until the gate is
+    set (`started` is set first), so a test decides when the grading ends.
+    """
 
     name = "scripted"
 
-    def __init__(self, *errors: Exception, score: float = 7.0) -> None:
+    def __init__(
+        self, *errors: Exception, score: float = 7.0, gate: threading.Event | None = None
+    ) -> None:
         self._errors = list(errors)
         self._score = score
         self._lock = threading.Lock()
-        self.calls = 0
+        self.gate = gate
+        self.started = threading.Event()
+        self.received: list[GraderCall] = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.received)
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         with self._lock:
-            self.calls += 1
+            self.received.append(GraderCall(request, attempt, timeout_s))
             error = self._errors.pop(0) if self._errors else None
+        self.started.set()
+        if self.gate is not None and not self.gate.wait(30):
+            raise AssertionError("the grader's gate was never opened")
         if error is not None:
             raise error
         return GradeResult(self._score, request.max_score, "scripted feedback", grader=self.name)
