@@ -19,6 +19,8 @@ class FakeTaskQueue:
     available: bool = True
     #: Names of tasks the queue no longer holds (delivered, or deleted when retries ran out).
     gone: set[str] = field(default_factory=set)
+    #: The task names `exists` was asked about, in order.
+    asked: list[str] = field(default_factory=list)
 
     def enqueue(self, task: TaskSpec) -> bool:
         if not self.available:
@@ -29,6 +31,7 @@ class FakeTaskQueue:
         return True
 
     def exists(self, task_name: str) -> bool:
+        self.asked.append(task_name)
         if not self.available:
             raise DependencyUnavailable("queue down")
         return task_name not in self.gone and any(t.name == task_name for t in self.tasks)
