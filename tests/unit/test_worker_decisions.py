@@ -655,3 +655,61 @@ def test_a_store_down_longer_than_the_write_retry_budget_fails_the_delivery(h: H
     # Doubling from 0.1 s, capped at 2 s, while the next pause still ends within 10 s.
     assert h.time.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0])
     assert h.job(job_id).status is JobStatus.RUNNING
+
+
+# --- two deliveries of one job -----------------------------------------------------------
+
+
+def _renew_the_holders_lease(h: Harness, job_id: str) -> None:
+    """What the grading delivery's heartbeat does while the other delivery polls."""
+    h.put(job_id, lambda j: j.renew(j.lease_owner or "", h.clock.now(), seconds(LEASE)))
+
+
+def test_a_second_delivery_while_the_first_grades_answers_locked_and_grades_nothing(
+    h: Harness,
+) -> None:
+    service = h.service()
+    job_id = h.seed()
+    second: list[DeliveryResult] = []
+
+    def deliver_again() -> None:
+        h.time.on_sleep = lambda _: _renew_the_holders_lease(h, job_id)
+        second.append(service.handle(TaskDelivery(job_id, "t", 1)))
+        h.time.on_sleep = None
+
+    h.beats.before[0] = deliver_again
+    h.beats.finish_on = 0
+    first = service.handle(TaskDelivery(job_id, "t", 0))
+    [locked] = second
+    assert locked.verdict is Verdict.LOCKED and isinstance(locked.reason, JobLocked)
+    assert locked.reason.until == h.t0 + seconds(LEASE)
+    assert first.verdict is Verdict.DONE
+    assert h.grader.received == [GraderCall(REQUEST, 1, TIMEOUT)]
+    assert [e.job_id for e in h.publisher.events] == [job_id]
+    # A third delivery after the end is a duplicate.
+    assert service.handle(TaskDelivery(job_id, "t", 2)) == DeliveryResult(
+        Verdict.DONE, h.job(job_id)
+    )
+    assert h.grader.calls == 1 and len(h.publisher.events) == 1
+
+
+def test_a_second_delivery_takes_over_when_the_first_stops_renewing(h: Harness) -> None:
+    service = h.service()
+    job_id = h.seed()
+    second: list[DeliveryResult] = []
+
+    def deliver_again() -> None:
+        # The first delivery's heartbeat is gone (its instance froze): nobody renews.
+        h.beats.finish_on = 1  # the second delivery's first beat
+        second.append(service.handle(TaskDelivery(job_id, "t", 1)))
+
+    h.beats.before[0] = deliver_again
+    first = service.handle(TaskDelivery(job_id, "t", 0))
+    [took_over] = second
+    assert took_over.verdict is Verdict.DONE and took_over.job is not None
+    assert took_over.job.attempts == 2 and took_over.job.status is JobStatus.SUCCEEDED
+    assert sum(h.time.sleeps) == pytest.approx(LEASE)  # it waited exactly one lease
+    # The first delivery's outcome is refused: its lease was taken.
+    assert first.verdict is Verdict.LOCKED and isinstance(first.reason, LeaseLost)
+    assert [c.attempt for c in h.grader.received] == [1, 2]
+    assert len(h.publisher.events) == 1
