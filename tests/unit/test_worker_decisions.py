@@ -265,12 +265,20 @@ def test_a_failed_renewal_is_tried_again_soon(
 def test_renewals_failing_until_the_lease_can_have_expired_stop_the_attempt(h: Harness) -> None:
     service = h.service(heartbeat_s=4.0)
     job_id = h.seed()
-    h.beats.before[0] = lambda: setattr(h.store, "fail_updates", 100)
+    claimed: list[Job] = []
+
+    def store_goes_down() -> None:
+        claimed.append(h.job(job_id))
+        h.store.fail_updates = 100
+
+    h.beats.before[0] = store_goes_down
     result = service.handle(TaskDelivery(job_id, "t", 0))
     # Renewals at 4, 5, ... 12 s fail; at 12 s the lease may be gone: the attempt stops.
     assert h.beats.waits == [4.0] + [1.0] * 8
     assert result.verdict is Verdict.LOCKED and result.job is None
     assert isinstance(result.reason, LeaseLost)
+    owner = claimed[0].lease_owner
+    assert result.reason.detail == f"attempt {owner} no longer owns job {job_id}"
     job = h.job(job_id)
     assert job.status is JobStatus.RUNNING and job.result is None and h.publisher.events == []
 
@@ -372,6 +380,7 @@ def test_no_provider_quota_gives_the_claim_back_uncounted(h: Harness) -> None:
     job = h.job(job_id)
     assert result.job == job
     assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.started_at is None
+    assert job.attempt_started_at is None and job.updated_at == h.t0
     assert job.lease_owner is None and job.lease_expires_at is None and job.error is None
     assert h.publisher.events == []
 
@@ -520,6 +529,7 @@ def test_a_final_job_being_announced_right_now_answers_locked(h: Harness) -> Non
     assert result.verdict is Verdict.LOCKED and result.job is None
     assert isinstance(result.reason, JobLocked)
     assert result.reason.until == h.t0 + ANNOUNCE_LEASE
+    assert result.reason.detail == f"job {job_id} is leased until {result.reason.until.isoformat()}"
     assert h.publisher.events == [] and not h.job(job_id).event_published
 
 
