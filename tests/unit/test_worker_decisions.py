@@ -89,6 +89,9 @@ class ControlledStore:
         self.inner = inner
         self.fail_updates = 0
         self.vanished = False
+        self.updates = 0
+        #: Called before update number n (0-based) with n, e.g. to let another actor in.
+        self.before_update: Callable[[int], object] | None = None
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
@@ -97,6 +100,9 @@ class ControlledStore:
         return None if self.vanished else self.inner.get(job_id)
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        self.updates += 1
+        if self.before_update is not None:
+            self.before_update(self.updates - 1)
         if self.fail_updates > 0:
             self.fail_updates -= 1
             raise DependencyUnavailable("database is locked")
@@ -631,6 +637,25 @@ def test_a_job_the_holder_finishes_during_the_wait_is_not_graded_again(h: Harnes
     assert h.grader.calls == 0 and h.publisher.events == []
 
 
+def test_a_dead_holder_finishing_just_before_the_takeover_is_not_graded_again(
+    h: Harness,
+) -> None:
+    service = h.service()
+    job_id = h.seed()
+    h.put(job_id, lambda j: j.claim("slow", h.t0 - seconds(LEASE - 1), seconds(LEASE)))
+
+    def slow_holder_finishes(n: int) -> None:
+        if n == 1:  # between the wait's last read and the takeover's claim
+            h.put(job_id, lambda j: j.succeed("slow", RESULT, h.clock.now()))
+            h.put(job_id, lambda j: j.mark_event_published(h.clock.now()))
+
+    h.store.before_update = slow_holder_finishes
+    result = service.handle(TaskDelivery(job_id, "t", 1))
+    assert h.store.updates == 2 and h.time.sleeps == pytest.approx([1.01])
+    assert result == DeliveryResult(Verdict.DONE, h.job(job_id))
+    assert h.grader.calls == 0 and h.publisher.events == []
+
+
 def test_a_job_that_vanishes_during_the_wait_is_dropped(h: Harness) -> None:
     service = h.service()
     job_id = h.seed()
@@ -723,3 +748,14 @@ def test_a_second_delivery_takes_over_when_the_first_stops_renewing(h: Harness) 
     assert first.verdict is Verdict.LOCKED and isinstance(first.reason, LeaseLost)
     assert [c.attempt for c in h.grader.received] == [1, 2]
     assert len(h.publisher.events) == 1
+
+
+def test_the_write_retry_budget_ends_where_the_next_pause_would_pass_it(h: Harness) -> None:
+    service = h.service(result_write_retry_s=0.1)
+    job_id = h.seed()
+    h.beats.before[0] = lambda: setattr(h.store, "fail_updates", 100)
+    h.beats.finish_on = 0
+    with pytest.raises(DependencyUnavailable):
+        service.handle(TaskDelivery(job_id, "t", 0))
+    # A first pause ending exactly at the budget is still taken; the next is not.
+    assert h.time.sleeps == [0.1]
