@@ -104,6 +104,8 @@ class ScriptedGrader:
         self.gate = gate
         self.started = threading.Event()
         self.received: list[GraderCall] = []
+        #: The thread each call ran on.
+        self.threads: list[threading.Thread] = []
 
     @property
     def calls(self) -> int:
@@ -112,6 +114,7 @@ class ScriptedGrader:
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         with self._lock:
             self.received.append(GraderCall(request, attempt, timeout_s))
+            self.threads.append(threading.current_thread())
             error = self._errors.pop(0) if self._errors else None
         self.started.set()
         if self.gate is not None and not self.gate.wait(30):

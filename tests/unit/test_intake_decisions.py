@@ -221,7 +221,7 @@ def test_a_cursor_is_the_unpadded_base64url_of_created_at_and_id() -> None:
     assert decode_cursor(cursor) == (T0, "abcd")
 
 
-@pytest.mark.parametrize("job_id", ["a", "ab", "abc", "abcd"])
+@pytest.mark.parametrize("job_id", ["x" * n for n in range(1, 21)])
 def test_every_cursor_length_decodes_back(job_id: str) -> None:
     cursor = encode_cursor(Job.new(job_id, "a", REQUEST, "fp", T0))
     assert decode_cursor(cursor) == (T0, job_id)
@@ -262,6 +262,17 @@ def test_a_page_asks_for_one_more_job_than_it_shows(i: Intake) -> None:
     )
     assert [j.id for j in second.jobs] == [job_id_for("a", "k0")]
     assert second.next_cursor is None
+
+
+def test_the_next_cursor_names_the_last_job_shown(i: Intake) -> None:
+    service = i.service()
+    for n in range(4):
+        service.submit("a", f"k{n}", REQUEST)
+        i.clock.advance(timedelta(seconds=1))
+    page = service.list("a", 3)
+    assert [j.id for j in page.jobs] == [job_id_for("a", f"k{n}") for n in (3, 2, 1)]
+    assert page.next_cursor is not None
+    assert decode_cursor(page.next_cursor) == (T0 + timedelta(seconds=1), job_id_for("a", "k1"))
 
 
 def test_a_page_that_holds_exactly_the_rest_has_no_next_cursor(i: Intake) -> None:

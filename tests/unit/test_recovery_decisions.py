@@ -156,29 +156,61 @@ def test_the_sweep_asks_for_stale_jobs_of_each_open_status_and_for_unannounced_o
 
 
 def test_stale_jobs_are_read_page_by_page_after_the_last_ones_updated_at(s: Sweep) -> None:
-    ids = s.seed_many(4)
+    ids = s.seed_many(6)
     for job_id in ids:
         s.queued(job_id)  # their tasks are still queued: nothing to do but look
     s.clock.advance(timedelta(hours=1))
-    assert s.service(batch=2).sweep().as_dict() == nothing()
+    assert s.service(batch=3).sweep().as_dict() == nothing()
     stamps = [s.job(i).updated_at for i in ids]
     before = s.clock.now() - STALE
     assert [f for f in s.store.finds if f[0] is JobStatus.PENDING] == [
-        (JobStatus.PENDING, before, 2, None),
-        (JobStatus.PENDING, before, 2, stamps[1]),
-        (JobStatus.PENDING, before, 2, stamps[3]),
+        (JobStatus.PENDING, before, 3, None),
+        (JobStatus.PENDING, before, 3, stamps[2]),
+        (JobStatus.PENDING, before, 3, stamps[5]),
     ]
     assert s.queue.asked == [task_name_for(i, 0) for i in ids]
 
 
-def test_a_sweep_scans_at_most_max_scan_jobs_per_status(s: Sweep) -> None:
-    ids = s.seed_many(5)
+@pytest.mark.parametrize(("max_scan", "pages"), [(4, 2), (5, 3)])
+def test_a_sweep_reads_whole_pages_until_it_scanned_max_scan_jobs_of_a_status(
+    s: Sweep, max_scan: int, pages: int
+) -> None:
+    ids = s.seed_many(7)
     for job_id in ids:
         s.queued(job_id)
     s.clock.advance(timedelta(hours=1))
-    s.service(batch=2, max_scan=4).sweep()
-    assert s.queue.asked == [task_name_for(i, 0) for i in ids[:4]]
-    assert len([f for f in s.store.finds if f[0] is JobStatus.PENDING]) == 2
+    s.service(batch=2, max_scan=max_scan).sweep()
+    assert s.queue.asked == [task_name_for(i, 0) for i in ids[: 2 * pages]]
+    assert len([f for f in s.store.finds if f[0] is JobStatus.PENDING]) == pages
+
+
+class EndlessStore(RecordingStore):
+    """A store with more stale pending jobs than any sweep reads: every page is full."""
+
+    def find(
+        self,
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> list[Job]:
+        self.finds.append((status, updated_before, limit, updated_after))
+        if status is not JobStatus.PENDING:
+            return []
+        start = len(self.finds) * limit
+        return [
+            Job.new(f"j{start + n}", "c", REQUEST, "fp", updated_before - timedelta(hours=1))
+            for n in range(limit)
+        ]
+
+
+def test_by_default_a_sweep_reads_2000_jobs_of_a_status_in_pages_of_100(s: Sweep) -> None:
+    s.store = EndlessStore(s.store.inner)
+    s.queue.available = False  # each job is only looked at (and reported unreachable)
+    report = s.service().sweep()
+    pending = [f for f in s.store.finds if f[0] is JobStatus.PENDING]
+    assert len(pending) == 20 and {f[2] for f in pending} == {100}
+    assert len(report.errors) == 2000 and len(s.queue.asked) == 2000
 
 
 def test_a_job_younger_than_two_leases_is_not_looked_at(s: Sweep) -> None:

@@ -210,6 +210,16 @@ def test_an_attempt_is_claimed_under_a_lease_graded_once_stored_and_announced(
     ]
 
 
+def test_the_grader_runs_on_a_daemon_thread_of_its_own(h: Harness) -> None:
+    # A grader call that hangs must not keep a stopping worker process alive.
+    service = h.service()
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    service.handle(TaskDelivery(job_id, "t", 0))
+    [thread] = h.grader.threads
+    assert thread is not threading.current_thread() and thread.daemon
+
+
 def test_a_direct_delivery_owns_its_lease_under_its_own_name(h: Harness) -> None:
     service = h.service()
     job_id = h.seed()
