@@ -19,6 +19,8 @@ class FakeTaskQueue:
     available: bool = True
     #: Names of tasks the queue no longer holds (delivered, or deleted when retries ran out).
     gone: set[str] = field(default_factory=set)
+    #: The task names `exists` was asked about, in order.
+    asked: list[str] = field(default_factory=list)
 
     def enqueue(self, task: TaskSpec) -> bool:
         if not self.available:
@@ -29,6 +31,7 @@ class FakeTaskQueue:
         return True
 
     def exists(self, task_name: str) -> bool:
+        self.asked.append(task_name)
         if not self.available:
             raise DependencyUnavailable("queue down")
         return task_name not in self.gone and any(t.name == task_name for t in self.tasks)
@@ -74,23 +77,53 @@ class FakeProcessedEvents:
         return (subscriber, event_id) in self.seen
 
 
+@dataclass(frozen=True)
+class GraderCall:
+    """What one grader call received."""
+
+    request: GradingRequest
+    attempt: int
+    timeout_s: float
+
+
 class ScriptedGrader:
-    """Raises the scripted errors in order, then grades with a fixed score; records calls."""
+    """Raises the scripted errors in order, then grades with a fixed score.
+
+    Records what each call received. With a `gate`, each call waits until the gate is
+    set (`started` is set first), so a test decides when the grading ends.
+    """
 
     name = "scripted"
 
-    def __init__(self, *errors: Exception, score: float = 7.0) -> None:
+    def __init__(
+        self, *errors: Exception, score: float = 7.0, gate: threading.Event | None = None
+    ) -> None:
         self._errors = list(errors)
         self._score = score
         self._lock = threading.Lock()
-        self.calls = 0
-        self.attempts: list[int] = []
+        self.gate = gate
+        self.started = threading.Event()
+        self.received: list[GraderCall] = []
+        #: The thread each call ran on.
+        self.threads: list[threading.Thread] = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.received)
+
+    @property
+    def attempts(self) -> list[int]:
+        """The attempt number each call received, in order."""
+        return [call.attempt for call in self.received]
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         with self._lock:
-            self.calls += 1
-            self.attempts.append(attempt)
+            self.received.append(GraderCall(request, attempt, timeout_s))
+            self.threads.append(threading.current_thread())
             error = self._errors.pop(0) if self._errors else None
+        self.started.set()
+        if self.gate is not None and not self.gate.wait(30):
+            raise AssertionError("the grader's gate was never opened")
         if error is not None:
             raise error
         return GradeResult(self._score, request.max_score, "scripted feedback", grader=self.name)

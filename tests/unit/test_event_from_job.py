@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -65,3 +66,11 @@ def test_a_cancelled_job_is_announced_as_cancelled() -> None:
 def test_a_job_that_is_not_final_has_no_event() -> None:
     with pytest.raises(ValueError, match=r"job job-9 is not final \(RUNNING\)"):
         GradingCompleted.from_job(_running())
+
+
+def test_a_final_job_without_a_completion_time_has_no_event() -> None:
+    # E.g. a record damaged by hand: the event would carry no completion time.
+    done = _running().succeed("owner", GradeResult(1, 20, "ok"), T0 + timedelta(seconds=2))
+    damaged = dataclasses.replace(done, completed_at=None)
+    with pytest.raises(ValueError, match=r"job job-9 is not final \(SUCCEEDED\)"):
+        GradingCompleted.from_job(damaged)

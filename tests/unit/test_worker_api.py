@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -179,23 +178,6 @@ def test_unknown_job_and_malformed_body_are_dropped_with_2xx(
     assert deliver(client, "no-such-job").status_code == 200
     bad = client.post("/tasks/grade", json={"job_id": "x", "extra": 1}, headers=AUTH)
     assert bad.status_code == 200 and "dropped" in bad.get_json()
-
-
-def test_concurrent_deliveries_grade_once(
-    settings: Settings, adapters: Adapters, clock: FrozenClock
-) -> None:
-    grader = ScriptedGrader()
-    app = build(settings, adapters, clock, grader)
-    job_id = seed(adapters, clock)
-
-    def one(_: int) -> int:
-        return int(deliver(app.test_client(), job_id).status_code)
-
-    with ThreadPoolExecutor(max_workers=10) as pool:
-        codes = list(pool.map(one, range(20)))
-    assert grader.calls == 1
-    assert set(codes) <= {200, 409}
-    assert len(publisher(adapters).events) == 1
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])

@@ -9,7 +9,7 @@ from flask import Flask
 
 from services.worker.replies import STATUS, reply
 from shared.codecs.task_body import MalformedTaskBody
-from shared.domain.errors import JobLocked, JobNotFound
+from shared.domain.errors import DependencyUnavailable, JobLocked, JobNotFound
 from shared.domain.job import GradingRequest, Job
 from shared.service_layer.worker import DeliveryResult, Verdict
 
@@ -102,3 +102,14 @@ def test_locked_is_a_409_problem_naming_the_lease(app: Flask) -> None:
     assert body["type"] == "https://gradeq.dev/problems/job-locked"
     assert body["status"] == 409
     assert body["detail"] == "job job-1 is leased until 2026-03-01T12:00:00+00:00"
+
+
+def test_locked_answers_409_whatever_status_its_reason_has_of_its_own(app: Flask) -> None:
+    # The verdict decides what the queue does; a reason only explains it.
+    reason = DependencyUnavailable("the lease could not be read")
+    assert reason.status != 409
+    with app.app_context():
+        response = reply("job-1", DeliveryResult(Verdict.LOCKED, None, reason=reason))
+    assert response.status_code == 409
+    assert response.get_json()["status"] == 409
+    assert "Retry-After" not in response.headers

@@ -1,0 +1,53 @@
+"""The job's refusals and derived timings, pinned value by value."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.domain.errors import JobAlreadyFinal, JobLocked
+from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+REQUEST = GradingRequest(submission_id="s", answer="a", rubric="r")
+
+
+def _new() -> Job:
+    return Job.new("job-7", "c", REQUEST, "fp", T0)
+
+
+def test_a_final_job_refuses_another_attempt_naming_itself_and_its_status() -> None:
+    done = _new().cancel(T0)
+    with pytest.raises(JobAlreadyFinal) as refused:
+        done.start_attempt("w", T0, LEASE, 3)
+    assert refused.value.detail == f"job job-7 is already {JobStatus.CANCELLED}"
+    assert refused.value.job_status is JobStatus.CANCELLED
+
+
+def test_the_sweep_cannot_fail_a_job_under_a_live_lease() -> None:
+    running = _new().claim("w", T0, LEASE)
+    error = JobError("retries-exhausted", "gave up")
+    with pytest.raises(JobLocked) as refused:
+        running.fail(None, error, T0 + LEASE - timedelta(microseconds=1))
+    assert refused.value.until == T0 + LEASE
+    assert refused.value.detail == f"job job-7 is leased until {(T0 + LEASE).isoformat()}"
+    failed = running.fail(None, error, T0 + LEASE)
+    assert failed.status is JobStatus.FAILED and failed.lease_owner == "recovery"
+
+
+def test_a_failed_jobs_processing_time_spans_all_its_attempts() -> None:
+    first = _new().claim("w1", T0 + timedelta(seconds=1), LEASE)
+    error = JobError("grading-transient", "busy")
+    back = first.retry_later("w1", error, T0 + timedelta(seconds=2))
+    second = back.claim("w2", T0 + timedelta(seconds=10), LEASE)
+    failed = second.fail("w2", error, T0 + timedelta(seconds=12))
+    assert failed.timings() == {"queue_wait_ms": 1000, "processing_ms": 11000, "total_ms": 12000}
+    succeeded = second.succeed("w2", GradeResult(1, 10, "ok"), T0 + timedelta(seconds=12))
+    # A success counts only the attempt that produced the result.
+    assert succeeded.timings() == {
+        "queue_wait_ms": 1000,
+        "processing_ms": 2000,
+        "total_ms": 12000,
+    }
