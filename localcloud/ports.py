@@ -40,13 +40,28 @@ def holder(port: int) -> str | None:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            for fd in (entry / "fd").iterdir():
-                if os.readlink(fd) in wanted:
-                    raw = (entry / "cmdline").read_bytes()
-                    command = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-                    return f"pid {entry.name} ({command or '?'})"
+        if any(_link(fd) in wanted for fd in _fds(entry)):
+            with contextlib.suppress(OSError):
+                raw = (entry / "cmdline").read_bytes()
+                command = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+                return f"pid {entry.name} ({command or '?'})"
+            return f"pid {entry.name}"
     return None
+
+
+def _fds(process: Path) -> list[Path]:
+    try:
+        return list((process / "fd").iterdir())
+    except OSError:  # gone, or not ours to look into
+        return []
+
+
+def _link(fd: Path) -> str | None:
+    # A descriptor closed between the listing and this read is simply not the socket.
+    try:
+        return os.readlink(fd)
+    except OSError:
+        return None
 
 
 def check_free(ports: dict[str, int]) -> None:

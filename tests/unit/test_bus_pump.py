@@ -228,7 +228,9 @@ def test_a_delivery_leased_by_a_dead_bus_is_redelivered(db: SqliteDatabase) -> N
     store = SqliteDeliveryStore(db)
     [abandoned], _ = store.claim({"notification": config}, 10, time.time(), lease_grace_s=0.0)
     time.sleep(0.1)  # the lease runs out without an outcome: the bus died mid-push
-    with RecordingTarget() as target, running_bus(db, Endpoint(config, target.url)) as bus:
+    # The next bus leases for longer, so a slow machine cannot expire its push too.
+    patient = subscription(ack_s=5)
+    with RecordingTarget() as target, running_bus(db, Endpoint(patient, target.url)) as bus:
         [request] = target.wait_for(1, timeout=5)
         eventually(lambda: bus.store.pending() == 0)
     assert abandoned.attempt == 1
