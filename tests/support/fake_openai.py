@@ -21,11 +21,12 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from shared.adapters.graders.rubric import RubricGrader
 from shared.domain.job import GradingRequest
+from tests.support.loopback import LoopbackServer
 
 _MARKER = re.compile(r"#(429|500|malformed|slow)x(\d+)(?:=(\d+(?:\.\d+)?))?|#status=(\d{3})")
 
@@ -61,32 +62,18 @@ def grade_document(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """`/v1/chat/completions` on 127.0.0.1; `url` is the base URL for the openai SDK."""
 
     def __init__(self) -> None:
         self.served: list[Served] = []
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
+        super().__init__(self._handler_class())
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return self.base_url + "/v1"
 
     def served_for(self, marker: str) -> list[Served]:
         """The requests whose answer contains `marker`, in order."""

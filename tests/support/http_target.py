@@ -12,8 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def replies(*answers: Reply | int) -> Responder:
     return lambda _request: next(pending, sequence[-1])
 
 
-class RecordingTarget:
+class RecordingTarget(LoopbackServer):
     """A threaded HTTP server on 127.0.0.1 that records requests and answers via `responder`.
 
     `responder` may be replaced while the server runs, e.g. `target.responder = replies(500)`.
@@ -73,25 +75,11 @@ class RecordingTarget:
         self.in_flight = 0
         self.max_in_flight = 0
         self._cond = threading.Condition()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
+        super().__init__(self._handler_class())
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> RecordingTarget:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        return self.base_url
 
     def wait_for(self, n: int, timeout: float) -> list[ReceivedRequest]:
         """Wait until at least `n` requests arrived in total; return them all.
