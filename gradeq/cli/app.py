@@ -213,6 +213,25 @@ def _follow(
         raise CliError("watch-timeout", detail, WATCH_TIMEOUT) from exc
 
 
+def _filters(
+    client: str | None,
+    assignment: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    cursor: str | None,
+) -> dict[str, Any]:
+    """The query of an operator listing, in the admin API's parameter names."""
+    return {
+        "client": client,
+        "assignment": assignment,
+        "created_from": since,
+        "created_to": until,
+        "limit": limit,
+        "cursor": cursor,
+    }
+
+
 def _listing(
     ctx: typer.Context, path: str, params: dict[str, Any], as_json: bool, title: str
 ) -> None:
@@ -247,15 +266,8 @@ def list_jobs(
     as_json: JsonFlag = False,
 ) -> None:
     """List jobs across clients, newest first (operator)."""
-    params = {
-        "status": status.upper() if status else None,
-        "client": client,
-        "assignment": assignment,
-        "created_from": since,
-        "created_to": until,
-        "limit": limit,
-        "cursor": cursor,
-    }
+    params = _filters(client, assignment, since, until, limit, cursor)
+    params["status"] = status.upper() if status else None
     _listing(ctx, "/jobs", params, as_json, "jobs")
 
 
@@ -272,14 +284,7 @@ def failed(
     as_json: JsonFlag = False,
 ) -> None:
     """List the dead letters (FAILED jobs) with their last error (operator)."""
-    params = {
-        "client": client,
-        "assignment": assignment,
-        "created_from": since,
-        "created_to": until,
-        "limit": limit,
-        "cursor": cursor,
-    }
+    params = _filters(client, assignment, since, until, limit, cursor)
     _listing(ctx, "/dead-letters", params, as_json, "failed jobs")
 
 
