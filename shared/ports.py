@@ -8,6 +8,7 @@ tests in `tests/contract`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -155,6 +156,18 @@ class TaskQueue(Protocol):
 
     def ping(self) -> None:
         """Raise `DependencyUnavailable` when the queue cannot be reached."""
+        ...
+
+
+class UnitOfWork(Protocol):
+    """Groups the writes made through the other ports into one commit, where it can."""
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A block whose writes commit together or not at all.
+
+        A backend whose stores cannot share a commit makes each write commit on its own;
+        callers must stay correct either way (idempotent task names, publish-then-mark).
+        """
         ...
 
 

@@ -6,6 +6,11 @@ policy's minimum and maximum, shortened by a random jitter of up to `jitter` (20
 messages that failed together do not all come back together, never below the minimum.
 After `max_delivery_attempts` failed pushes the message is moved to the dead letters.
 
+The pump thread claims due deliveries and records the outcomes of finished pushes in one
+transaction per turn; a pool of push threads sends them, each over its own keep-alive
+session. The publisher signals new messages after its commit (a datagram), and a push
+that ends wakes the pump, so the bus only polls as a fallback.
+
 With an OIDC service account each push carries the subscription's ID token as Cloud Run
 hands it to the container (signature removed), with the endpoint's base URL as audience,
 as terraform sets it; otherwise the shared push token, if any.
@@ -18,6 +23,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -29,7 +35,8 @@ import requests
 
 from localcloud.cloudrun import base_url, forwarded_authorization
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
-from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.adapters.embedded.wakeup import BUS, WakeListener
 from shared.config.subscriptions import SubscriptionConfig
 from shared.domain.errors import DependencyUnavailable
 from shared.logs import job_context
@@ -66,6 +73,28 @@ def backoff_delay(config: SubscriptionConfig, failed_attempts: int, jitter: floa
     return max(jittered, config.minimum_backoff.total_seconds())
 
 
+_sessions = threading.local()
+
+
+def _session() -> requests.Session:
+    """This push thread's session: connections to the subscribers are kept alive."""
+    session: requests.Session | None = getattr(_sessions, "session", None)
+    if session is None:
+        session = requests.Session()
+        session.trust_env = False  # as Pub/Sub: no proxy or netrc from the environment
+        _sessions.session = session
+    return session
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """A finished push, waiting for the pump to record it."""
+
+    delivery: PushDelivery
+    status: int | None
+    error: str | None
+
+
 def push_envelope(delivery: PushDelivery, project: str = "local") -> dict[str, Any]:
     """Build the JSON body Pub/Sub POSTs to a push endpoint."""
     data = base64.b64encode(delivery.data).decode("ascii")
@@ -93,10 +122,11 @@ class Bus:
         push_token: str = "",
         oidc_account: str | None = None,
         concurrency: int = 8,
-        poll_interval_s: float = 0.2,
+        poll_interval_s: float = 1.0,
         jitter: float = 0.2,
         lease_grace_s: float = 5.0,
     ) -> None:
+        self._db = db
         self._store = SqliteDeliveryStore(db)
         self._endpoints = dict(endpoints)
         self._configs = {name: e.config for name, e in self._endpoints.items()}
@@ -111,6 +141,8 @@ class Bus:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
+        self._listener: WakeListener | None = None
+        self._outcomes: deque[_Outcome] = deque()
 
     @property
     def store(self) -> SqliteDeliveryStore:
@@ -121,6 +153,9 @@ class Bus:
         if self._thread is not None:
             raise RuntimeError("the bus is already running")
         self._stopping.clear()
+        self._listener = WakeListener(self._db.path, BUS)
+        if not self._listener.bound:
+            log.warning("another bus receives this database's wake-ups; polling only")
         self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="bus-push")
         self._thread = threading.Thread(target=self._run, name="bus-pump", daemon=True)
         self._thread.start()
@@ -128,19 +163,28 @@ class Bus:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop claiming, let in-flight pushes finish (their leases cover the rest)."""
-        if self._thread is None or self._pool is None:
+        if self._thread is None or self._pool is None or self._listener is None:
             return
         self._stopping.set()
+        self._listener.wake()
         self._thread.join(timeout_s)
         with self._lock:
             pending = set(self._inflight)
         wait_for(pending, timeout=timeout_s)
+        try:
+            with unavailable_on_error("record outcomes"), self._db.transaction():
+                self._record_outcomes()
+        except DependencyUnavailable as exc:
+            log.warning("the last outcomes were not recorded: %s", exc.detail)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._listener.close()
         self._thread = None
         self._pool = None
+        self._listener = None
         log.info("bus stopped")
 
     def _run(self) -> None:
+        assert self._listener is not None
         while not self._stopping.is_set():
             claimed = 0
             try:
@@ -148,14 +192,21 @@ class Bus:
             except DependencyUnavailable as exc:
                 log.warning("bus store unavailable, will retry: %s", exc.detail)
             if not claimed:
-                self._stopping.wait(self._poll_interval_s)
+                self._listener.wait(self._poll_interval_s)
 
     def pump_once(self) -> int:
-        """Claim what is due and hand it to the push threads; return how many."""
+        """Record finished pushes, claim what is due and hand it out; return how many."""
         assert self._pool is not None
         with self._lock:
             free = self._concurrency - len(self._inflight)
-        deliveries, dead = self._store.claim(self._configs, free, time.time(), self._lease_grace_s)
+        if free <= 0 and not self._outcomes:
+            return 0
+        with unavailable_on_error("pump"), self._db.transaction():
+            self._record_outcomes()
+            deliveries, dead = self._store.claim(
+                self._configs, free, time.time(), self._lease_grace_s
+            )
+        # Pushed only once their leases are committed.
         for letter in dead:
             _log_dead_letter(letter)
         for delivery in deliveries:
@@ -170,27 +221,40 @@ class Bus:
             self._inflight.discard(future)
         if not future.cancelled() and future.exception() is not None:
             log.error("push failed unexpectedly", exc_info=future.exception())
+        if self._listener is not None:
+            self._listener.wake()
 
     def _deliver(self, delivery: PushDelivery) -> None:
         endpoint = self._endpoints[delivery.subscription]
         with job_context(delivery.attributes.get("ce-subject")):
             status, error = self._push(endpoint, delivery)
-            if status in SUCCESS_CODES:
-                self._store.ack(delivery)
-                log.info("delivered", extra=_facts(delivery, status))
-            elif delivery.attempt >= endpoint.config.max_delivery_attempts:
-                letter = self._store.dead_letter(delivery, status, error)
-                if letter is not None:
-                    _log_dead_letter(letter)
-            else:
-                delay = backoff_delay(endpoint.config, delivery.attempt, self._jitter)
-                self._store.retry_at(delivery, time.time() + delay, status, error)
-                log.warning(
-                    "delivery failed, retrying in %.1fs: %s",
-                    delay,
-                    error,
-                    extra=_facts(delivery, status),
-                )
+        self._outcomes.append(_Outcome(delivery, status, error))
+
+    def _record_outcomes(self) -> None:
+        """Record the finished pushes (inside the pump's transaction)."""
+        while self._outcomes:
+            outcome = self._outcomes.popleft()
+            with job_context(outcome.delivery.attributes.get("ce-subject")):
+                self._record(outcome.delivery, outcome.status, outcome.error)
+
+    def _record(self, delivery: PushDelivery, status: int | None, error: str | None) -> None:
+        endpoint = self._endpoints[delivery.subscription]
+        if status in SUCCESS_CODES:
+            self._store.ack(delivery)
+            log.info("delivered", extra=_facts(delivery, status))
+        elif delivery.attempt >= endpoint.config.max_delivery_attempts:
+            letter = self._store.dead_letter(delivery, status, error)
+            if letter is not None:
+                _log_dead_letter(letter)
+        else:
+            delay = backoff_delay(endpoint.config, delivery.attempt, self._jitter)
+            self._store.retry_at(delivery, time.time() + delay, status, error)
+            log.warning(
+                "delivery failed, retrying in %.1fs: %s",
+                delay,
+                error,
+                extra=_facts(delivery, status),
+            )
 
     def _push(self, endpoint: Endpoint, delivery: PushDelivery) -> tuple[int | None, str | None]:
         headers: dict[str, str] = {}
@@ -199,7 +263,7 @@ class Bus:
         elif self._push_token:
             headers = {"Authorization": f"Bearer {self._push_token}"}
         try:
-            response = requests.post(
+            response = _session().post(
                 endpoint.push_url,
                 json=push_envelope(delivery),
                 headers=headers,

@@ -59,8 +59,9 @@ def parse_args(settings: Settings, argv: list[str] | None = None) -> argparse.Na
     parser.add_argument(
         "--poll-interval-s",
         type=float,
-        default=0.1,
-        help="how often to look for tasks written by other processes",
+        default=1.0,
+        help="how often to look for tasks written by other processes (a fallback: "
+        "writers signal new tasks)",
     )
     parser.add_argument(
         "--name-reservation-s",

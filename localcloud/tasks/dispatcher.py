@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from localcloud.tasks.grpc_api import CloudTasksApi
 from localcloud.tasks.queue_pump import QueuePump
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_table import DEFAULT_NAME_RESERVATION, TaskTable
+from shared.adapters.embedded.wakeup import TASKS, WakeListener
 from shared.config.queues import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,7 @@ class Dispatcher:
         oidc_account: str | None = None,
         target_base: str | None = None,
         grpc_address: str | None = "127.0.0.1:0",
-        poll_interval_s: float = 0.1,
+        poll_interval_s: float = 1.0,
         lease_margin_s: float = 5.0,
         name_reservation: timedelta = DEFAULT_NAME_RESERVATION,
         paused: bool = False,
@@ -48,6 +50,10 @@ class Dispatcher:
         self.paused = paused
         self.reclaim_leases = reclaim_leases
         reservation_s = name_reservation.total_seconds()
+        self._database = db.path
+        self._listener: WakeListener | None = None
+        self._relay: threading.Thread | None = None
+        self._relaying = threading.Event()
         self.pumps = {
             name: QueuePump(
                 self.table,
@@ -80,6 +86,7 @@ class Dispatcher:
         if not self.paused:
             for pump in self.pumps.values():
                 pump.start()
+            self._listen()
         log.info(
             "dispatcher started",
             extra={
@@ -94,6 +101,11 @@ class Dispatcher:
         """Stop: let attempts in flight finish for `grace_s`, then hand the rest back."""
         if self._server is not None:
             self._server.stop(grace=min(grace_s, 1.0)).wait()
+        self._relaying.clear()
+        if self._listener is not None:
+            self._listener.wake()
+        if self._relay is not None:
+            self._relay.join()
         for pump in self.pumps.values():
             pump.stop_claiming()
         until = time.monotonic() + grace_s
@@ -103,6 +115,8 @@ class Dispatcher:
             # the next dispatcher sends them again at once (at-least-once delivery).
             released = self.table.release(self.owner, DISPATCHER_STOPPED)
             log.warning("abandoned %d attempts in flight (%d released)", left, released)
+        if self._listener is not None:
+            self._listener.close()
         log.info("dispatcher stopped")
 
     def __enter__(self) -> Dispatcher:
@@ -116,6 +130,29 @@ class Dispatcher:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    def _listen(self) -> None:
+        """Receive the wake-ups writers send after committing a task.
+
+        Without them (another dispatcher on this database receives them) the pumps look
+        for new tasks every `poll_interval_s` instead.
+        """
+        listener = WakeListener(self._database, TASKS)
+        if not listener.bound:
+            log.warning("another dispatcher receives this database's wake-ups; polling only")
+            listener.close()
+            return
+        self._listener = listener
+        self._relaying.set()
+        self._relay = threading.Thread(target=self._relay_wakeups, args=(listener,), daemon=True)
+        self._relay.start()
+
+    def _relay_wakeups(self, listener: WakeListener) -> None:
+        """Wake every pump when another process signals a new task."""
+        while self._relaying.is_set():
+            if listener.wait(60.0) and self._relaying.is_set():
+                for pump in self.pumps.values():
+                    pump.wake()
 
     def _created(self, queue: str) -> None:
         pump = self.pumps.get(queue)

@@ -1,12 +1,20 @@
-"""One queue's pump: claims due tasks within the rate limits and delivers each on a thread."""
+"""One queue's pump: claims due tasks within the rate limits and delivers them on a pool.
+
+A fixed pool of dispatch threads sends the requests, each over its own keep-alive
+session. An attempt that ends hands its outcome back to the pump, which records every
+outcome gathered since its last turn and claims the next due tasks in one transaction.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-from localcloud.tasks.attempt import AttemptResult, build_headers, send
+from localcloud.tasks.attempt import AttemptResult, build_headers, send, thread_session
 from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from localcloud.tasks.retry import describe, exhausted, retry_delay
 from shared.adapters.embedded.task_table import TaskRow, TaskTable
@@ -25,6 +33,15 @@ def _job_id(task: TaskRow) -> str | None:
         return decode_task_body(task.body)
     except MalformedTaskBody:
         return None
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """An attempt that ended, waiting for the pump to record it."""
+
+    task: TaskRow
+    result: AttemptResult
+    first_attempt_at: float
 
 
 class QueuePump:
@@ -61,6 +78,8 @@ class QueuePump:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
+        self._pool = ThreadPoolExecutor(self._cap, thread_name_prefix=f"dispatch-{queue.name}")
+        self._outcomes: deque[_Outcome] = deque()
         self._next_purge = 0.0
 
     def start(self) -> None:
@@ -78,11 +97,21 @@ class QueuePump:
             self._thread.join()
 
     def wait_idle(self, until: float) -> int:
-        """Wait until no attempt is in flight or `until` (monotonic); return those left."""
+        """Wait until no attempt is in flight or `until` (monotonic); return those left.
+
+        The outcomes of the attempts that ended are recorded before returning.
+        """
         with self._idle:
             while self._in_flight and (left := until - time.monotonic()) > 0:
                 self._idle.wait(left)
-            return self._in_flight
+            left_in_flight = self._in_flight
+        try:
+            with self.table.db.transaction():
+                self._record_outcomes()
+        except Exception:
+            log.exception("queue %s: recording the last outcomes failed", self.queue.name)
+        self._pool.shutdown(wait=False)
+        return left_in_flight
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -96,36 +125,51 @@ class QueuePump:
             self._wake.clear()
 
     def _tick(self) -> float:
-        """Start what may start now; return how long to sleep before looking again."""
+        """Record ended attempts, start what may start now; return how long to sleep."""
         now = time.time()
         if now >= self._next_purge:
             self.table.purge_tombstones(self.queue.name, now - self.name_reservation_s)
             self._next_purge = now + _PURGE_EVERY_S
         with self._idle:
             free = self._cap - self._in_flight
-        if free <= 0:
-            return self.poll_interval_s  # an attempt that ends wakes the pump
         tokens = self.bucket.available()
-        if tokens < 1:
-            return self.bucket.wait_time()
-        claimed = self.table.claim_due(
-            self.queue.name,
-            now,
-            min(free, tokens, _CLAIM_BATCH),
-            self.owner,
-            self.queue.dispatch_deadline.total_seconds(),
-            self.lease_margin_s,
-        )
-        if not claimed:
-            due = self.table.next_due(self.queue.name)
-            wait = self.poll_interval_s if due is None else due - time.time()
-            return min(max(wait, 0.0), self.poll_interval_s)
-        for task in claimed:
+        if (free <= 0 or tokens < 1) and not self._outcomes:
+            # An attempt that ends wakes the pump; the bucket says when it refills.
+            return self.poll_interval_s if free <= 0 else self.bucket.wait_time()
+        with self.table.db.transaction():
+            self._record_outcomes()
+            if free <= 0:
+                return self.poll_interval_s
+            if tokens < 1:
+                return self.bucket.wait_time()
+            claimed = self.table.claim_due(
+                self.queue.name,
+                now,
+                min(free, tokens, _CLAIM_BATCH),
+                self.owner,
+                self.queue.dispatch_deadline.total_seconds(),
+                self.lease_margin_s,
+            )
+            if not claimed:
+                due = self.table.next_due(self.queue.name)
+                wait = self.poll_interval_s if due is None else due - time.time()
+                return min(max(wait, 0.0), self.poll_interval_s)
+            starting = [task for task in claimed if self._startable(task, now)]
+        # Sent only once their leases are committed.
+        for task in starting:
             self.bucket.take()
-            self._start(task, now)
+            self._start(task, task.first_attempt_at or now)
         return 0.0
 
-    def _start(self, task: TaskRow, claimed_at: float) -> None:
+    def _record_outcomes(self) -> None:
+        """Record the outcomes handed back so far (inside the pump's transaction)."""
+        while self._outcomes:
+            outcome = self._outcomes.popleft()
+            with job_context(_job_id(outcome.task)):
+                self._record(outcome.task, outcome.result, outcome.first_attempt_at)
+
+    def _startable(self, task: TaskRow, claimed_at: float) -> bool:
+        """False for a task with no attempt left, which is deleted instead."""
         first = task.first_attempt_at or claimed_at
         if task.lease_owner and exhausted(
             self.queue.retry_config, task.dispatch_count, first, claimed_at
@@ -134,23 +178,24 @@ class QueuePump:
             reason = f"retries exhausted after {task.dispatch_count} attempts; last: lease expired"
             self.table.finish(task, self.owner, False, reason, claimed_at)
             log.warning("task %s deleted: %s", task.name, reason, extra={"job_id": _job_id(task)})
-            return
+            return False
+        return True
+
+    def _start(self, task: TaskRow, first_attempt_at: float) -> None:
         with self._idle:
             self._in_flight += 1
-        threading.Thread(
-            target=self._attempt, args=(task, first), name=f"dispatch-{task.name}", daemon=True
-        ).start()
+        self._pool.submit(self._attempt, task, first_attempt_at)
 
     def _attempt(self, task: TaskRow, first_attempt_at: float) -> None:
         try:
             with job_context(_job_id(task)):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
-                result = send(task, headers, deadline, self.target_base)
-                self._record(task, result, first_attempt_at)
+                result = send(task, headers, deadline, self.target_base, thread_session())
+                self._outcomes.append(_Outcome(task, result, first_attempt_at))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
-            log.exception("task %s: recording the attempt failed", task.name)
+            log.exception("task %s: the attempt failed unexpectedly", task.name)
         finally:
             with self._idle:
                 self._in_flight -= 1

@@ -59,7 +59,13 @@ def create_app(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
     app.extensions["gradeq.intake"] = IntakeService(
-        adapters.store, adapters.queue, adapters.publisher, clock, limits, settings.fair_spacing()
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        limits,
+        settings.fair_spacing(),
+        uow=adapters.uow,
     )
     register_error_handlers(app)
     app.before_request(check_request_head)

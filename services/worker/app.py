@@ -38,6 +38,7 @@ def create_app(
         clock=clock,
         retry=settings.queue_config().retry_config,
         budget=budget,
+        uow=adapters.uow,
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

@@ -21,6 +21,7 @@ from shared.ports import (
     JobStore,
     ProcessedEvents,
     TaskQueue,
+    UnitOfWork,
 )
 
 
@@ -39,6 +40,8 @@ class AdapterFamily(Protocol):
 
     def api_key_store(self) -> ApiKeyStore: ...
 
+    def unit_of_work(self) -> UnitOfWork: ...
+
 
 @dataclass(frozen=True)
 class Adapters:
@@ -47,6 +50,8 @@ class Adapters:
     store: JobStore
     queue: TaskQueue
     publisher: EventPublisher
+    #: Groups their writes into one commit where the backend can (None: each on its own).
+    uow: UnitOfWork | None = None
 
 
 def adapter_family(settings: Settings) -> AdapterFamily:
@@ -63,7 +68,9 @@ def adapter_family(settings: Settings) -> AdapterFamily:
 def build_adapters(settings: Settings) -> Adapters:
     """The job store, task queue and event publisher of the configured backend."""
     family = adapter_family(settings)
-    return Adapters(family.job_store(), family.task_queue(), family.event_publisher())
+    return Adapters(
+        family.job_store(), family.task_queue(), family.event_publisher(), family.unit_of_work()
+    )
 
 
 def build_clock() -> Clock:

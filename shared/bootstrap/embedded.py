@@ -10,6 +10,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
 from shared.config.settings import Settings
 from shared.ports import EventRecords
 
@@ -37,6 +38,9 @@ class EmbeddedFamily:
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)
+
+    def unit_of_work(self) -> SqliteUnitOfWork:
+        return SqliteUnitOfWork(self._db)
 
     def processed_events(self) -> SqliteProcessedEvents:
         return self._processed

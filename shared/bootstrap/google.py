@@ -18,6 +18,7 @@ from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.task_queue import CloudTasksQueue
+from shared.adapters.google.unit_of_work import SeparateCommits
 from shared.config.settings import Settings
 
 #: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
@@ -71,6 +72,9 @@ class GoogleFamily:
             client.topic_path(self._settings.project_id, self._settings.topic),
             timeout_s=PUBLISH_TIMEOUT_S,
         )
+
+    def unit_of_work(self) -> SeparateCommits:
+        return SeparateCommits()
 
     def processed_events(self) -> FirestoreProcessedEvents:
         return self._processed

@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -15,7 +16,15 @@ from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFai
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, JobQuery, JobStore, TaskQueue, TaskSpec
+from shared.ports import (
+    Clock,
+    EventPublisher,
+    JobQuery,
+    JobStore,
+    TaskQueue,
+    TaskSpec,
+    UnitOfWork,
+)
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -79,8 +88,10 @@ class IntakeService:
         clock: Clock,
         limits: AdmissionLimits | None = None,
         fair_spacing: timedelta = timedelta(0),
+        uow: UnitOfWork | None = None,
     ) -> None:
         self._limits = limits
+        self._uow = uow
         self._fair_spacing = fair_spacing
         self._store = store
         self._queue = queue
@@ -100,26 +111,35 @@ class IntakeService:
                 )
             digest = fingerprint(request)
             new = Job.new(job_id, client_id, request, digest, now)
-            # Fairness: the client's n-th job not yet final is due n spacings from now,
-            # so another client's first job is never queued behind this client's burst.
-            ahead = self._store.active_jobs_of(client_id) if self._fair_spacing else 0
-            # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
-            job, created = self._store.create(new, self._limits)
-            if not created and job.fingerprint != digest:
-                raise IdempotencyConflict(
-                    "this Idempotency-Key was already used with a different request body"
-                )
-            if job.status is JobStatus.PENDING:
-                # Also on a retried request: the first one may have died before enqueueing.
-                # The task name is derived from the job, so the queue dedupes it.
-                # A scheduled job's task waits in the queue until not_before. The time is
-                # always given, so the queue orders every task on this service's clock.
-                due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
-                self._queue.enqueue(
-                    TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
-                )
+            # The job and its task commit together where the backend allows: nothing is
+            # half-written. Elsewhere a job may be stored without its task; its client's
+            # retry (same key) or the recovery sweep creates the task.
+            with self._uow.atomic() if self._uow else nullcontext():
+                job, created = self._create(new, digest, now)
             log.info("job accepted" if created else "job request replayed")
             return Submission(job, created)
+
+    def _create(self, new: Job, digest: str, now: datetime) -> tuple[Job, bool]:
+        """Store the job unless its key was used, and make sure a pending job has its task."""
+        # Fairness: the client's n-th job not yet final is due n spacings from now,
+        # so another client's first job is never queued behind this client's burst.
+        ahead = self._store.active_jobs_of(new.client_id) if self._fair_spacing else 0
+        # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
+        job, created = self._store.create(new, self._limits)
+        if not created and job.fingerprint != digest:
+            raise IdempotencyConflict(
+                "this Idempotency-Key was already used with a different request body"
+            )
+        if job.status is JobStatus.PENDING:
+            # Also on a retried request: the first one may have died before enqueueing.
+            # The task name is derived from the job, so the queue dedupes it.
+            # A scheduled job's task waits in the queue until not_before. The time is
+            # always given, so the queue orders every task on this service's clock.
+            due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
+            self._queue.enqueue(
+                TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
+            )
+        return job, created
 
     def get(self, client_id: str, job_id: str) -> Job:
         """Return the client's job; another client's job is as unknown as a missing one."""

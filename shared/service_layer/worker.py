@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -35,7 +36,7 @@ from shared.domain.errors import (
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, Grader, JobStore
+from shared.ports import Clock, EventPublisher, Grader, JobStore, UnitOfWork
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ class WorkerService:
         clock: Clock,
         retry: RetryConfig,
         budget: Budget,
+        uow: UnitOfWork | None = None,
     ) -> None:
+        self._uow = uow
         self._store = store
         self._publisher = publisher
         self._grader = grader
@@ -209,9 +212,11 @@ class WorkerService:
             wrapped = GradingError(f"unexpected grader error: {type(exc).__name__}")
             return self._transient(job, owner, delivery, wrapped, None)
 
-        done = self._store_outcome(job.id, lambda j: j.succeed(owner, result, self._clock.now()))
+        done = self._store_outcome(
+            job.id, lambda j: j.succeed(owner, result, self._clock.now()), announce=True
+        )
         log.info("job succeeded", extra={"score": result.score, "attempt": done.attempts})
-        return DeliveryResult(Verdict.DONE, self._announce(done))
+        return DeliveryResult(Verdict.DONE, done)
 
     # --- the heartbeat -------------------------------------------------------------------
 
@@ -350,27 +355,40 @@ class WorkerService:
 
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:
         error = JobError(exc.slug, exc.detail)
-        failed = self._store_outcome(job.id, lambda j: j.fail(owner, error, self._clock.now()))
+        failed = self._store_outcome(
+            job.id, lambda j: j.fail(owner, error, self._clock.now()), announce=True
+        )
         log.error("job failed", extra={"event": "job_failed", "error_type": exc.slug})
-        return DeliveryResult(Verdict.DONE, self._announce(failed))
+        return DeliveryResult(Verdict.DONE, failed)
 
-    def _store_outcome(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
-        """Store an attempt's outcome, retrying a briefly unavailable store.
+    def _store_outcome(
+        self, job_id: str, mutate: Callable[[Job], Job], *, announce: bool = False
+    ) -> Job:
+        """Store an attempt's outcome (and announce a final one), retrying a busy store.
 
-        The grading already happened: giving up at the first store error would make the
-        queue pay for a second grader call.
+        The outcome and its event commit together where the backend allows. The grading
+        already happened: giving up at the first store error would make the queue pay for
+        a second grader call. Once the outcome is stored, an error is not retried here
+        (the next delivery announces a final job that is not yet announced).
         """
         give_up = time.monotonic() + self._budget.result_write_retry_s
         delay = 0.1
         while True:
+            stored = False
             try:
-                return self._store.update(job_id, mutate)
+                with self._atomic():
+                    job = self._store.update(job_id, mutate)
+                    stored = True
+                    return self._announce(job) if announce else job
             except DependencyUnavailable as exc:
-                if time.monotonic() + delay > give_up:
+                if stored or time.monotonic() + delay > give_up:
                     raise
                 log.warning("storing the outcome failed; retrying", extra={"reason": exc.detail})
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        return self._uow.atomic() if self._uow is not None else nullcontext()
 
     def _announce(self, job: Job) -> Job:
         return announce(job, self._store, self._publisher, self._clock)

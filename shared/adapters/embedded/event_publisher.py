@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from shared.adapters.embedded.bus_tables import SCHEMA, rfc3339
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.adapters.embedded.wakeup import BUS, WakeSender
 from shared.codecs.cloudevent import to_pubsub
 from shared.config.subscriptions import TopicConfig, load_subscriptions
 from shared.domain.events import GradingCompleted
@@ -26,6 +27,7 @@ class SqliteEventPublisher:
     def __init__(self, db: SqliteDatabase, topic: TopicConfig | None = None) -> None:
         self._db = db
         self._topic = topic or load_subscriptions()
+        self._wake = WakeSender(db.path, BUS)
         db.ensure_schema(SCHEMA)
 
     def publish(self, event: GradingCompleted) -> str:
@@ -46,6 +48,7 @@ class SqliteEventPublisher:
                 " VALUES (?, ?, ?)",
                 [(message_id, name, now.timestamp()) for name in self._topic.subscriptions],
             )
+            self._db.after_commit(self._wake.notify)
         return message_id
 
     def ping(self) -> None:

@@ -17,6 +17,7 @@ from shared.adapters.embedded.task_table import (
     NewTask,
     TaskTable,
 )
+from shared.adapters.embedded.wakeup import TASKS, WakeSender
 from shared.codecs.task_body import CONTENT_TYPE, encode_task_body
 from shared.config.queues import QueueConfig
 from shared.ports import TaskSpec
@@ -44,6 +45,7 @@ class SqliteTaskQueue:
         self.queue = queue
         self.target_url = target_url
         self.name_reservation = name_reservation
+        self._wake = WakeSender(db.path, TASKS)
 
     def new_task(self, task: TaskSpec) -> NewTask:
         """Build the row for `task`: a JSON POST of the job id to the worker."""
@@ -59,14 +61,17 @@ class SqliteTaskQueue:
         )
 
     def enqueue_in(self, conn: sqlite3.Connection, task: TaskSpec) -> bool:
-        """Enqueue inside the caller's write transaction (the job and its task in one commit)."""
+        """Enqueue inside the caller's write transaction; the dispatcher is woken on commit."""
         reservation = self.name_reservation.total_seconds()
-        return TaskTable.insert(conn, self.new_task(task), time.time(), reservation)
+        created = TaskTable.insert(conn, self.new_task(task), time.time(), reservation)
+        if created:
+            self.table.db.after_commit(self._wake.notify)
+        return created
 
     def enqueue(self, task: TaskSpec) -> bool:
-        new = self.new_task(task)
-        with unavailable_on_error("enqueue task"):
-            return self.table.create(new, self.name_reservation.total_seconds())
+        """Insert the task (joining the caller's transaction, if any); False if a duplicate."""
+        with unavailable_on_error("enqueue task"), self.table.db.transaction() as conn:
+            return self.enqueue_in(conn, task)
 
     def exists(self, task_name: str) -> bool:
         with unavailable_on_error("look up task"):

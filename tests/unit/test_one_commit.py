@@ -1,0 +1,134 @@
+"""On the embedded backend a job and its task, and a final state and its event, are one commit."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.adapters.embedded.task_table import TaskTable
+from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
+from shared.clock import SystemClock
+from shared.config.queues import load_queues
+from shared.config.settings import Settings
+from shared.domain.errors import DependencyUnavailable
+from shared.domain.ids import job_id_for, task_name_for
+from shared.domain.job import GradingRequest, JobStatus
+from shared.service_layer.intake import IntakeService
+from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
+from tests.fakes import ScriptedGrader
+
+REQUEST = GradingRequest(submission_id="s1", answer="an answer", rubric=("c1",), max_score=10)
+
+
+@dataclass
+class Embedded:
+    db: SqliteDatabase
+    store: SqliteJobStore
+    queue: SqliteTaskQueue
+    publisher: SqliteEventPublisher
+    uow: SqliteUnitOfWork
+    commits: list[int]
+
+    def messages(self) -> int:
+        return int(self.db.connection().execute("SELECT COUNT(*) FROM bus_messages").fetchone()[0])
+
+
+@pytest.fixture
+def embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Embedded:
+    db = SqliteDatabase(tmp_path / "gradeq.db")
+    queue = SqliteTaskQueue(db, load_queues()["grading"], "/tasks/grade")
+    parts = Embedded(
+        db, SqliteJobStore(db), queue, SqliteEventPublisher(db), SqliteUnitOfWork(db), []
+    )
+    turn = db._write_turn
+
+    @contextmanager
+    def counted() -> Iterator[None]:
+        with turn():
+            yield
+        parts.commits.append(1)
+
+    def counting_turn() -> AbstractContextManager[None]:
+        return counted()
+
+    monkeypatch.setattr(db, "_write_turn", counting_turn)
+    return parts
+
+
+def _intake(e: Embedded) -> IntakeService:
+    return IntakeService(e.store, e.queue, e.publisher, SystemClock(), uow=e.uow)
+
+
+def _worker(e: Embedded) -> WorkerService:
+    retry = load_queues()["grading"].retry_config
+    return WorkerService(
+        e.store, e.publisher, ScriptedGrader(), SystemClock(), retry, Settings().budget(), uow=e.uow
+    )
+
+
+def test_a_submission_writes_its_job_and_task_in_one_commit(embedded: Embedded) -> None:
+    submitted = _intake(embedded).submit("client-a", "key-1", REQUEST)
+    assert submitted.created
+    assert len(embedded.commits) == 1
+    job = submitted.job
+    assert embedded.queue.exists(task_name_for(job.id, job.generation))
+    # A retry of the request reads the job and finds its task: one (empty) turn, no new rows.
+    again = _intake(embedded).submit("client-a", "key-1", REQUEST)
+    assert not again.created and again.job.id == job.id
+    assert len(embedded.commits) == 2
+
+
+def test_a_task_that_cannot_be_written_leaves_no_job_behind(
+    embedded: Embedded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_insert(*args: object) -> bool:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(TaskTable, "insert", staticmethod(broken_insert))
+    with pytest.raises(DependencyUnavailable):
+        _intake(embedded).submit("client-a", "key-1", REQUEST)
+    assert embedded.store.get(job_id_for("client-a", "key-1")) is None
+    assert embedded.store.active_counts("client-a").client == 0
+    assert embedded.store.active_counts("client-a").total == 0
+
+
+def test_a_delivery_claims_then_stores_the_result_and_its_event_in_one_commit(
+    embedded: Embedded,
+) -> None:
+    job = _intake(embedded).submit("client-a", "key-1", REQUEST).job
+    embedded.commits.clear()
+    result = _worker(embedded).handle(TaskDelivery(job.id, "t"))
+    assert result.verdict is Verdict.DONE
+    assert len(embedded.commits) == 2  # the claim, then the outcome with its event
+    stored = embedded.store.get(job.id)
+    assert stored is not None
+    assert stored.status is JobStatus.SUCCEEDED and stored.event_published
+    assert embedded.messages() == 1
+
+
+def test_an_event_that_cannot_be_stored_leaves_the_job_unfinished(
+    embedded: Embedded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _intake(embedded).submit("client-a", "key-1", REQUEST).job
+
+    def unavailable(event: object) -> str:
+        raise DependencyUnavailable("bus table unwritable")
+
+    monkeypatch.setattr(embedded.publisher, "publish", unavailable)
+    with pytest.raises(DependencyUnavailable):
+        _worker(embedded).handle(TaskDelivery(job.id, "t"))
+    stored = embedded.store.get(job.id)
+    assert stored is not None
+    # Still the claimed attempt: its next delivery takes it over once the lease lapses.
+    assert stored.status is JobStatus.RUNNING and not stored.event_published
+    assert embedded.messages() == 0
+    assert embedded.store.active_counts("client-a").client == 1
