@@ -81,6 +81,12 @@ class _Formatter(JsonFormatter):
 
 def configure_logging(service: str, level: str = "INFO") -> None:
     """Send this process's logs to stdout as one JSON object per line."""
+    # The lines carry no thread, process or source location: skip gathering them for
+    # every record (the logging HOWTO's optimisations; `_srcfile` is its documented knob).
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(
         _Formatter(

@@ -241,7 +241,7 @@ class Bus:
         endpoint = self._endpoints[delivery.subscription]
         if status in SUCCESS_CODES:
             self._store.ack(delivery)
-            log.info("delivered", extra=_facts(delivery, status))
+            log.debug("delivered", extra=_facts(delivery, status))
         elif delivery.attempt >= endpoint.config.max_delivery_attempts:
             letter = self._store.dead_letter(delivery, status, error)
             if letter is not None:

@@ -213,7 +213,7 @@ class QueuePump:
         }
         if result.succeeded:
             if self.table.finish(task, self.owner, True, "succeeded", now):
-                log.info("task %s delivered", task.name, extra=fields)
+                log.debug("task %s delivered", task.name, extra=fields)
             return
         config = self.queue.retry_config
         what = f"{result.reason} {result.status or ''} {result.detail}".strip()

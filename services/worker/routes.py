@@ -44,7 +44,7 @@ def grade() -> Response:
         execution_count=_int_header("X-CloudTasks-TaskExecutionCount"),
     )
     with job_context(job_id):
-        log.info(
+        log.debug(
             "task delivered",
             extra={"retry_count": delivery.retry_count, "task_name": delivery.task_name},
         )

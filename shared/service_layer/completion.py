@@ -11,11 +11,11 @@ from shared.ports import Clock, EventPublisher, JobStore
 log = logging.getLogger(__name__)
 
 
-def log_completion(job: Job) -> None:
+def log_completion(job: Job, **announced: object) -> None:
     """The one completion line per final job that Cloud Logging turns into metrics.
 
     Log-based metrics (terraform/dashboard.tf) read `event`, `outcome`, `error_type` and
-    the three timings from it; keep those names stable.
+    the three timings from it; keep those names stable. `announced` adds the event's ids.
     """
     timings = job.timings()
     log.info(
@@ -26,7 +26,9 @@ def log_completion(job: Job) -> None:
             "error_type": job.error.type if job.error else None,
             "attempts": job.attempts,
             "generation": job.generation,
+            "score": job.result.score if job.result is not None else None,
             **timings,
+            **announced,
         },
     )
 
@@ -40,10 +42,8 @@ def announce(job: Job, store: JobStore, publisher: EventPublisher, clock: Clock)
     if job.event_published:
         return job
     event = GradingCompleted.from_job(job)
-    log_completion(job)
     message_id = publisher.publish(event)
-    log.info(
-        "completion event published",
-        extra={"event_id": event.event_id, "message_id": message_id, "outcome": event.outcome},
-    )
-    return store.update(job.id, lambda j: j.mark_event_published(clock.now()))
+    announced = store.update(job.id, lambda j: j.mark_event_published(clock.now()))
+    # Logged once the job is marked announced: one line per job for the metrics.
+    log_completion(job, event_id=event.event_id, message_id=message_id)
+    return announced

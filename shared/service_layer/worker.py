@@ -215,7 +215,6 @@ class WorkerService:
         done = self._store_outcome(
             job.id, lambda j: j.succeed(owner, result, self._clock.now()), announce=True
         )
-        log.info("job succeeded", extra={"score": result.score, "attempt": done.attempts})
         return DeliveryResult(Verdict.DONE, done)
 
     # --- the heartbeat -------------------------------------------------------------------

@@ -60,6 +60,7 @@ def process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], LogReader]]
     queues_file = tmp_path / "queues.json"
     queues_file.write_text(json.dumps(QUEUES))
     env = {**os.environ, "GRADEQ_PUSH_TOKEN": "tok", "GRADEQ_DATA_DIR": str(tmp_path)}
+    env["GRADEQ_LOG_LEVEL"] = "DEBUG"  # successful deliveries are logged at DEBUG
     args = [
         sys.executable,
         "-m",
