@@ -61,9 +61,23 @@ def forwarded_id_token(audience: str, email: str, now: float | None = None) -> s
     return ".".join([*segments, FORWARDED_SIGNATURE])
 
 
+#: How long a sender reuses an ID token; Google's clients also reuse theirs until close
+#: to its expiry, so a receiver sees the same token on many requests.
+TOKEN_REUSE_S = 300.0
+_tokens: dict[tuple[str, str], tuple[float, str]] = {}
+_tokens_guard = threading.Lock()
+
+
 def forwarded_authorization(audience: str, email: str) -> dict[str, str]:
     """The Authorization header of a request that passed Cloud Run's IAM check."""
-    return {"Authorization": f"Bearer {forwarded_id_token(audience, email)}"}
+    now = time.time()
+    key = (audience, email)
+    with _tokens_guard:
+        issued, token = _tokens.get(key, (0.0, ""))
+        if now - issued >= TOKEN_REUSE_S or now < issued:
+            token = forwarded_id_token(audience, email, now)
+            _tokens[key] = (now, token)
+    return {"Authorization": f"Bearer {token}"}
 
 
 class CloudRunFront:

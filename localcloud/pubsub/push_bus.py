@@ -7,9 +7,9 @@ messages that failed together do not all come back together, never below the min
 After `max_delivery_attempts` failed pushes the message is moved to the dead letters.
 
 The pump thread claims due deliveries and records the outcomes of finished pushes in one
-transaction per turn; a pool of push threads sends them, each over its own keep-alive
-session. The publisher signals new messages after its commit (a datagram), and a push
-that ends wakes the pump, so the bus only polls as a fallback.
+transaction per turn; a pool of push threads sends them over kept-alive connections. The
+publisher signals new messages after its commit (a datagram), and a push that ends wakes
+the pump, so the bus only polls as a fallback.
 
 With an OIDC service account each push carries the subscription's ID token as Cloud Run
 hands it to the container (signature removed), with the endpoint's base URL as audience,
@@ -19,6 +19,7 @@ as terraform sets it; otherwise the shared push token, if any.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import random
 import threading
@@ -31,9 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-
 from localcloud.cloudrun import base_url, forwarded_authorization
+from localcloud.http_pool import pool, send
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.adapters.embedded.wakeup import BUS, WakeListener
@@ -71,19 +71,6 @@ def backoff_delay(config: SubscriptionConfig, failed_attempts: int, jitter: floa
     base = config.backoff(failed_attempts).total_seconds()
     jittered = base * (1 - random.uniform(0, jitter))
     return max(jittered, config.minimum_backoff.total_seconds())
-
-
-_sessions = threading.local()
-
-
-def _session() -> requests.Session:
-    """This push thread's session: connections to the subscribers are kept alive."""
-    session: requests.Session | None = getattr(_sessions, "session", None)
-    if session is None:
-        session = requests.Session()
-        session.trust_env = False  # as Pub/Sub: no proxy or netrc from the environment
-        _sessions.session = session
-    return session
 
 
 @dataclass(frozen=True)
@@ -140,6 +127,7 @@ class Bus:
         self._inflight: set[Future[None]] = set()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._http = pool(concurrency)
         self._thread: threading.Thread | None = None
         self._listener: WakeListener | None = None
         self._outcomes: deque[_Outcome] = deque()
@@ -262,19 +250,16 @@ class Bus:
             headers = forwarded_authorization(endpoint.audience, self._oidc_account)
         elif self._push_token:
             headers = {"Authorization": f"Bearer {self._push_token}"}
-        try:
-            response = _session().post(
-                endpoint.push_url,
-                json=push_envelope(delivery),
-                headers=headers,
-                timeout=endpoint.config.ack_deadline.total_seconds(),
-                allow_redirects=False,
-            )
-        except requests.RequestException as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-        if response.status_code in SUCCESS_CODES:
-            return response.status_code, None
-        return response.status_code, f"HTTP {response.status_code}: {response.text[:300]}"
+        headers["Content-Type"] = "application/json"
+        body = json.dumps(push_envelope(delivery)).encode()
+        timeout = endpoint.config.ack_deadline.total_seconds()
+        reply = send(self._http, "POST", endpoint.push_url, body, headers, timeout)
+        if reply.status is None:
+            return None, reply.detail
+        if reply.status in SUCCESS_CODES:
+            return reply.status, None
+        text = reply.body[:300].decode(errors="replace")
+        return reply.status, f"HTTP {reply.status}: {text}"
 
 
 def _facts(delivery: PushDelivery, status: int | None) -> dict[str, object]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import requests
+import urllib3
 
 from localcloud.cloudrun import base_url, forwarded_authorization
+from localcloud.http_pool import TIMED_OUT
+from localcloud.http_pool import send as send_request
 from shared.adapters.embedded.task_table import TaskRow
 
 USER_AGENT = "Google-Cloud-Tasks"
@@ -17,21 +18,6 @@ HTTP_ERROR = "HTTP_ERROR"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 UNREACHABLE = "UNREACHABLE"
 DISPATCHER_STOPPED = "DISPATCHER_STOPPED"
-
-
-_sessions = threading.local()
-
-
-def thread_session() -> requests.Session:
-    """This thread's HTTP session: connections to the worker are kept alive between tasks."""
-    session: requests.Session | None = getattr(_sessions, "session", None)
-    if session is None:
-        session = requests.Session()
-        # Like Cloud Tasks, ignore the environment's proxy and netrc settings (which
-        # requests would otherwise read again for every request).
-        session.trust_env = False
-        _sessions.session = session
-    return session
 
 
 @dataclass(frozen=True)
@@ -104,28 +90,22 @@ def send(
     task: TaskRow,
     headers: dict[str, str],
     timeout_s: float,
-    target_base: str | None = None,
-    session: requests.Session | None = None,
+    target_base: str | None,
+    http: urllib3.PoolManager,
 ) -> AttemptResult:
     """Send the task's request; redirects are not followed (a 3xx is a failed attempt)."""
     url = resolve(task.url, target_base)
     if url is None:
         return AttemptResult(None, UNREACHABLE, detail=f"no worker base URL for {task.url!r}")
-    try:
-        response = (session or requests).request(
-            task.http_method,
-            url,
-            headers=headers,
-            data=task.body,
-            timeout=timeout_s,
-            allow_redirects=False,
-        )
-    except requests.Timeout as exc:
-        return AttemptResult(None, DEADLINE_EXCEEDED, detail=str(exc))
-    except requests.RequestException as exc:
-        return AttemptResult(None, UNREACHABLE, detail=str(exc))
-    # Reading the body lets the connection go back to the session's pool.
-    response.content  # noqa: B018
+    reply = send_request(http, task.http_method, url, task.body, headers, timeout_s)
+    if reply.status is None:
+        reason = DEADLINE_EXCEEDED if reply.failure == TIMED_OUT else UNREACHABLE
+        return AttemptResult(None, reason, detail=reply.detail)
     return AttemptResult(
-        response.status_code, HTTP_ERROR, retry_after=response.headers.get("Retry-After")
+        reply.status, HTTP_ERROR, retry_after=_header(reply.headers, "Retry-After")
     )
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    wanted = name.lower()
+    return next((v for k, v in headers.items() if k.lower() == wanted), None)

@@ -1,8 +1,8 @@
 """One queue's pump: claims due tasks within the rate limits and delivers them on a pool.
 
-A fixed pool of dispatch threads sends the requests, each over its own keep-alive
-session. An attempt that ends hands its outcome back to the pump, which records every
-outcome gathered since its last turn and claims the next due tasks in one transaction.
+A fixed pool of dispatch threads sends the requests over kept-alive connections. An
+attempt that ends hands its outcome back to the pump, which records every outcome gathered
+since its last turn and claims the next due tasks in one transaction.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from localcloud.tasks.attempt import AttemptResult, build_headers, send, thread_session
+from localcloud.http_pool import pool
+from localcloud.tasks.attempt import AttemptResult, build_headers, send
 from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from localcloud.tasks.retry import describe, exhausted, retry_delay
 from shared.adapters.embedded.task_table import TaskRow, TaskTable
@@ -80,6 +81,7 @@ class QueuePump:
         self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
         self._pool = ThreadPoolExecutor(self._cap, thread_name_prefix=f"dispatch-{queue.name}")
         self._outcomes: deque[_Outcome] = deque()
+        self._http = pool(self._cap)
         self._next_purge = 0.0
 
     def start(self) -> None:
@@ -191,7 +193,7 @@ class QueuePump:
             with job_context(_job_id(task)):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
-                result = send(task, headers, deadline, self.target_base, thread_session())
+                result = send(task, headers, deadline, self.target_base, self._http)
                 self._outcomes.append(_Outcome(task, result, first_attempt_at))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
