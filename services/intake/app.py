@@ -40,7 +40,7 @@ def create_app(
     configure_logging("intake", settings.log_level)
     family = adapter_family(settings)
     adapters = adapters or Adapters(
-        family.job_store(), family.task_queue(), family.event_publisher()
+        family.job_store(), family.task_queue(), family.event_publisher(), family.unit_of_work()
     )
     clock = clock or build_clock()
     app = Flask(__name__)

@@ -6,10 +6,13 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from services.intake.app import create_app as create_intake
+from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -19,6 +22,7 @@ from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
 from shared.clock import SystemClock
 from shared.config.queues import load_queues
 from shared.config.settings import Settings
+from shared.domain.api_keys import ApiKey
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, JobStatus
@@ -132,3 +136,24 @@ def test_an_event_that_cannot_be_stored_leaves_the_job_unfinished(
     assert stored.status is JobStatus.RUNNING and not stored.event_published
     assert embedded.messages() == 0
     assert embedded.store.active_counts("client-a").client == 1
+
+
+def test_the_intake_app_commits_a_job_with_its_task_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(data_dir=tmp_path)
+    key, stored = ApiKey.issue("client-a", datetime.now(UTC))
+    SqliteApiKeyStore(SqliteDatabase(settings.database_path)).add(stored)
+    intake = create_intake(settings).test_client()
+
+    def broken_insert(*args: object) -> bool:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(TaskTable, "insert", staticmethod(broken_insert))
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "k-1"}
+    body = {"submission_id": "s", "answer": "a", "rubric": "r"}
+    assert intake.post("/v1/grading-jobs", json=body, headers=headers).status_code == 503
+    store = SqliteJobStore(SqliteDatabase(settings.database_path))
+    assert store.get(job_id_for("client-a", "k-1")) is None
+    monkeypatch.undo()
+    assert intake.post("/v1/grading-jobs", json=body, headers=headers).status_code == 202
