@@ -42,6 +42,13 @@ bench: install
 	$(PY) bench/bench_enqueue.py
 	$(PY) bench/cost_per_job.py
 
+# RPCs per request of the Google adapters on the official emulators and the local Cloud
+# Tasks API, by method; fails if a client or channel is built per request.
+GOOGLE_CALLS_ARGS ?= --n 50
+.PHONY: google-calls
+google-calls: install
+	$(PY) bench/google_calls.py $(GOOGLE_CALLS_ARGS)
+
 # Re-pin from the venv: a dependency new in pyproject.toml is installed at its newest
 # version, the others stay as installed (upgrade one with pip install -U first); then
 # `make test` checks the pinned set.

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import cached_property
 
-from google.cloud import firestore
+from google.cloud import firestore, tasks_v2
+from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
@@ -27,7 +28,10 @@ PUBLISH_TIMEOUT_S = 30.0
 
 
 class GoogleFamily:
-    """Builds each Google adapter on first use; one Firestore client serves both stores."""
+    """Builds each Google adapter on first use; one client per Google API serves them all.
+
+    Each client holds one gRPC channel: asking for an adapter twice never opens another.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -48,12 +52,20 @@ class GoogleFamily:
             counters_collection=s.counters_collection,
         )
 
+    @cached_property
+    def _cloud_tasks(self) -> tasks_v2.CloudTasksClient:
+        return cloud_tasks_client()
+
+    @cached_property
+    def _publisher(self) -> PublisherClient:
+        return publisher_client()
+
     def task_queue(self) -> CloudTasksQueue:
         s = self._settings
         worker_url = s.worker_url.rstrip("/")
         queue = s.queue_config()
         return CloudTasksQueue(
-            cloud_tasks_client(),
+            self._cloud_tasks,
             queue_path(s.project_id, s.location, s.queue),
             target_url=worker_url + queue.target_path,
             queue=queue,
@@ -66,7 +78,7 @@ class GoogleFamily:
         return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.firestore_deadline_s)
 
     def event_publisher(self) -> PubSubEventPublisher:
-        client = publisher_client()
+        client = self._publisher
         return PubSubEventPublisher(
             client,
             client.topic_path(self._settings.project_id, self._settings.topic),

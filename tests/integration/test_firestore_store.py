@@ -7,16 +7,19 @@ each call costs, and create-once semantics of the dedup records.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from shared.adapters.google import job_store as job_store_module
 from shared.adapters.google import metering
-from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.job_store import BACKLOG_SHARDS, FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
-from shared.domain.errors import JobLocked, JobNotFound
+from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.errors import BacklogFull, JobLocked, JobNotFound
 from shared.domain.job import GradingRequest, Job, JobStatus
 from tests.google_fixtures import JOB_TTL
 
@@ -102,6 +105,39 @@ def test_unknown_job_update_is_not_found_and_creates_nothing(
     with pytest.raises(JobNotFound):
         firestore_job_store.update("ghost", lambda j: j)
     assert firestore_job_store.get("ghost") is None
+
+
+def test_admission_reads_the_counters_in_one_call_and_reuses_the_total(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(job_store_module, "BACKLOG_CACHE_S", 60.0)  # no expiry mid-test
+    other = dataclasses.replace(make_job("j-0"), client_id="client-b")
+    firestore_job_store.create(other)
+    batches: list[int] = []
+    get_all = firestore_clean.get_all
+
+    def counting_get_all(refs: Any, **kwargs: Any) -> Any:
+        refs = list(refs)
+        batches.append(len(refs))
+        return get_all(refs, **kwargs)
+
+    monkeypatch.setattr(firestore_clean, "get_all", counting_get_all)
+    meter = firestore_job_store.meter
+    limits = AdmissionLimits(per_client=10, backlog=100)
+    meter.reset()
+    firestore_job_store.create(make_job("j-1"), limits)
+    # No total cached yet: the client's counter and every shard in one batched read.
+    assert batches == [1 + BACKLOG_SHARDS]
+    assert meter.snapshot()[metering.FIRESTORE_READS] == 1 + BACKLOG_SHARDS
+    meter.reset()
+    firestore_job_store.create(make_job("j-2"), limits)
+    # The cached total is reused: only the client's counter is read.
+    assert batches == [1 + BACKLOG_SHARDS]
+    assert meter.snapshot()[metering.FIRESTORE_READS] == 1
+    assert firestore_job_store.active_counts("client-a") == ActiveCounts(2, 3)
+    assert batches == [1 + BACKLOG_SHARDS] * 2
+    with pytest.raises(BacklogFull):
+        firestore_job_store.create(make_job("j-3"), AdmissionLimits(per_client=10, backlog=3))
 
 
 def test_find_counts_one_read_even_when_empty(firestore_job_store: FirestoreJobStore) -> None:

@@ -14,9 +14,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _firestore_emulator(monkeypatch: pytest.MonkeyPatch) -> None:
+def _emulators(monkeypatch: pytest.MonkeyPatch) -> None:
     # Anonymous credentials and no request: building a client does not connect.
-    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:9")
+    for name in ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"):
+        monkeypatch.setenv(name, "127.0.0.1:9")
+
+
+def test_adapters_asked_for_twice_share_one_client_per_api() -> None:
+    family = GoogleFamily(Settings(backend=Backend.GOOGLE, project_id="demo-gradeq"))
+    first, second = family.task_queue(), family.task_queue()
+    assert first is not second and first._client is second._client
+    publisher = family.event_publisher()
+    assert publisher._client is family.event_publisher()._client
+    assert family.job_store()._client is family.api_key_store()._client
+    publisher._client.stop()
 
 
 def test_the_processed_events_collection_is_the_one_setting(

@@ -78,7 +78,7 @@ class FirestoreJobStore:
         client_ref = self._counters.document(_client_counter_id(job.client_id))
         if limits is not None:
             try:
-                limits.check(ActiveCounts(self._read_active(client_ref), self._backlog_total()))
+                limits.check(self._admission_counts(client_ref))
             except GradeqError:
                 existing = self.get(job.id)  # a retried request is answered, never refused
                 if existing is not None:
@@ -118,32 +118,40 @@ class FirestoreJobStore:
         shard = self._counters.document(f"backlog:{random.randrange(BACKLOG_SHARDS)}")
         writes.set(shard, increment, merge=True)
 
-    def _backlog_total(self) -> int:
+    def _admission_counts(self, client_ref: Any) -> ActiveCounts:
+        """The client's count, read now, and the backlog total, cached for a while."""
         now = time.monotonic()
         with self._cache_lock:
-            if self._backlog_cache and now - self._backlog_cache[0] < BACKLOG_CACHE_S:
-                return self._backlog_cache[1]
-        refs = [self._counters.document(f"backlog:{i}") for i in range(BACKLOG_SHARDS)]
+            cached = self._backlog_cache
+        if cached and now - cached[0] < BACKLOG_CACHE_S:
+            return ActiveCounts(self._read_active(client_ref), cached[1])
+        return self._read_counts(client_ref)
+
+    def _read_counts(self, client_ref: Any) -> ActiveCounts:
+        """Read the client's counter and every backlog shard in one call; cache the total."""
+        now = time.monotonic()
+        shards = [self._counters.document(f"backlog:{i}") for i in range(BACKLOG_SHARDS)]
         try:
             snapshots = list(
-                self._client.get_all(refs, retry=self._retry, timeout=self._deadline_s)
+                self._client.get_all(
+                    [client_ref, *shards], retry=self._retry, timeout=self._deadline_s
+                )
             )
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore read failed: {exc}") from exc
-        self.meter.add(metering.FIRESTORE_READS, BACKLOG_SHARDS)
-        total = sum(int((s.to_dict() or {}).get(_ACTIVE, 0)) for s in snapshots if s.exists)
+        self.meter.add(metering.FIRESTORE_READS, 1 + BACKLOG_SHARDS)
+        # The snapshots come back in any order: tell them apart by document id.
+        active = {s.id: int((s.to_dict() or {}).get(_ACTIVE, 0)) for s in snapshots if s.exists}
+        total = sum(active.get(shard.id, 0) for shard in shards)
         with self._cache_lock:
             self._backlog_cache = (now, total)
-        return total
+        return ActiveCounts(active.get(client_ref.id, 0), total)
 
     def active_jobs_of(self, client_id: str) -> int:
         return self._read_active(self._counters.document(_client_counter_id(client_id)))
 
     def active_counts(self, client_id: str) -> ActiveCounts:
-        active = self._read_active(self._counters.document(_client_counter_id(client_id)))
-        with self._cache_lock:
-            self._backlog_cache = None
-        return ActiveCounts(active, self._backlog_total())
+        return self._read_counts(self._counters.document(_client_counter_id(client_id)))
 
     def get(self, job_id: str) -> Job | None:
         self.meter.add(metering.FIRESTORE_READS)
