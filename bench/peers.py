@@ -7,7 +7,7 @@ Runs from its own venv (.venv-bench: Celery, RQ, redis-py, psutil); Gradeq runs 
 venv as users run it (bench.gradeq_stack). Every system gets the same workload, on
 loopback only, and the runs are interleaved (Gradeq, Celery, RQ, Flask, Gradeq, ...):
 
-1. acceptance: wrk, 32 connections for ~10 s, against each HTTP front alone (Gradeq's
+1. acceptance: wrk, 32 connections for 8 s, against each HTTP front alone (Gradeq's
    intake, a Flask app calling Celery's `.delay()`, one calling RQ's `enqueue`, a bare
    Flask app answering 202): requests/s, p50/p99, and the ratio to bare Flask.
 2. burst: 1000 jobs of 0.2 s at concurrency 50 submitted by 32 clients: makespan from the

@@ -58,12 +58,12 @@ def figures(workload: Workload) -> list[Figure]:
         Figure("CPU ms/job submit to final, no HTTP front", BURST, "cpu_core_ms", 2),
         Figure("CPU ms/job submit to final, with HTTP front", BURST, "cpu_front_core_ms", 2),
         Figure("CPU ms/job with both subscribers", BURST, "cpu_all_ms", 2, (GRADEQ,)),
-        Figure("  HTTP front: intake | Flask producer", BURST, "cpu_front_ms", 2),
-        Figure("  worker process(es)", BURST, "cpu_worker_ms", 2),
-        Figure("  queue: dispatcher | Redis", BURST, "cpu_queue_ms", 2),
-        Figure("  event bus", BURST, "cpu_bus_ms", 2, (GRADEQ,)),
-        Figure("  notification subscriber", BURST, "cpu_notification_ms", 2, (GRADEQ,)),
-        Figure("  analytics subscriber", BURST, "cpu_analytics_ms", 2, (GRADEQ,)),
+        Figure("CPU ms/job: HTTP front (intake / Flask producer)", BURST, "cpu_front_ms", 2),
+        Figure("CPU ms/job: worker process(es)", BURST, "cpu_worker_ms", 2),
+        Figure("CPU ms/job: queue (dispatcher / Redis)", BURST, "cpu_queue_ms", 2),
+        Figure("CPU ms/job: event bus", BURST, "cpu_bus_ms", 2, (GRADEQ,)),
+        Figure("CPU ms/job: notification subscriber", BURST, "cpu_notification_ms", 2, (GRADEQ,)),
+        Figure("CPU ms/job: analytics subscriber", BURST, "cpu_analytics_ms", 2, (GRADEQ,)),
         Figure(
             f"rate {w.rate_per_s:g}/s over {w.rate_jobs} jobs: most in any 1 s",
             RATE,
@@ -137,7 +137,7 @@ def markdown(table: Sequence[Sequence[str]]) -> str:
         "| " + " | ".join(head) + " |",
         "| --- |" + " ---: |" * (len(head) - 1),
     ]
-    lines.extend("| " + " | ".join(row) + " |" for row in table)
+    lines.extend("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table)
     return "\n".join(lines) + "\n"
 
 

@@ -112,3 +112,9 @@ def test_producers_run_as_the_container_runs_the_intake() -> None:
     assert pairs["--threads"] == "80"
     assert pairs["--timeout"] == "0"
     assert pairs["--graceful-timeout"] == "8"
+
+
+def test_markdown_escapes_a_pipe_inside_a_cell() -> None:
+    assert report.markdown([["a | b", "1", "2", "3", "4"]]).splitlines()[2] == (
+        "| a \\| b | 1 | 2 | 3 | 4 |"
+    )
