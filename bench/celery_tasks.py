@@ -28,8 +28,6 @@ app.conf.update(
     accept_content=["json"],
     broker_connection_retry_on_startup=True,
 )
-if os.environ.get("BENCH_TIMER_PRECISION"):
-    app.conf.worker_timer_precision = float(os.environ["BENCH_TIMER_PRECISION"])
 _STARTS = Redis.from_url(REDIS_URL) if os.environ.get("BENCH_COUNT_STARTS") == "1" else None
 
 

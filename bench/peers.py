@@ -52,7 +52,7 @@ from bench import report, stats
 from bench.load import Batch, Submitter, run_wrk
 from bench.processes import REPO, largest_rss, snapshot, wait_until
 from bench.report import ACCEPTANCE, BURST, IDLE, INFLIGHT, RATE, SCENARIOS
-from bench.results import Results
+from bench.runs import Results
 from bench.settings import (
     CELERY,
     FLASK,

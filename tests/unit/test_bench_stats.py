@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import stats
-from bench.results import Results
+from bench.runs import Results
 
 
 def test_spread_is_median_min_max_of_the_values_present() -> None:
