@@ -460,26 +460,28 @@ class Bench:
 # --- facts and output ------------------------------------------------------------------
 
 
-def _version(command: list[str]) -> str:
+def _first_line(command: list[str]) -> str:
+    """The first line a command prints (stdout, else stderr); "" if none, "missing" if absent."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=10)
     except OSError:
         return "missing"
-    return (done.stdout or done.stderr).strip().splitlines()[0]
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def machine_facts() -> dict[str, Any]:
     packages = ("celery", "kombu", "rq", "redis", "flask", "gunicorn", "psutil", "urllib3")
-    commit = _version(["git", "-C", str(REPO), "rev-parse", "HEAD"])
-    dirty = bool(_version(["git", "-C", str(REPO), "status", "--porcelain"]).strip())
+    commit = _first_line(["git", "-C", str(REPO), "rev-parse", "HEAD"])
+    dirty = bool(_first_line(["git", "-C", str(REPO), "status", "--porcelain"]).strip())
     return {
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "load_average": os.getloadavg(),
         "packages": {name: importlib.metadata.version(name) for name in packages},
-        "redis_server": _version(["redis-server", "--version"]),
-        "wrk": _version(["wrk", "--version"]),
+        "redis_server": _first_line(["redis-server", "--version"]),
+        "wrk": _first_line(["wrk", "--version"]),
         "gradeq_commit": commit + (" (uncommitted changes)" if dirty else ""),
     }
 
