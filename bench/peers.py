@@ -210,7 +210,8 @@ class Bench:
                 lag = run.get("lag_s")
                 self.log(
                     f"burst {index + 1}/{w.rounds} {LABELS[system.name]}: makespan "
-                    f"{run['makespan_s']:.2f} s, efficiency {run['efficiency']:.2f}, CPU "
+                    f"{run.get('makespan_s', float('nan')):.2f} s, efficiency "
+                    f"{run.get('efficiency', float('nan')):.2f}, CPU "
                     f"{run['cpu_front_core_ms']:.2f} ms/job"
                     + (f", subscribers +{lag:.2f} s" if lag is not None else "")
                 )
@@ -226,22 +227,24 @@ class Bench:
             batch = submitter.batch(jobs, self.key("b", system))
         finally:
             submitter.close()
-        wait_until(lambda: system.finished() >= jobs, 60 + 10 * w.ideal_burst_s, 0.02, "burst")
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: system.finished() >= jobs, 60 + 10 * w.ideal_burst_s, 0.02)
         at_final = snapshot(roles)
         times = [t for t in system.completed_at(batch.ids) if t is not None]
-        last_final = max(times)
-        makespan = last_final - batch.started
         run: dict[str, Any] = {
             "jobs": jobs,
             "final": len(times),
             "submit_s": batch.ended - batch.started,
             "submit_retries": batch.retries,
-            "makespan_s": makespan,
-            "efficiency": stats.efficiency(w.ideal_burst_s, makespan),
         }
         after = at_final
-        if isinstance(system, GradeqSystem):
-            after = self.await_subscribers(system, jobs, run, last_final)
+        if len(times) < jobs:  # no makespan: the figures below cover the jobs that ended
+            self.log(f"burst {LABELS[system.name]}: only {len(times)} of {jobs} jobs final")
+        else:
+            run["makespan_s"] = max(times) - batch.started
+            run["efficiency"] = stats.efficiency(w.ideal_burst_s, run["makespan_s"])
+            if isinstance(system, GradeqSystem):
+                after = self.await_subscribers(system, jobs, run, max(times))
         for role in roles:
             source = after if role in SUBSCRIBER_ROLES else at_final
             run[f"cpu_{role}_ms"] = stats.cpu_ms_per_job(before, source, [role], jobs)
@@ -406,7 +409,7 @@ class Bench:
             ),
         ]
         self.results.note(
-            INFLIGHT, RQ, "an RQ worker process holds one job: 1000 would take 1000 processes"
+            INFLIGHT, RQ, f"an RQ worker process holds one job: {n} would take {n} processes"
         )
         for system in systems:  # one at a time: 1000 sleeping gradings each
             with self.running([system]):
@@ -516,48 +519,59 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="gradeq-bench-"))
     bench = Bench(args.gradeq_python.absolute(), workload, workdir)
     bench.log(f"make bench: {', '.join(scenarios)}; {workload.rounds} rounds; logs in {workdir}")
+    error = ""
     try:
-        if ACCEPTANCE in scenarios:
-            bench.acceptance()
-        if BURST in scenarios:
-            bench.burst()
-        if IDLE in scenarios:
-            bench.idle()
-        if RATE in scenarios:
-            bench.rate()
-        if INFLIGHT in scenarios:
-            bench.inflight()
+        run_scenarios(bench, scenarios)
+    except BaseException as exc:
+        error = repr(exc)
+        raise
     finally:
+        # Whatever ran is written and shown, also when a scenario failed.
         if not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    facts["load_average_after"] = os.getloadavg()
-    facts["systems"] = bench.facts
-    summary = bench.results.summary()
-    table = report.rows(summary, bench.results.notes, workload)
-    duration = time.monotonic() - started
-    output = {
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "duration_s": round(duration, 1),
-        "command": sys.argv,
-        "scenarios": scenarios,
-        "machine": facts,
-        "workload": asdict(workload),
-        "producer_gunicorn": gunicorn_args() + gunicorn_limit_args(),
-        "method": METHOD,
-        "summary": summary,
-        "notes": bench.results.notes,
-        "runs": bench.results.runs,
-        "table": report.markdown(table),
-    }
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.output_dir / f"peers-{started_at.strftime('%Y%m%dT%H%M%SZ')}"
-    stem.with_suffix(".json").write_text(json.dumps(output, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(report.markdown(table))
-    console = Console()
-    if not console.is_terminal:
-        console.width = 160
-    report.print_table(table, bench.results.notes, console)
-    console.print(f"{workload.rounds} rounds, {duration:.0f} s; every figure in {stem}.json")
+        facts["load_average_after"] = os.getloadavg()
+        facts["systems"] = bench.facts
+        summary = bench.results.summary()
+        table = report.rows(summary, bench.results.notes, workload)
+        duration = time.monotonic() - started
+        output = {
+            "started_at": started_at.isoformat(timespec="seconds"),
+            "duration_s": round(duration, 1),
+            "command": sys.argv,
+            "scenarios": scenarios,
+            "error": error,
+            "machine": facts,
+            "workload": asdict(workload),
+            "producer_gunicorn": gunicorn_args() + gunicorn_limit_args(),
+            "method": METHOD,
+            "summary": summary,
+            "notes": bench.results.notes,
+            "runs": bench.results.runs,
+            "table": report.markdown(table),
+        }
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        stem = args.output_dir / f"peers-{started_at.strftime('%Y%m%dT%H%M%SZ')}"
+        stem.with_suffix(".json").write_text(json.dumps(output, indent=2) + "\n")
+        stem.with_suffix(".md").write_text(report.markdown(table))
+        console = Console()
+        if not console.is_terminal:
+            console.width = 160
+        report.print_table(table, bench.results.notes, console)
+        console.print(f"{workload.rounds} rounds, {duration:.0f} s; every figure in {stem}.json")
+
+
+def run_scenarios(bench: Bench, scenarios: Sequence[str]) -> None:
+    """The chosen scenarios, in the order that groups systems started alike."""
+    if ACCEPTANCE in scenarios:
+        bench.acceptance()
+    if BURST in scenarios:
+        bench.burst()
+    if IDLE in scenarios:
+        bench.idle()
+    if RATE in scenarios:
+        bench.rate()
+    if INFLIGHT in scenarios:
+        bench.inflight()
 
 
 if __name__ == "__main__":
