@@ -86,7 +86,7 @@ mutation: $(MUTATION_VENV)/.installed
 	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
 
 clean:
-	rm -rf $(VENV) $(MUTATION_VENV) $(BENCH_VENV) bench/results mutants data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MUTATION_VENV) $(BENCH_VENV) mutants data .pytest_cache .mypy_cache .ruff_cache
 
 image-test: install
 	bash scripts/image-test.sh
