@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench image-test run-google-emulators soak clean constraints mutation
+.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +38,26 @@ SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
 soak: install
 	$(PY) -m localcloud.soak $(SOAK_ARGS)
 
-bench: install
-	$(PY) bench/bench_enqueue.py
-	$(PY) bench/cost_per_job.py
+# Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
+# under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's
+# packages when missing. BENCH_ARGS passes options, e.g. BENCH_ARGS="--rounds 5".
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): bench/requirements.txt $(CONSTRAINTS)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench-tools:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server wrk; \
+	fi
+
+bench: install $(BENCH_STAMP) bench-tools
+	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 
 # RPCs per request of the Google adapters on the official emulators and the local Cloud
 # Tasks API, by method; fails if a client or channel is built per request.
@@ -76,7 +93,7 @@ mutation: $(MUTATION_VENV)/.installed
 	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
 
 clean:
-	rm -rf $(VENV) $(MUTATION_VENV) mutants data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MUTATION_VENV) $(BENCH_VENV) mutants data .pytest_cache .mypy_cache .ruff_cache
 
 image-test: install
 	bash scripts/image-test.sh
