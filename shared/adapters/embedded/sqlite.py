@@ -31,8 +31,8 @@ _WRITER_LOCKS: dict[Path, tuple[threading.Lock, _FileLock]] = {}
 _WRITER_LOCKS_GUARD = threading.Lock()
 # Polling steps for the cross-process lock: flock has no timed wait, so a contended
 # writer retries with a short, growing sleep until its budget is spent.
-_FIRST_STEP_S = 0.0002
-_LAST_STEP_S = 0.004
+_FIRST_STEP_S = 0.0001
+_LAST_STEP_S = 0.001
 
 
 @contextmanager
