@@ -49,9 +49,14 @@ def test_announcing_logs_one_completion_line_with_the_timings(
 ) -> None:
     caplog.set_level(logging.INFO)
     store = OneJobStore(finished(ok))
-    announce(store.job, store, FakePublisher(), FrozenClock(T0))  # type: ignore[arg-type]
+    publisher = FakePublisher()
+    announce(store.job, store, publisher, FrozenClock(T0))  # type: ignore[arg-type]
     announce(store.job, store, FakePublisher(), FrozenClock(T0))  # type: ignore[arg-type]
     [line] = completion_lines(caplog)
+    [event] = publisher.events
+    # The line names the event subscribers dedupe on and the bus's message.
+    assert line.event_id == event.event_id  # type: ignore[attr-defined]
+    assert line.message_id == "m1"  # type: ignore[attr-defined]
     assert line.getMessage() == "job completed"
     assert line.outcome == outcome  # type: ignore[attr-defined]
     assert line.error_type == error_type  # type: ignore[attr-defined]

@@ -51,3 +51,15 @@ def test_a_failed_jobs_processing_time_spans_all_its_attempts() -> None:
         "processing_ms": 2000,
         "total_ms": 12000,
     }
+
+
+def test_a_requests_dict_is_a_copy_down_to_nested_metadata() -> None:
+    request = GradingRequest(
+        submission_id="s", answer="a", rubric=("c1", "c2"), metadata={"course": {"id": "x"}}
+    )
+    data = request.to_dict()
+    data["metadata"]["course"]["id"] = "changed"
+    data["rubric"].append("c3")
+    assert request.metadata == {"course": {"id": "x"}}
+    assert request.rubric == ("c1", "c2")
+    assert GradingRequest.from_dict(request.to_dict()) == request
