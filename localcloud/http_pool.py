@@ -8,7 +8,8 @@ redirect, retry nothing within an attempt and take no proxy from the environment
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import urllib3
 from urllib3.exceptions import HTTPError, NewConnectionError, TimeoutError
@@ -20,10 +21,13 @@ NO_CONNECTION = "unreachable"
 
 @dataclass(frozen=True)
 class Reply:
-    """A response (status, headers, body), or why there was none (`status` None)."""
+    """A response (status, headers, body), or why there was none (`status` None).
+
+    `headers` is case-insensitive, as HTTP header names are.
+    """
 
     status: int | None
-    headers: dict[str, str]
+    headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
     failure: str = ""
     detail: str = ""
@@ -54,9 +58,9 @@ def send(
             redirect=False,
         )
     except NewConnectionError as exc:  # a subclass of the connect timeout: test it first
-        return Reply(None, {}, failure=NO_CONNECTION, detail=f"{type(exc).__name__}: {exc}")
+        return Reply(None, failure=NO_CONNECTION, detail=f"{type(exc).__name__}: {exc}")
     except TimeoutError as exc:
-        return Reply(None, {}, failure=TIMED_OUT, detail=f"{type(exc).__name__}: {exc}")
+        return Reply(None, failure=TIMED_OUT, detail=f"{type(exc).__name__}: {exc}")
     except HTTPError as exc:
-        return Reply(None, {}, failure=NO_CONNECTION, detail=f"{type(exc).__name__}: {exc}")
-    return Reply(response.status, dict(response.headers), response.data)
+        return Reply(None, failure=NO_CONNECTION, detail=f"{type(exc).__name__}: {exc}")
+    return Reply(response.status, response.headers, response.data)

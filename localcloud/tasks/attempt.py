@@ -101,11 +101,4 @@ def send(
     if reply.status is None:
         reason = DEADLINE_EXCEEDED if reply.failure == TIMED_OUT else UNREACHABLE
         return AttemptResult(None, reason, detail=reply.detail)
-    return AttemptResult(
-        reply.status, HTTP_ERROR, retry_after=_header(reply.headers, "Retry-After")
-    )
-
-
-def _header(headers: dict[str, str], name: str) -> str | None:
-    wanted = name.lower()
-    return next((v for k, v in headers.items() if k.lower() == wanted), None)
+    return AttemptResult(reply.status, HTTP_ERROR, retry_after=reply.headers.get("Retry-After"))

@@ -7,6 +7,7 @@ import multiprocessing
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,20 +110,26 @@ def _hold_the_write_turn(path: str, held: multiprocessing.synchronize.Event, hol
         time.sleep(hold_s)
 
 
-def test_a_writer_waits_for_another_process_then_goes_through(db: SqliteDatabase) -> None:
-    held = multiprocessing.get_context("spawn").Event()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_hold_the_write_turn, args=(str(db.path), held, 0.5)
-    )
+@contextlib.contextmanager
+def another_process_writing(db: SqliteDatabase, hold_s: float) -> Iterator[None]:
+    """Inside: another process holds the write turn for `hold_s` from its start."""
+    spawn = multiprocessing.get_context("spawn")
+    held = spawn.Event()
+    child = spawn.Process(target=_hold_the_write_turn, args=(str(db.path), held, hold_s))
     child.start()
     try:
         assert held.wait(30)
+        yield
+    finally:
+        child.join(30)
+
+
+def test_a_writer_waits_for_another_process_then_goes_through(db: SqliteDatabase) -> None:
+    with another_process_writing(db, 0.5):
         begun = time.monotonic()
         with db.transaction() as conn:
             conn.execute("INSERT INTO t VALUES ('mine', 2)")
         waited = time.monotonic() - begun
-    finally:
-        child.join(30)
     assert 0.2 < waited < 2.0
     assert _keys(db) == ["held", "mine"]
 
@@ -130,18 +137,10 @@ def test_a_writer_waits_for_another_process_then_goes_through(db: SqliteDatabase
 def test_a_writer_gives_up_when_another_process_holds_the_turn_too_long(tmp_path: Path) -> None:
     impatient = SqliteDatabase(tmp_path / "w.db", busy_timeout_s=0.3)
     impatient.ensure_schema(TABLE)
-    held = multiprocessing.get_context("spawn").Event()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_hold_the_write_turn, args=(str(impatient.path), held, 2.0)
-    )
-    child.start()
-    try:
-        assert held.wait(30)
+    with another_process_writing(impatient, 2.0):
         begun = time.monotonic()
         refused = pytest.raises(sqlite3.OperationalError, match="another process")
         with refused, impatient.transaction() as conn:
             conn.execute("INSERT INTO t VALUES ('late', 1)")
         assert time.monotonic() - begun < 1.5
-    finally:
-        child.join(30)
     assert _keys(impatient) == ["held"]
