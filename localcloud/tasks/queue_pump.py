@@ -135,15 +135,15 @@ class QueuePump:
         with self._idle:
             free = self._cap - self._in_flight
         tokens = self.bucket.available()
-        if (free <= 0 or tokens < 1) and not self._outcomes:
-            # An attempt that ends wakes the pump; the bucket says when it refills.
-            return self.poll_interval_s if free <= 0 else self.bucket.wait_time()
+        # Full: an attempt that ends wakes the pump. Out of tokens: the bucket says when.
+        idle_wait = self.poll_interval_s if free <= 0 else self.bucket.wait_time()
+        may_claim = free > 0 and tokens >= 1
+        if not may_claim and not self._outcomes:
+            return idle_wait
         with self.table.db.transaction():
             self._record_outcomes()
-            if free <= 0:
-                return self.poll_interval_s
-            if tokens < 1:
-                return self.bucket.wait_time()
+            if not may_claim:
+                return idle_wait
             claimed = self.table.claim_due(
                 self.queue.name,
                 now,
