@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
-from shared.domain.events import GradingCompleted
+from shared.domain.assignment import Assignment, Tally
+from shared.domain.events import AssignmentGraded, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 
 
@@ -174,7 +175,7 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 
@@ -243,4 +244,62 @@ class ApiKeyStore(Protocol):
 
     def revoke(self, key_id: str, now: datetime) -> ApiKey:
         """Mark the key revoked at `now` (kept for audit); raise ApiKeyNotFound if unknown."""
+        ...
+
+
+class AssignmentStore(Protocol):
+    """Assignments, their rounds' tallies (kept by the job store's writes) and the record
+    of each round's one AssignmentGraded event."""
+
+    def create(self, assignment: Assignment) -> tuple[Assignment, bool]:
+        """Insert unless the id exists; return (stored assignment, created?)."""
+        ...
+
+    def get(self, assignment_id: str) -> Assignment | None:
+        """The assignment, or None when the id is unknown."""
+        ...
+
+    def list_of(
+        self, client_id: str, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Assignment]:
+        """The client's assignments, newest first (created_at, then id, descending)."""
+        ...
+
+    def update(self, assignment_id: str, mutate: Callable[[Assignment], Assignment]) -> Assignment:
+        """Atomically apply `mutate` (pure; it may run again on contention) and store it."""
+        ...
+
+    def tally(self, assignment_id: str, round_: int) -> Tally:
+        """The round's counters, read in a constant number of reads whatever its size."""
+        ...
+
+    def record_graded(self, event: AssignmentGraded) -> bool:
+        """Record the round's event unless one with its id exists; True if this call did.
+
+        One caller wins however many race; the event is then published by the winner,
+        or by the sweep (`unpublished_graded`) should the winner die first.
+        """
+        ...
+
+    def mark_graded_published(self, event_id: str) -> None:
+        """Note that the event reached the bus."""
+        ...
+
+    def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
+        """Recorded events not yet marked published, oldest first."""
+        ...
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` when the store cannot be reached."""
+        ...
+
+
+class JobBatchWriter(Protocol):
+    """Creates many jobs in as few commits as the backend allows."""
+
+    def create_many(self, jobs: list[Job]) -> list[tuple[Job, bool]]:
+        """Insert each job unless its id exists; (stored job, created?) in the same order.
+
+        Counts each new job as `JobStore.create` does, in the same commits.
+        """
         ...

@@ -37,3 +37,21 @@ def schema_errors(data: object) -> list[str]:
         f"{error.json_path}: {error.message}"
         for error in sorted(_validator().iter_errors(data), key=lambda e: e.json_path)
     ]
+
+
+ASSIGNMENT_GRADED_RESOURCE = "assignment_graded.v1.json"
+
+
+@cache
+def assignment_graded_schema() -> dict[str, Any]:
+    """Return the AssignmentGraded v1 schema document."""
+    resource = resources.files("shared").joinpath("schemas", ASSIGNMENT_GRADED_RESOURCE)
+    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
+    Draft202012Validator.check_schema(document)
+    return document
+
+
+def assignment_graded_errors(data: object) -> list[str]:
+    """Describe every way `data` breaks the AssignmentGraded schema; empty when valid."""
+    validator = Draft202012Validator(assignment_graded_schema())
+    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]

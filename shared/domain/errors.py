@@ -53,6 +53,12 @@ class JobNotFound(GradeqError):
     status = 404
 
 
+class AssignmentNotFound(GradeqError):
+    slug = "assignment-not-found"
+    title = "No such assignment"
+    status = 404
+
+
 class TooManyActiveJobs(GradeqError):
     """The client's ceiling on jobs not yet final is reached (`limit` names it)."""
 

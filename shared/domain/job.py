@@ -44,7 +44,8 @@ FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CAN
 HISTORY_LIMIT = 20
 
 #: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease;
-#: FAILED -> PENDING is an operator's replay of a dead letter (`Job.replay_failed`).
+#: FAILED -> PENDING is an operator's replay of a dead letter (`Job.replay_failed`);
+#: SUCCEEDED or FAILED -> PENDING is also an assignment's regrade (`Job.regrade`).
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
     JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
@@ -57,7 +58,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.CANCELLED,
         }
     ),
-    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.SUCCEEDED: frozenset({JobStatus.PENDING}),
     JobStatus.FAILED: frozenset({JobStatus.PENDING}),
     JobStatus.CANCELLED: frozenset(),
 }
@@ -76,6 +77,16 @@ class GradingRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Not to be graded before this moment (RFC 3339, UTC); None: as soon as possible.
     not_before: str | None = None
+    #: Set when the rubric came from an assignment: its version, the assignment's prompt
+    #: version and grading round (0: first grading, n: the n-th regrade).
+    rubric_version: int | None = None
+    prompt_version: str | None = None
+    assignment_round: int = 0
+
+    @property
+    def tallied(self) -> bool:
+        """Whether the job counts in its assignment's progress (its rubric came from it)."""
+        return self.assignment_id is not None and self.rubric_version is not None
 
     @property
     def scheduled_for(self) -> datetime | None:
@@ -95,6 +106,10 @@ class GradingRequest:
         }
         if self.not_before is not None:  # the fingerprint of an unscheduled request is unchanged
             data["not_before"] = self.not_before
+        if self.rubric_version is not None:  # likewise of a request without an assignment
+            data["rubric_version"] = self.rubric_version
+            data["prompt_version"] = self.prompt_version
+            data["assignment_round"] = self.assignment_round
         return data
 
     @classmethod
@@ -109,6 +124,9 @@ class GradingRequest:
             callback_url=data.get("callback_url"),
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
+            rubric_version=data.get("rubric_version"),
+            prompt_version=data.get("prompt_version"),
+            assignment_round=int(data.get("assignment_round") or 0),
         )
 
 
@@ -227,23 +245,30 @@ class AttemptRecord:
 
 @dataclass(frozen=True)
 class ReplayRecord:
-    """An operator's replay of a failed job: who, when, the generation it started, why it
-    had failed and how many attempts the failed generation had used."""
+    """An operator's replay of a failed job, or a regrade: who, when, the generation it
+    started, why it had failed or what it had scored, and the attempts it had used."""
 
     at: datetime
     by: str
     generation: int
     error: JobError | None = None
     attempts: int = 0
+    #: The result the regrade replaced, with the rubric version it was graded under.
+    result: GradeResult | None = None
+    rubric_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "at": _iso(self.at),
             "by": self.by,
             "generation": self.generation,
             "error": self.error.to_dict() if self.error else None,
             "attempts": self.attempts,
         }
+        if self.result is not None:
+            data["result"] = self.result.to_dict()
+            data["rubric_version"] = self.rubric_version
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayRecord:
@@ -256,6 +281,8 @@ class ReplayRecord:
             generation=int(data["generation"]),
             error=JobError(**error) if error else None,
             attempts=int(data.get("attempts", 0)),
+            result=GradeResult.from_dict(data["result"]) if data.get("result") else None,
+            rubric_version=data.get("rubric_version"),
         )
 
 
@@ -474,7 +501,9 @@ class Job:
         attempt history is kept and the replay recorded with who and when. Refused while
         the failure's announce lease is live, so its event is published first.
         """
-        if self.status is JobStatus.FAILED and self.lease_is_live(now):
+        if self.status is not JobStatus.FAILED:  # a success is regraded, never replayed
+            raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
+        if self.lease_is_live(now):
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
         replay = ReplayRecord(now, by, self.generation + 1, self.error, self.attempts)
@@ -488,6 +517,44 @@ class Job:
             completed_at=None,
             lease_owner=None,
             lease_expires_at=None,
+            error=None,
+            event_published=False,
+            queued_at=now,
+            replays=_bounded((*self.replays, replay)),
+        )
+
+    def regrade(self, now: datetime, by: str, request: GradingRequest) -> Job:
+        """Grade a final job again under `request` (a new rubric, prompt or round).
+
+        Like an operator's replay, a new generation with its own attempt budget and its
+        own event id; the result it replaces is kept in the replay record.
+        """
+        if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
+        if not self.event_published:
+            # The generation's event goes out first, or its subscribers never hear of it.
+            raise JobLocked(self.id, self.lease_expires_at or now)
+        replay = ReplayRecord(
+            now,
+            by,
+            self.generation + 1,
+            self.error,
+            self.attempts,
+            self.result,
+            self.request.rubric_version,
+        )
+        return self._to(
+            JobStatus.PENDING,
+            now,
+            request=request,
+            generation=self.generation + 1,
+            attempts=0,
+            started_at=None,
+            attempt_started_at=None,
+            completed_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            result=None,
             error=None,
             event_published=False,
             queued_at=now,

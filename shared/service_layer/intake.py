@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -89,7 +90,9 @@ class IntakeService:
         limits: AdmissionLimits | None = None,
         fair_spacing: timedelta = timedelta(0),
         uow: UnitOfWork | None = None,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
+        self._on_final = on_final
         self._limits = limits
         self._uow = uow
         self._fair_spacing = fair_spacing
@@ -171,4 +174,4 @@ class IntakeService:
         with job_context(job_id):
             job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
             log.info("job cancelled")
-            return announce(job, self._store, self._publisher, self._clock)
+            return announce(job, self._store, self._publisher, self._clock, self._on_final)

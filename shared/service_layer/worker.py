@@ -117,8 +117,10 @@ class WorkerService:
         retry: RetryConfig,
         budget: Budget,
         uow: UnitOfWork | None = None,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
         self._uow = uow
+        self._on_final = on_final
         self._store = store
         self._publisher = publisher
         self._grader = grader
@@ -390,4 +392,4 @@ class WorkerService:
         return self._uow.atomic() if self._uow is not None else nullcontext()
 
     def _announce(self, job: Job) -> Job:
-        return announce(job, self._store, self._publisher, self._clock)
+        return announce(job, self._store, self._publisher, self._clock, self._on_final)

@@ -145,11 +145,17 @@ def _decode(text: str) -> Job:
     return Job.from_record(record)
 
 
+#: Called with each job write's connection, the job before (None: created) and after, to
+#: move other counters in the same transaction (an assignment's tally).
+WriteHook = Callable[[sqlite3.Connection, Job | None, Job], None]
+
+
 class SqliteJobStore:
     """Jobs as JSON records in the shared SQLite file; status and age are indexed."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, on_write: WriteHook | None = None) -> None:
         self._db = db
+        self._on_write = on_write
         _migrate(db)
         with unavailable_on_error("seed counters"), db.transaction() as conn:
             if conn.execute("SELECT 1 FROM job_counters WHERE scope = ?", (ALL_SCOPE,)).fetchone():
@@ -166,6 +172,8 @@ class SqliteJobStore:
                 limits.check(self._counts(conn, job.client_id))
             self._write(conn, job, insert=True)
             self._count(conn, job.client_id, +1)
+            if self._on_write is not None:
+                self._on_write(conn, None, job)
         return job, True
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
@@ -229,6 +237,8 @@ class SqliteJobStore:
             self._write(conn, updated, insert=False)
             if updated.status.is_final and not current.status.is_final:
                 self._count(conn, updated.client_id, -1)
+            if self._on_write is not None:
+                self._on_write(conn, current, updated)
         return updated
 
     def find(
