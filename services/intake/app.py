@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 
 from services.intake import admin
+from services.intake.assignments import bp as assignments_bp
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
@@ -12,7 +13,7 @@ from services.intake.firebase_auth import FirebaseAuthenticator
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
-from shared.bootstrap import Adapters, adapter_family, build_clock
+from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CallbackGuard
@@ -22,6 +23,8 @@ from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
+from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.intake import IntakeService
 
 MAX_BODY_BYTES = 160 * 1024
@@ -39,9 +42,7 @@ def create_app(
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
     family = adapter_family(settings)
-    adapters = adapters or Adapters(
-        family.job_store(), family.task_queue(), family.event_publisher(), family.unit_of_work()
-    )
+    adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
@@ -55,6 +56,11 @@ def create_app(
     app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
         settings.submit_burst, settings.submit_rate_per_s, clock
     )
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     limits = AdmissionLimits(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
@@ -66,7 +72,20 @@ def create_app(
         limits,
         settings.fair_spacing(),
         uow=adapters.uow,
+        on_final=completion.on_final if completion else None,
     )
+    if adapters.assignments is not None and adapters.batch is not None:
+        app.extensions["gradeq.assignments"] = AssignmentService(
+            adapters.assignments,
+            adapters.store,
+            adapters.batch,
+            adapters.queue,
+            clock,
+            limits,
+            adapters.uow,
+            adapters.enqueue_parallelism,
+        )
+        app.register_blueprint(assignments_bp)
     register_error_handlers(app)
     app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)

@@ -14,6 +14,7 @@ from shared.http.push_auth import build_verifier, require_push_token
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
+from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import WorkerService
 
@@ -31,6 +32,11 @@ def create_app(
     clock = clock or build_clock()
     budget = settings.budget()
     app = Flask(__name__)
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,
@@ -39,6 +45,7 @@ def create_app(
         retry=settings.queue_config().retry_config,
         budget=budget,
         uow=adapters.uow,
+        on_final=completion.on_final if completion else None,
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(
@@ -47,6 +54,7 @@ def create_app(
         publisher=adapters.publisher,
         clock=clock,
         budget=budget,
+        assignments=completion,
     )
     drain_on_sigterm(worker, budget.drain_grace_s)
     register_error_handlers(app)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from functools import cached_property
 
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -18,6 +23,9 @@ from shared.ports import EventRecords
 class EmbeddedFamily:
     """Builds the SQLite adapters on first use; they share one database object."""
 
+    #: Tasks are rows in the same file: made one after another inside the batch's commit.
+    enqueue_parallelism = 1
+
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
@@ -26,7 +34,14 @@ class EmbeddedFamily:
         return SqliteDatabase(self._settings.database_path, self._settings.store_wait_s)
 
     def job_store(self) -> SqliteJobStore:
-        return SqliteJobStore(self._db)
+        # Each job write moves its assignment's tally in the same transaction.
+        return SqliteJobStore(self._db, on_write=SqliteTally(self._db).record)
+
+    def assignment_store(self) -> SqliteAssignmentStore:
+        return SqliteAssignmentStore(self._db)
+
+    def job_batch(self) -> SqliteJobBatch:
+        return SqliteJobBatch(self._db, self.job_store().create)
 
     def task_queue(self) -> SqliteTaskQueue:
         queue = self._settings.queue_config()

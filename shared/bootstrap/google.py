@@ -14,8 +14,10 @@ from google.cloud import firestore, tasks_v2
 from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
+from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.task_queue import CloudTasksQueue
@@ -25,6 +27,10 @@ from shared.config.settings import Settings
 #: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
 #: lets Cloud Tasks retry the job); well inside the task's dispatch deadline.
 PUBLISH_TIMEOUT_S = 30.0
+#: The collections of assignments, their rounds' tally shards and AssignmentGraded records.
+ASSIGNMENTS = "assignments"
+ASSIGNMENT_TALLIES = "assignment_tallies"
+ASSIGNMENT_GRADED = "assignment_graded"
 
 
 class GoogleFamily:
@@ -32,6 +38,9 @@ class GoogleFamily:
 
     Each client holds one gRPC channel: asking for an adapter twice never opens another.
     """
+
+    #: Cloud Tasks creations in flight at once for one batch.
+    enqueue_parallelism = 16
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -50,6 +59,31 @@ class GoogleFamily:
             self._ttl,
             s.firestore_deadline_s,
             counters_collection=s.counters_collection,
+            on_write=self._tally.record,
+        )
+
+    @cached_property
+    def _tally(self) -> FirestoreTally:
+        return FirestoreTally(self._firestore, ASSIGNMENT_TALLIES)
+
+    def assignment_store(self) -> FirestoreAssignmentStore:
+        return FirestoreAssignmentStore(
+            self._firestore,
+            ASSIGNMENTS,
+            ASSIGNMENT_TALLIES,
+            ASSIGNMENT_GRADED,
+            self._settings.firestore_deadline_s,
+        )
+
+    def job_batch(self) -> FirestoreJobBatch:
+        s = self._settings
+        return FirestoreJobBatch(
+            self._firestore,
+            self.job_store(),
+            self._tally,
+            s.jobs_collection,
+            s.counters_collection,
+            self._ttl,
         )
 
     @cached_property
