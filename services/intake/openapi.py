@@ -273,12 +273,16 @@ def _probe(summary: str, *also: int) -> dict[str, Any]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process)."""
+    # Imported here: the assignments part builds on this module's helpers.
+    from services.intake.assignment_openapi import MODELS, assignment_paths
+
     _, schemas = models_json_schema(
         [
             (GradingJobIn, "validation"),
             (JobView, "serialization"),
             (JobPage, "serialization"),
             (Problem, "serialization"),
+            *MODELS,
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -294,7 +298,10 @@ def openapi_document() -> dict[str, Any]:
                 f"{MAX_TARGET_BYTES} bytes, any header {MAX_HEADER_BYTES} bytes."
             ),
         },
-        "paths": _paths(),
+        "paths": {
+            **_paths(),
+            **assignment_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
+        },
         "components": {
             "schemas": schemas.get("$defs", {}),
             "securitySchemes": {

@@ -11,19 +11,12 @@ import pytest
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
-from shared.adapters.embedded.assignment_store import (
-    SqliteAssignmentStore,
-    SqliteJobBatch,
-    SqliteTally,
-)
-from shared.adapters.embedded.job_store import SqliteJobStore
-from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
 from shared.domain.job import GradeResult
-from tests.fakes import FakePublisher, FakeTaskQueue
+from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 
 ASSIGNMENT: dict[str, Any] = {
@@ -32,19 +25,6 @@ ASSIGNMENT: dict[str, Any] = {
     "max_score": 10,
     "prompt_version": "grading-v1",
 }
-
-
-@pytest.fixture
-def adapters(settings: Settings) -> Adapters:
-    db = SqliteDatabase(settings.database_path)
-    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
-    return Adapters(
-        store=jobs,
-        queue=FakeTaskQueue(),
-        publisher=FakePublisher(),
-        assignments=SqliteAssignmentStore(db),
-        batch=SqliteJobBatch(db, jobs.create),
-    )
 
 
 @pytest.fixture
@@ -240,3 +220,28 @@ def test_grades_come_out_as_json_pages_and_as_streamed_csv(
     assert {r["rubric_version"] for r in rows} == {"1"}
     assert {r["mentions light"] for r in rows} == {"True"}
     assert all(r["feedback"].startswith("feedback") for r in rows)
+
+
+def test_answers_conform_to_the_openapi_document(client: FlaskClient) -> None:
+    import jsonschema
+
+    from services.intake.openapi import openapi_document
+
+    document = openapi_document()
+
+    def check(response: Any, path: str, method: str, status: int) -> None:
+        operation = document["paths"][path][method]
+        schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
+        jsonschema.validate(response.get_json(), {**schema, "components": document["components"]})
+
+    created = create(client)
+    check(created, "/v1/assignments", "post", 201)
+    assignment_id = created.get_json()["id"]
+    batch = submit(client, assignment_id, [*answers(2), {"submission_id": "x"}])
+    check(batch, "/v1/assignments/{assignment_id}/submissions:batch", "post", 200)
+    shown = client.get(f"/v1/assignments/{assignment_id}", headers=auth())
+    check(shown, "/v1/assignments/{assignment_id}", "get", 200)
+    listed = client.get("/v1/assignments", headers=auth())
+    check(listed, "/v1/assignments", "get", 200)
+    grades = client.get(f"/v1/assignments/{assignment_id}/grades", headers=auth())
+    check(grades, "/v1/assignments/{assignment_id}/grades", "get", 200)
