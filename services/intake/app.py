@@ -26,6 +26,7 @@ from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.regrade import Regrader
 
 MAX_BODY_BYTES = 160 * 1024
 
@@ -75,7 +76,7 @@ def create_app(
         on_final=completion.on_final if completion else None,
     )
     if adapters.assignments is not None and adapters.batch is not None:
-        app.extensions["gradeq.assignments"] = AssignmentService(
+        assignments = AssignmentService(
             adapters.assignments,
             adapters.store,
             adapters.batch,
@@ -83,6 +84,16 @@ def create_app(
             clock,
             limits,
             adapters.uow,
+            adapters.enqueue_parallelism,
+        )
+        app.extensions["gradeq.assignments"] = assignments
+        app.extensions["gradeq.regrader"] = Regrader(
+            assignments,
+            adapters.assignments,
+            adapters.store,
+            adapters.queue,
+            clock,
+            completion.check if completion else None,
             adapters.enqueue_parallelism,
         )
         app.register_blueprint(assignments_bp)

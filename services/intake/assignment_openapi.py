@@ -11,6 +11,8 @@ from services.intake.assignment_schemas import (
     AssignmentIn,
     BatchIn,
     PageQuery,
+    RegradeIn,
+    ReportQuery,
     RubricRevisionIn,
 )
 from services.intake.assignment_views import (
@@ -18,8 +20,10 @@ from services.intake.assignment_views import (
     AssignmentView,
     BatchView,
     GradePageView,
+    RegradeReportView,
 )
 from shared.domain.errors import (
+    AssignmentBusy,
     AssignmentNotFound,
     BacklogFull,
     GradeqError,
@@ -44,6 +48,8 @@ MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ..
     (AssignmentPageView, "serialization"),
     (BatchView, "serialization"),
     (GradePageView, "serialization"),
+    (RegradeIn, "validation"),
+    (RegradeReportView, "serialization"),
 )
 
 _BODY_ERRORS: tuple[type[GradeqError], ...] = (
@@ -142,6 +148,29 @@ def assignment_paths(
                 "responses": {
                     **ok("Item by item: accepted, existing or refused (with why)", BatchView),
                     **problems((*found, *_BODY_ERRORS, TooManyActiveJobs, BacklogFull)),
+                },
+            },
+        },
+        "/v1/assignments/{assignment_id}/regrade": {
+            "post": {
+                "operationId": "regradeAssignment",
+                "summary": "Grade every final submission again in a new round (or finish one)",
+                "security": secured,
+                "parameters": [path_id],
+                "requestBody": body(RegradeIn),
+                "responses": {
+                    **ok("The new round started; poll the assignment", AssignmentView, 202),
+                    **problems((*found, *_BODY_ERRORS, AssignmentBusy)),
+                },
+            },
+            "get": {
+                "operationId": "getRegradeReport",
+                "summary": "Old and new scores, mean shift, changes over a threshold, kappa",
+                "security": secured,
+                "parameters": [path_id, *query(ReportQuery)],
+                "responses": {
+                    **ok("The report of the current round", RegradeReportView),
+                    **problems((*found, ValidationFailed)),
                 },
             },
         },

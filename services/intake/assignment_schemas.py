@@ -101,12 +101,28 @@ class PageQuery(BaseModel):
 
 
 class RegradeIn(BaseModel):
-    """POST /v1/assignments/{id}/regrade body: what changes for the new round."""
+    """POST /v1/assignments/{id}/regrade body: what changes for the new round (if anything)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     rubric: RubricIn | None = None  # type: ignore[valid-type]
     prompt_version: Text | None = None
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return None if value is None else _with_criteria(value)
+
+    def rubric_value(self) -> Rubric | None:
+        rubric: str | list[str] | None = self.rubric
+        return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class ReportQuery(BaseModel):
+    """GET /v1/assignments/{id}/regrade query: what counts as a changed score."""
+
+    model_config = ConfigDict(extra="forbid")
+
     threshold: float = Field(default=1.0, ge=0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,6 +12,7 @@ from shared.domain.assignment import Assignment, RubricVersion, Tally
 from shared.domain.errors import GradeqError
 from shared.domain.job import Job, JobStatus
 from shared.service_layer.assignments import ItemResult, ItemStatus
+from shared.service_layer.regrade import RegradeReport
 
 
 class RubricVersionView(BaseModel):
@@ -158,4 +160,39 @@ def batch_view(results: list[ItemResult | tuple[str | None, GradeqError]]) -> Ba
         existing=count[ItemStatus.EXISTING],
         refused=count[ItemStatus.REFUSED],
         items=items,
+    )
+
+
+class ScoreChangeView(BaseModel):
+    """One submission's score before and after the regrade (null: no score)."""
+
+    submission_id: str
+    job_id: str
+    old: float | None
+    new: float | None
+    status: JobStatus
+
+
+class RegradeReportView(BaseModel):
+    """How the last regrade moved the scores: mean shift, how many moved more than the
+    threshold, and the quadratic weighted kappa between the two gradings."""
+
+    round: int
+    compared: int
+    mean_shift: float | None
+    changed: int
+    threshold: float
+    kappa: float | None
+    changes: list[ScoreChangeView]
+
+
+def report_view(report: RegradeReport) -> RegradeReportView:
+    return RegradeReportView(
+        round=report.round,
+        compared=report.compared,
+        mean_shift=report.mean_shift,
+        changed=report.changed,
+        threshold=report.threshold,
+        kappa=report.kappa,
+        changes=[ScoreChangeView(**dataclasses.asdict(c)) for c in report.changes],
     )

@@ -21,6 +21,8 @@ from flask import (
 from services.intake.assignment_schemas import (
     AssignmentIn,
     PageQuery,
+    RegradeIn,
+    ReportQuery,
     RubricRevisionIn,
     parse,
     parse_batch,
@@ -30,6 +32,7 @@ from services.intake.assignment_views import (
     GradePageView,
     assignment_view,
     batch_view,
+    report_view,
 )
 from services.intake.body import read_json_body
 from services.intake.client_auth import ClientAuthenticator
@@ -40,6 +43,7 @@ from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
 from shared.service_layer.assignments import Answer, AssignmentService, ItemResult
+from shared.service_layer.regrade import Regrader
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
 
@@ -143,6 +147,29 @@ def submit_batch(assignment_id: str) -> Response:
         refused[i] if i in refused else next(stored) for i in range(len(parsed))
     ]
     return _json(batch_view(results))
+
+
+@bp.post("/<assignment_id>/regrade")
+def regrade(assignment_id: str) -> Response:
+    client_id = _client_id()
+    body: RegradeIn = parse(RegradeIn, _json_body())
+    regrader: Regrader = current_app.extensions["gradeq.regrader"]
+    assignment = regrader.regrade(
+        client_id, assignment_id, body.rubric_value(), body.prompt_version
+    )
+    response = _json(assignment_view(assignment), 202)
+    response.headers["Location"] = url_for(
+        "assignments.regrade_report", assignment_id=assignment.id
+    )
+    return response
+
+
+@bp.get("/<assignment_id>/regrade")
+def regrade_report(assignment_id: str) -> Response:
+    client_id = _client_id()
+    query: ReportQuery = parse(ReportQuery, request.args.to_dict(), "invalid query parameters")
+    regrader: Regrader = current_app.extensions["gradeq.regrader"]
+    return _json(report_view(regrader.report(client_id, assignment_id, query.threshold)))
 
 
 @bp.get("/<assignment_id>/grades")

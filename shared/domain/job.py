@@ -40,6 +40,9 @@ ATTEMPTS_EXHAUSTED = "attempts-exhausted"
 
 FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
+#: Who a regrade's replay record names.
+REGRADE_BY = "regrade"
+
 #: How many attempt records (and operator replays) a job keeps: the newest ones.
 HISTORY_LIMIT = 20
 
@@ -523,7 +526,7 @@ class Job:
             replays=_bounded((*self.replays, replay)),
         )
 
-    def regrade(self, now: datetime, by: str, request: GradingRequest) -> Job:
+    def regrade(self, now: datetime, request: GradingRequest, by: str = REGRADE_BY) -> Job:
         """Grade a final job again under `request` (a new rubric, prompt or round).
 
         Like an operator's replay, a new generation with its own attempt budget and its
@@ -562,6 +565,14 @@ class Job:
         )
 
     # --- derived views -----------------------------------------------------------------
+
+    @property
+    def regraded_from(self) -> ReplayRecord | None:
+        """The record of the regrade that started this generation, if one did."""
+        for record in reversed(self.replays):
+            if record.by == REGRADE_BY:
+                return record
+        return None
 
     @property
     def replayed_generation(self) -> int:

@@ -31,20 +31,22 @@ class AssignmentCompletion:
 
     def on_final(self, job: Job) -> None:
         """Check the job's assignment round after the job became final (a few reads)."""
-        if not job.request.tallied or not job.status.is_final:
-            return
-        assignment_id = job.request.assignment_id
-        assert assignment_id is not None
-        round_ = job.request.assignment_round
+        if job.request.tallied and job.status.is_final:
+            assert job.request.assignment_id is not None
+            self.check(job.request.assignment_id, job.client_id, job.request.assignment_round)
+
+    def check(self, assignment_id: str, client_id: str, round_: int) -> bool:
+        """Announce the round if every submission counted in it is final; True if done."""
         tally = self._assignments.tally(assignment_id, round_)
         if not tally.done:
-            return
+            return False
         assignment = self._assignments.get(assignment_id)
         if assignment is None or (assignment.round == round_ and tally.total < assignment.expected):
-            return  # a regrade still moving submissions into this round
-        event = AssignmentGraded.of(assignment_id, job.client_id, round_, tally, self._clock.now())
+            return False  # a regrade still moving submissions into this round
+        event = AssignmentGraded.of(assignment_id, client_id, round_, tally, self._clock.now())
         if self._assignments.record_graded(event):
             self._publish(event)
+        return True
 
     def _publish(self, event: AssignmentGraded) -> None:
         message_id = self._publisher.publish(event)

@@ -211,7 +211,7 @@ def test_a_regraded_job_counts_in_the_new_round_and_the_old_one_keeps_its_counts
     finish(backend.jobs, "a-1-j0", 8.0)
     backend.jobs.update("a-1-j0", lambda j: j.mark_event_published(T0))
     request = dataclasses.replace(submission(0).request, rubric_version=2, assignment_round=1)
-    backend.jobs.update("a-1-j0", lambda j: j.regrade(T0, "regrade", request))
+    backend.jobs.update("a-1-j0", lambda j: j.regrade(T0, request))
     assert backend.assignments.tally("a-1", 0).counts == {JobStatus.SUCCEEDED: 1}
     assert backend.assignments.tally("a-1", 1).counts == {JobStatus.PENDING: 1}
     finish(backend.jobs, "a-1-j0", 4.0)
@@ -246,3 +246,72 @@ def _run_all(actions: list[Callable[[], None]]) -> None:
         t.start()
     for t in threads:
         t.join()
+
+
+def test_the_last_jobs_finishing_together_announce_the_round_exactly_once(
+    backend: Backend,
+) -> None:
+    from shared.clock import FrozenClock
+    from shared.service_layer.assignment_completion import AssignmentCompletion
+    from tests.fakes import FakePublisher
+
+    backend.assignments.create(assignment())
+    n = 8
+    backend.batch.create_many([submission(i) for i in range(n)])
+    publisher = FakePublisher()
+    completion = AssignmentCompletion(backend.assignments, publisher, FrozenClock(T0))
+    for i in range(n - 4):
+        completion.on_final(finish(backend.jobs, f"a-1-j{i}", 5.0))
+    assert publisher.events == []  # not every submission is final yet
+    barrier = threading.Barrier(4)
+
+    def last(i: int) -> Callable[[], None]:
+        def run() -> None:
+            job = finish(backend.jobs, f"a-1-j{i}", 7.0)
+            barrier.wait()  # all four final before any looks at the tally
+            completion.on_final(job)
+
+        return run
+
+    _run_all([last(i) for i in range(n - 4, n)])
+    [event] = publisher.events
+    assert isinstance(event, AssignmentGraded)
+    assert (event.assignment_id, event.round, event.submissions) == ("a-1", 0, n)
+    assert event.succeeded == n and event.mean_score == 6.0
+    # Delivered again (a redelivered task), nothing more is published.
+    completion.on_final(backend.jobs.get("a-1-j0"))  # type: ignore[arg-type]
+    assert len(publisher.events) == 1
+    assert backend.assignments.unpublished_graded(10) == []
+
+
+def test_a_recorded_event_whose_publisher_died_is_published_by_the_sweep(
+    backend: Backend,
+) -> None:
+    from shared.clock import FrozenClock
+    from shared.service_layer.assignment_completion import AssignmentCompletion
+    from tests.fakes import FakePublisher
+
+    backend.assignments.create(assignment())
+    backend.batch.create_many([submission(0)])
+    publisher = FakePublisher(failures=1)
+    completion = AssignmentCompletion(backend.assignments, publisher, FrozenClock(T0))
+    job = finish(backend.jobs, "a-1-j0", 9.0)
+    with pytest.raises(Exception, match="bus down"):
+        completion.on_final(job)
+    assert publisher.events == []
+    assert len(completion.sweep()) == 1
+    [event] = publisher.events
+    assert isinstance(event, AssignmentGraded) and event.mean_score == 9.0
+    assert completion.sweep() == []
+
+
+def test_a_regraded_job_counts_as_not_final_again_until_it_finishes(backend: Backend) -> None:
+    backend.batch.create_many([submission(0)])
+    finish(backend.jobs, "a-1-j0", 8.0)
+    backend.jobs.update("a-1-j0", lambda j: j.mark_event_published(T0))
+    assert backend.jobs.active_counts("client-a").client == 0
+    request = dataclasses.replace(submission(0).request, assignment_round=1)
+    backend.jobs.update("a-1-j0", lambda j: j.regrade(T0, request))
+    assert backend.jobs.active_counts("client-a").client == 1
+    finish(backend.jobs, "a-1-j0", 4.0)
+    assert backend.jobs.active_counts("client-a").client == 0

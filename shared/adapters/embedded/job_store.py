@@ -237,6 +237,8 @@ class SqliteJobStore:
             self._write(conn, updated, insert=False)
             if updated.status.is_final and not current.status.is_final:
                 self._count(conn, updated.client_id, -1)
+            elif current.status.is_final and not updated.status.is_final:
+                self._count(conn, updated.client_id, +1)  # replayed or regraded
             if self._on_write is not None:
                 self._on_write(conn, current, updated)
         return updated

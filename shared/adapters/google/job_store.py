@@ -187,9 +187,10 @@ class FirestoreJobStore:
             # Replace each job field whole but keep server_created_at from the create.
             transaction.set(ref, document, merge=list(document))
             finalized = updated.status.is_final and not current.status.is_final
-            if finalized:
+            reopened = current.status.is_final and not updated.status.is_final
+            if finalized or reopened:  # a replay or regrade counts as not final again
                 client_ref = self._counters.document(_client_counter_id(updated.client_id))
-                self._count(transaction, client_ref, -1)
+                self._count(transaction, client_ref, -1 if finalized else +1)
             if self._on_write is not None:
                 self._on_write(transaction, current, updated)
             return updated, finalized
