@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from services.intake.assignment_schemas import (
     AnswerIn,
     AssignmentIn,
+    AssignmentJobIn,
     BatchIn,
     PageQuery,
     RegradeIn,
@@ -44,6 +45,7 @@ MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ..
     (RubricRevisionIn, "validation"),
     (BatchIn, "validation"),
     (AnswerIn, "validation"),
+    (AssignmentJobIn, "validation"),
     (AssignmentView, "serialization"),
     (AssignmentPageView, "serialization"),
     (BatchView, "serialization"),

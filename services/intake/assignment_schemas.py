@@ -83,6 +83,13 @@ class AnswerIn(BaseModel):
         return Answer(self.submission_id, self.answer, self.metadata, self.callback_url)
 
 
+class AssignmentJobIn(AnswerIn):
+    """POST /v1/grading-jobs body for an answer to one of your assignments: the rubric,
+    max score and prompt version come from the assignment, the key is the submission id."""
+
+    assignment_id: Text
+
+
 class BatchIn(BaseModel):
     """POST /v1/assignments/{id}/submissions:batch body (each item is checked on its own)."""
 

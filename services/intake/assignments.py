@@ -20,6 +20,7 @@ from flask import (
 
 from services.intake.assignment_schemas import (
     AssignmentIn,
+    AssignmentJobIn,
     PageQuery,
     RegradeIn,
     ReportQuery,
@@ -42,7 +43,8 @@ from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
-from shared.service_layer.assignments import Answer, AssignmentService, ItemResult
+from shared.service_layer.assignments import Answer, AssignmentService, ItemResult, ItemStatus
+from shared.service_layer.intake import Submission
 from shared.service_layer.regrade import Regrader
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
@@ -238,3 +240,26 @@ def _csv_line(values: list[object]) -> str:
     buffer = io.StringIO()
     csv.writer(buffer).writerow(values)
     return buffer.getvalue()
+
+
+def submit_to_assignment(client_id: str, payload: object) -> Submission | None:
+    """Submit a single job's body that names one of the client's assignments.
+
+    None when it names none (an `assignment_id` may also be a free-form label on a job
+    that carries its own rubric): the caller handles it as a job of its own.
+    """
+    assignment_id = payload.get("assignment_id") if isinstance(payload, dict) else None
+    service: AssignmentService | None = current_app.extensions.get("gradeq.assignments")
+    if service is None or not isinstance(assignment_id, str):
+        return None
+    if service.find(client_id, assignment_id) is None:
+        return None
+    body: AssignmentJobIn = parse(AssignmentJobIn, payload)
+    if body.callback_url is not None:
+        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+        guard.check(body.callback_url)
+    [result] = service.submit_batch(client_id, assignment_id, [body.to_answer()])
+    if result.problem is not None:
+        raise result.problem
+    assert result.job is not None
+    return Submission(result.job, result.status is ItemStatus.ACCEPTED)

@@ -85,6 +85,11 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
+#: The body of a job answering one of the client's assignments (its schema is among the
+#: assignments' models).
+_ASSIGNMENT_JOB_REF = {"$ref": "#/components/schemas/AssignmentJobIn"}
+
+
 def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
     """One response per status, its body a Problem whose `type` is one of the errors'."""
     by_status: dict[int, list[type[GradeqError]]] = defaultdict(list)
@@ -201,7 +206,12 @@ def _paths() -> dict[str, Any]:
                 ],
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _ref(GradingJobIn)}},
+                    "content": {
+                        "application/json": {
+                            # An answer to one of your assignments takes its rubric.
+                            "schema": {"anyOf": [_ref(GradingJobIn), _ASSIGNMENT_JOB_REF]}
+                        }
+                    },
                 },
                 "responses": {
                     **_job_response(

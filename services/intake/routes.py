@@ -6,6 +6,7 @@ import re
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
+from services.intake.assignments import submit_to_assignment
 from services.intake.body import read_json_body
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
@@ -68,11 +69,14 @@ def create_job() -> Response:
     if key is None or not _KEY.match(key):
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     payload = read_json_body(current_app.config["MAX_CONTENT_LENGTH"])
-    grading_request = parse_grading_request(payload)
-    if grading_request.callback_url is not None:
-        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
-        guard.check(grading_request.callback_url)
-    submission = _service().submit(client_id, key, grading_request)
+    # An answer to one of the client's assignments takes the assignment's rubric.
+    submission = submit_to_assignment(client_id, payload)
+    if submission is None:
+        grading_request = parse_grading_request(payload)
+        if grading_request.callback_url is not None:
+            guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+            guard.check(grading_request.callback_url)
+        submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)
     if not submission.created:
         response.headers["Idempotent-Replayed"] = "true"

@@ -245,3 +245,42 @@ def test_answers_conform_to_the_openapi_document(client: FlaskClient) -> None:
     check(listed, "/v1/assignments", "get", 200)
     grades = client.get(f"/v1/assignments/{assignment_id}/grades", headers=auth())
     check(grades, "/v1/assignments/{assignment_id}/grades", "get", 200)
+
+
+def post_job(client: FlaskClient, body: dict[str, Any], key: str = "k-1") -> Any:
+    return client.post("/v1/grading-jobs", json=body, headers=auth(**{"Idempotency-Key": key}))
+
+
+def test_a_single_job_for_an_assignment_takes_its_rubric_and_its_submission_key(
+    client: FlaskClient, adapters: Adapters
+) -> None:
+    assignment_id = create(client).get_json()["id"]
+    body = {"submission_id": "s0", "assignment_id": assignment_id, "answer": "light 0"}
+    accepted = post_job(client, body)
+    assert accepted.status_code == 202, accepted.get_json()
+    job = adapters.store.get(accepted.get_json()["id"])
+    assert job is not None and job.request.rubric == tuple(ASSIGNMENT["rubric"])
+    assert job.request.rubric_version == 1
+    # The same submission in a batch (or under another key) is the same job.
+    batch = submit(client, assignment_id, [{"submission_id": "s0", "answer": "light 0"}])
+    assert batch.get_json()["items"][0] == {
+        **batch.get_json()["items"][0],
+        "status": "existing",
+        "job_id": job.id,
+    }
+    replay = post_job(client, body, key="another-key")
+    assert replay.status_code == 202 and replay.headers["Idempotent-Replayed"] == "true"
+    changed = post_job(client, {**body, "answer": "something else"})
+    assert_problem(changed, 422, "idempotency-key-reused")
+    with_rubric = post_job(client, {**body, "rubric": "mine"})
+    assert_problem(with_rubric, 400, "validation-error")
+
+
+def test_an_unknown_assignment_id_is_still_a_label_on_a_job_with_its_own_rubric(
+    client: FlaskClient, adapters: Adapters
+) -> None:
+    body = {"submission_id": "s", "assignment_id": "hw-1", "answer": "x", "rubric": "mine"}
+    accepted = post_job(client, body)
+    assert accepted.status_code == 202
+    job = adapters.store.get(accepted.get_json()["id"])
+    assert job is not None and job.request.rubric == "mine" and not job.request.tallied
