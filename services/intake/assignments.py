@@ -129,6 +129,7 @@ def revise_assignment(assignment_id: str) -> Response:
 @bp.post("/<assignment_id>/submissions:batch")
 def submit_batch(assignment_id: str) -> Response:
     client_id = _client_id()
+    _service().get(client_id, assignment_id)  # a 404 before any callback URL is resolved
     parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES))
     guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
     answers: list[Answer] = []
