@@ -32,6 +32,8 @@ FINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 #: Busy or gateway answers: retried (with the same Idempotency-Key), like a lost connection.
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 PROBLEM_BASE = "https://gradeq.dev/problems/"
+#: The most answers one batch call takes.
+MAX_BATCH = 1000
 
 
 class GradeqError(Exception):
@@ -269,6 +271,121 @@ class GradeqClient:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {job.status}")
             self._sleep(job.retry_after_s or default_poll_s)
+
+    # --- assignments ---------------------------------------------------------------------
+
+    def create_assignment(
+        self, assignment: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Create an assignment (title, rubric, max_score, prompt_version); safe to retry."""
+        key = idempotency_key or str(uuid.uuid4())
+        reply = self.request(
+            "POST", "/v1/assignments", json=dict(assignment), headers={"Idempotency-Key": key}
+        )
+        return reply.body
+
+    def assignment(self, assignment_id: str) -> Reply:
+        """The assignment with its progress (`body["progress"]`) and the Retry-After."""
+        return self.request("GET", f"/v1/assignments/{assignment_id}")
+
+    def assignments(self) -> Iterator[dict[str, Any]]:
+        """Every assignment of this client, newest first, a page at a time."""
+        yield from self._pages("/v1/assignments", "assignments")
+
+    def revise_rubric(self, assignment_id: str, rubric: str | list[str]) -> dict[str, Any]:
+        """Make `rubric` the assignment's next rubric version."""
+        return self.request(
+            "PATCH", f"/v1/assignments/{assignment_id}", json={"rubric": rubric}
+        ).body
+
+    def submit_batch(
+        self, assignment_id: str, answers: list[Mapping[str, Any]], batch_size: int = MAX_BATCH
+    ) -> dict[str, Any]:
+        """Submit answers (each with its submission_id) in batches; the items of all of them.
+
+        Each submission id is its key in the assignment, so sending again after any
+        failure creates nothing twice and completes what was cut off.
+        """
+        totals: dict[str, Any] = {"accepted": 0, "existing": 0, "refused": 0, "items": []}
+        for start in range(0, len(answers), batch_size):
+            chunk = [dict(a) for a in answers[start : start + batch_size]]
+            body = self.request(
+                "POST",
+                f"/v1/assignments/{assignment_id}/submissions:batch",
+                json={"answers": chunk},
+            ).body
+            for name in ("accepted", "existing", "refused"):
+                totals[name] += body[name]
+            totals["items"].extend(body["items"])
+        return totals
+
+    def grades(self, assignment_id: str) -> Iterator[Job]:
+        """Every job of the assignment, newest first, a page at a time."""
+        for data in self._pages(f"/v1/assignments/{assignment_id}/grades", "jobs"):
+            yield Job(data["id"], data["status"], data)
+
+    def grades_csv(self, assignment_id: str) -> Iterator[str]:
+        """The grade sheet as CSV lines, streamed as the server writes them."""
+        if not self._api_key:
+            raise MissingKey(False)
+        response = self._session.get(
+            f"{self.base_url}/v1/assignments/{assignment_id}/grades",
+            headers={"Authorization": f"Bearer {self._api_key}", "Accept": "text/csv"},
+            stream=True,
+            timeout=self._timeout_s,
+        )
+        if response.status_code >= 400:
+            self._reply(response)
+        with response:
+            yield from response.iter_lines(decode_unicode=True)
+
+    def regrade(
+        self,
+        assignment_id: str,
+        rubric: str | list[str] | None = None,
+        prompt_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Grade every final submission again in a new round (or finish one cut off)."""
+        body: dict[str, Any] = {}
+        if rubric is not None:
+            body["rubric"] = rubric
+        if prompt_version is not None:
+            body["prompt_version"] = prompt_version
+        return self.request("POST", f"/v1/assignments/{assignment_id}/regrade", json=body).body
+
+    def regrade_report(self, assignment_id: str, threshold: float = 1.0) -> dict[str, Any]:
+        """Old and new scores of the last regrade, the mean shift and the kappa."""
+        path = f"/v1/assignments/{assignment_id}/regrade"
+        return self.request("GET", path, params={"threshold": threshold}).body
+
+    def wait_assignment(
+        self,
+        assignment_id: str,
+        timeout_s: float = 24 * 3600.0,
+        default_poll_s: float = 2.0,
+        on_update: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll until the assignment's current round is graded; TimeoutError after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self.assignment(assignment_id)
+            if on_update:
+                on_update(reply.body)
+            progress = reply.body.get("progress") or {}
+            if progress.get("done"):
+                return reply.body
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"assignment {assignment_id} is not graded yet")
+            self._sleep(reply.retry_after_s or default_poll_s)
+
+    def _pages(self, path: str, key: str) -> Iterator[dict[str, Any]]:
+        params: dict[str, Any] = {}
+        while True:
+            page = self.request("GET", path, params=params).body
+            yield from page[key]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
 
     # --- the admin API (operator key) ----------------------------------------------------
 
