@@ -58,6 +58,12 @@ bench-tools:
 
 bench: install $(BENCH_STAMP) bench-tools
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
+	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
+
+# A class's 1,000 answers in one batch against 1,000 single POSTs (docs/assignments.md).
+.PHONY: bench-assignments
+bench-assignments: install
+	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
 
 # RPCs per request of the Google adapters on the official emulators and the local Cloud
 # Tasks API, by method; fails if a client or channel is built per request.
