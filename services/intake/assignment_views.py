@@ -32,6 +32,8 @@ class ProgressView(BaseModel):
     counts: dict[JobStatus, int]
     mean_score: float | None
     done: bool
+    #: Scores so far in tenths of the max score: [0, 10%), [10%, 20%), ..., the full score.
+    histogram: list[int]
 
 
 class AssignmentView(BaseModel):
@@ -113,6 +115,7 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
             final=tally.final,
             counts={s: tally.counts.get(s, 0) for s in JobStatus},
             mean_score=tally.mean_score,
+            histogram=list(tally.histogram),
             done=tally.done and tally.total >= assignment.expected,
         )
     return AssignmentView(

@@ -23,6 +23,16 @@ MAX_RUBRIC_VERSIONS = 40
 #: The tally fields besides the per-status counts.
 SCORE_SUM = "score_sum"
 SCORED = "scored"
+#: Scores are also counted in tenths of the max score (bucket 10 is a full score), so a
+#: histogram is read from the same counters: fields "h0" .. "h10".
+HISTOGRAM_BUCKETS = 11
+
+
+def histogram_bucket(score: float, max_score: float) -> int:
+    """The tenth of the scale a score falls in (0..10)."""
+    if max_score <= 0:
+        return 0
+    return min(HISTOGRAM_BUCKETS - 1, max(0, int(score / max_score * 10)))
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,8 @@ class Tally:
     counts: dict[JobStatus, int] = field(default_factory=dict)
     score_sum: float = 0.0
     scored: int = 0
+    #: How many scores fell in each tenth of the scale (see `histogram_bucket`).
+    histogram: tuple[int, ...] = (0,) * HISTOGRAM_BUCKETS
 
     @property
     def total(self) -> int:
@@ -183,7 +195,8 @@ class Tally:
     def from_fields(cls, fields: dict[str, float]) -> Tally:
         """Rebuild from summed counter fields (status names, SCORE_SUM, SCORED)."""
         counts = {s: int(fields.get(s.value, 0)) for s in JobStatus if fields.get(s.value)}
-        return cls(counts, float(fields.get(SCORE_SUM, 0.0)), int(fields.get(SCORED, 0)))
+        histogram = tuple(int(fields.get(f"h{i}", 0)) for i in range(HISTOGRAM_BUCKETS))
+        return cls(counts, float(fields.get(SCORE_SUM, 0.0)), int(fields.get(SCORED, 0)), histogram)
 
 
 @dataclass(frozen=True)
@@ -217,6 +230,7 @@ def tally_change(before: Job | None, after: Job) -> TallyChange | None:
         assert after.result is not None
         deltas[SCORE_SUM] = after.result.score
         deltas[SCORED] = 1
+        deltas[f"h{histogram_bucket(after.result.score, after.request.max_score)}"] = 1
     return TallyChange(assignment_id, round_, deltas)
 
 

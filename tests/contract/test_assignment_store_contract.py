@@ -169,6 +169,7 @@ def test_the_tally_follows_each_job_write(backend: Backend) -> None:
         JobStatus.FAILED: 1,
     }
     assert tally.mean_score == 7.0 and tally.scored == 2
+    assert tally.histogram == (0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0)  # 6 and 8 of 10
     assert not tally.done
     assert backend.assignments.tally("a-other", 0).total == 1
 

@@ -198,6 +198,7 @@ def test_progress_counts_by_status_with_the_mean_so_far(
     assert progress["submissions"] == 4 and progress["final"] == 2
     assert progress["counts"]["SUCCEEDED"] == 2 and progress["counts"]["PENDING"] == 2
     assert progress["mean_score"] == 7.0 and progress["done"] is False
+    assert progress["histogram"] == [0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0]
     assert "Retry-After" in response.headers
 
 
