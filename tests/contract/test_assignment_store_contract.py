@@ -316,3 +316,45 @@ def test_a_regraded_job_counts_as_not_final_again_until_it_finishes(backend: Bac
     assert backend.jobs.active_counts("client-a").client == 1
     finish(backend.jobs, "a-1-j0", 4.0)
     assert backend.jobs.active_counts("client-a").client == 0
+
+
+def test_a_firestore_batch_of_1000_takes_three_commits_and_one_read_per_answer(
+    request: pytest.FixtureRequest,
+) -> None:
+    from shared.adapters.google import metering
+    from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
+    from shared.adapters.google.job_batch import FirestoreJobBatch
+    from shared.adapters.google.job_store import FirestoreJobStore
+
+    client: Any = request.getfixturevalue("firestore_clean")
+    ttl = timedelta(days=30)
+    tally = FirestoreTally(client, "assignment_tallies")
+    store = FirestoreJobStore(client, "grading_jobs", ttl, on_write=tally.record)
+    writer = FirestoreJobBatch(client, store, tally, "grading_jobs", "grading_jobs_counters", ttl)
+    commits: list[int] = []
+    make_batch = client.batch
+
+    def counting_batch() -> Any:
+        batch = make_batch()
+        commit = batch.commit
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            commits.append(len(batch))
+            return commit(*args, **kwargs)
+
+        batch.commit = counted
+        return batch
+
+    client.batch = counting_batch
+    try:
+        results = writer.create_many([submission(i) for i in range(1000)])
+    finally:
+        client.batch = make_batch
+    assert all(created for _, created in results)
+    assert commits == [480 + 3, 480 + 3, 40 + 3]  # the jobs, client counter, backlog, tally
+    assert max(commits) <= 500
+    assert writer.meter.snapshot() == {
+        metering.FIRESTORE_READS: 1000,
+        metering.FIRESTORE_WRITES: 1009,
+    }
+    assert FirestoreAssignmentStore(client).tally("a-1", 0).counts == {JobStatus.PENDING: 1000}
