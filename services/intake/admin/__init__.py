@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.dashboard import page
 from services.intake.admin.routes import api
@@ -26,3 +27,6 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
     app.extensions["gradeq.queue_health"] = QueueHealth(adapters.store, clock)
     app.register_blueprint(api)
     app.register_blueprint(page)
+    if adapters.assignments is not None:
+        app.extensions["gradeq.admin_assignments"] = adapters.assignments
+        app.register_blueprint(admin_assignments)
