@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from shared.service_layer.assignments import AssignmentService
 log = logging.getLogger(__name__)
 
 _REGRADABLE = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+#: How long a regrade waits for a just-finished job's event to be published (it is in
+#: flight when the round has only just become done).
+ANNOUNCE_WAITS_S = (0.05, 0.2, 0.5)
 
 
 @dataclass(frozen=True)
@@ -129,10 +133,9 @@ class Regrader:
                 prompt_version=assignment.prompt_version,
                 assignment_round=assignment.round,
             )
-            try:
-                regraded = self._jobs.update(job.id, lambda j: _regrade(j, now, request))
-            except JobLocked:
-                return 0  # its event is not out yet: the next ask moves it
+            regraded = self._regrade_when_announced(job.id, now, request)
+            if regraded is None:
+                return 0  # its event is still not out: the next ask moves it
             if regraded.status is JobStatus.PENDING:
                 task = TaskSpec(task_name_for(regraded.id, regraded.generation), regraded.id, now)
                 try:
@@ -146,6 +149,20 @@ class Regrader:
             return sum(one(job) for job in jobs)
         with ThreadPoolExecutor(max_workers=self._parallelism) as pool:
             return sum(pool.map(one, jobs))
+
+    def _regrade_when_announced(
+        self, job_id: str, now: datetime, request: GradingRequest
+    ) -> Job | None:
+        """Regrade the job, waiting a little for its completion event to go out first."""
+        for wait_s in (*ANNOUNCE_WAITS_S, None):
+            try:
+                return self._jobs.update(job_id, lambda j: _regrade(j, now, request))
+            except JobLocked:
+                if wait_s is None:
+                    log.warning("regrade skipped a job still announcing", extra={"job_id": job_id})
+                    return None
+                time.sleep(wait_s)
+        return None
 
     def report(self, client_id: str, assignment_id: str, threshold: float = 1.0) -> RegradeReport:
         """Old and new score of each submission of the current round, and the summary."""

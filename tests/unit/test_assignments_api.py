@@ -285,3 +285,11 @@ def test_an_unknown_assignment_id_is_still_a_label_on_a_job_with_its_own_rubric(
     assert accepted.status_code == 202
     job = adapters.store.get(accepted.get_json()["id"])
     assert job is not None and job.request.rubric == "mine" and not job.request.tallied
+
+
+def test_a_batch_may_be_larger_than_a_single_jobs_body_limit(client: FlaskClient) -> None:
+    assignment_id = create(client).get_json()["id"]
+    big = [{"submission_id": f"s{i}", "answer": "x" * 1024} for i in range(400)]  # ~420 KB
+    response = submit(client, assignment_id, big)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["accepted"] == 400
