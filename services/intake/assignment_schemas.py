@@ -15,14 +15,13 @@ from pydantic import (
 )
 
 from services.intake.schemas import GradingJobIn, Text, _failed
+from shared.adapters.graders.prompt import DEFAULT_PROMPT_VERSION, GradingPrompt
 from shared.domain.assignment import Rubric
 from shared.domain.errors import ValidationFailed
 from shared.domain.rubric import criteria_of
 from shared.service_layer.assignments import MAX_BATCH, Answer
 
 RubricIn = GradingJobIn.model_fields["rubric"].annotation
-#: The prompt version an assignment grades with unless it names another.
-DEFAULT_PROMPT_VERSION = "grading-v1"
 Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 
@@ -35,6 +34,12 @@ class AssignmentIn(BaseModel):
     rubric: RubricIn  # type: ignore[valid-type]
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     prompt_version: Text = DEFAULT_PROMPT_VERSION
+
+    @field_validator("prompt_version")
+    @classmethod
+    def _shipped(cls, value: str) -> str:
+        _shipped_prompt(value)
+        return value
 
     @field_validator("rubric")
     @classmethod
@@ -115,6 +120,11 @@ class RegradeIn(BaseModel):
     rubric: RubricIn | None = None  # type: ignore[valid-type]
     prompt_version: Text | None = None
 
+    @field_validator("prompt_version")
+    @classmethod
+    def _shipped(cls, value: str | None) -> str | None:
+        return _shipped_prompt(value)
+
     @field_validator("rubric")
     @classmethod
     def _has_criteria(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -139,6 +149,17 @@ _JOB_CHECKS = {"answer": "_answer_size", "metadata": "_metadata_size", "callback
 def _job_check(field_name: str) -> Any:
     validators = GradingJobIn.__pydantic_decorators__.field_validators
     return validators[_JOB_CHECKS[field_name]].func
+
+
+def _shipped_prompt(version: str | None) -> str | None:
+    """A prompt version the graders have (an unknown one would fail every grading)."""
+    if version is None:
+        return None
+    try:
+        GradingPrompt.load(version)
+    except ValueError as exc:
+        raise ValueError(f"no prompt version {version!r} is shipped") from exc
+    return version
 
 
 def _with_criteria(value: str | list[str]) -> str | list[str]:
