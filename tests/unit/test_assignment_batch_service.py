@@ -87,3 +87,28 @@ def test_items_whose_task_failed_are_refused_and_a_retry_makes_their_tasks(
     assert sorted(t.job_id for t in queue.tasks) == sorted(
         r.job.id for r in failed if r.job is not None
     )
+
+
+def test_the_recovery_sweep_makes_the_task_of_a_batch_job_that_has_none(
+    tmp_path: Path,
+) -> None:
+    from shared.config.settings import Settings
+    from shared.service_layer.recovery import RecoveryService
+    from tests.fakes import FakePublisher
+
+    queue = FakeTaskQueue(available=False)
+    clock = FrozenClock()
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    assignments = AssignmentService(
+        SqliteAssignmentStore(db), jobs, SqliteJobBatch(db, jobs.create), queue, clock
+    )
+    assignment, _ = assignments.create("c", "k", "t", "x", 10.0, "v1")
+    refused = assignments.submit_batch("c", assignment.id, answers(3))
+    assert {r.status for r in refused} == {ItemStatus.REFUSED} and queue.tasks == []
+    queue.available = True  # the client never retries; the sweep finds the jobs
+    budget = Settings(data_dir=tmp_path).budget()
+    clock.advance(budget.sweep_stale + budget.lease)
+    sweep = RecoveryService(jobs, queue, FakePublisher(), clock, budget).sweep()
+    assert sorted(sweep.replayed) == sorted(r.job.id for r in refused if r.job)
+    assert sorted(t.job_id for t in queue.tasks) == sorted(sweep.replayed)
