@@ -297,9 +297,13 @@ class AssignmentStore(Protocol):
 class JobBatchWriter(Protocol):
     """Creates many jobs in as few commits as the backend allows."""
 
-    def create_many(self, jobs: list[Job]) -> list[tuple[Job, bool]]:
+    def create_many(
+        self, jobs: list[Job], capacity: int | None = None
+    ) -> list[tuple[Job | None, bool]]:
         """Insert each job unless its id exists; (stored job, created?) in the same order.
 
-        Counts each new job as `JobStore.create` does, in the same commits.
+        At most `capacity` new jobs are created (None: no bound); a job past it is not
+        stored and answers (None, False). Counts each new job as `JobStore.create` does,
+        in the same commits.
         """
         ...

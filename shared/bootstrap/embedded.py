@@ -41,7 +41,7 @@ class EmbeddedFamily:
         return SqliteAssignmentStore(self._db)
 
     def job_batch(self) -> SqliteJobBatch:
-        return SqliteJobBatch(self._db, self.job_store().create)
+        return SqliteJobBatch(self._db, self.job_store())
 
     def task_queue(self) -> SqliteTaskQueue:
         queue = self._settings.queue_config()

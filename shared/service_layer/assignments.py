@@ -19,12 +19,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.domain.admission import AdmissionLimits
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.assignment import Assignment, Rubric, Tally
 from shared.domain.errors import (
     AssignmentNotFound,
+    BacklogFull,
     GradeqError,
     IdempotencyConflict,
+    TooManyActiveJobs,
     ValidationFailed,
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
@@ -259,9 +261,7 @@ class AssignmentService:
             )
         assignment = self.get(client_id, assignment_id)
         now = self._clock.now()
-        if self._limits is not None:
-            # Checked once for the batch: like single creates racing, a soft ceiling.
-            self._limits.check(self._jobs.active_counts(client_id))
+        capacity, over = self._capacity(client_id)
         results: dict[int, ItemResult] = {}
         seen: set[str] = set()
         wanted: list[tuple[int, Answer, Job]] = []
@@ -275,14 +275,21 @@ class AssignmentService:
                 continue
             seen.add(answer.submission_id)
             job_id = submission_job_id(client_id, assignment.id, answer.submission_id)
-            job = Job.new(
+            new = Job.new(
                 job_id, client_id, self.request_for(assignment, answer), answer.fingerprint(), now
             )
-            wanted.append((index, answer, job))
+            wanted.append((index, answer, new))
         with self._uow.atomic() if self._uow else nullcontext():
-            stored = self._batch.create_many([job for _, _, job in wanted])
+            stored = self._batch.create_many([w[2] for w in wanted], capacity)
             pending: list[Job] = []
             for (index, answer, new), (job, created) in zip(wanted, stored, strict=True):
+                if job is None:
+                    # Past a ceiling: not stored. A retried answer is never refused here.
+                    assert over is not None
+                    results[index] = ItemResult(
+                        answer.submission_id, ItemStatus.REFUSED, None, over
+                    )
+                    continue
                 if not created and job.fingerprint != new.fingerprint:
                     results[index] = ItemResult(
                         answer.submission_id,
@@ -305,12 +312,34 @@ class AssignmentService:
                 results[index] = ItemResult(
                     result.submission_id, ItemStatus.REFUSED, result.job, failed[result.job.id]
                 )
+        if over is not None and not any(r.job for r in results.values()):
+            raise over  # nothing admitted nor found: the whole batch waits (429 or 503)
         accepted = sum(1 for r in results.values() if r.status is ItemStatus.ACCEPTED)
         log.info(
             "batch accepted",
             extra={"assignment_id": assignment.id, "answers": len(answers), "accepted": accepted},
         )
         return [results[i] for i in range(len(answers))]
+
+    def _capacity(self, client_id: str) -> tuple[int | None, GradeqError | None]:
+        """How many new jobs the ceilings admit now, and the error refusing the rest.
+
+        One read of the counters for the whole batch; like single creates racing, the
+        ceilings stay soft against concurrent batches.
+        """
+        if self._limits is None:
+            return None, None
+        counts = self._jobs.active_counts(client_id)
+        try:
+            self._limits.check(counts)
+        except (TooManyActiveJobs, BacklogFull) as full:
+            return 0, full
+        room = min(self._limits.per_client - counts.client, self._limits.backlog - counts.total)
+        try:
+            self._limits.check(ActiveCounts(counts.client + room, counts.total + room))
+        except (TooManyActiveJobs, BacklogFull) as past:
+            return room, past
+        raise AssertionError("a ceiling admits more than it allows")
 
     def _enqueue(self, jobs: list[Job], now: datetime) -> dict[str, GradeqError]:
         """Make each pending job's task; the ones that failed, by job id (they stay pending:

@@ -43,7 +43,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "embedded":
         db = SqliteDatabase(tmp_path / "jobs.sqlite3")
         jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
-        return Backend(jobs, SqliteAssignmentStore(db), SqliteJobBatch(db, jobs.create))
+        return Backend(jobs, SqliteAssignmentStore(db), SqliteJobBatch(db, jobs))
     from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
     from shared.adapters.google.job_batch import FirestoreJobBatch
     from shared.adapters.google.job_store import FirestoreJobStore
@@ -358,3 +358,19 @@ def test_a_firestore_batch_of_1000_takes_three_commits_and_one_read_per_answer(
         metering.FIRESTORE_WRITES: 1009,
     }
     assert FirestoreAssignmentStore(client).tally("a-1", 0).counts == {JobStatus.PENDING: 1000}
+
+
+def test_a_batch_creates_no_more_new_jobs_than_its_capacity(backend: Backend) -> None:
+    backend.batch.create_many([submission(3)])
+    results = backend.batch.create_many([submission(n) for n in range(6)], capacity=2)
+    assert [(job.id if job else None, created) for job, created in results] == [
+        ("a-1-j0", True),
+        ("a-1-j1", True),
+        (None, False),
+        ("a-1-j3", False),  # it existed: answered whatever the capacity
+        (None, False),
+        (None, False),
+    ]
+    assert backend.jobs.get("a-1-j2") is None
+    assert backend.jobs.active_counts("client-a").client == 3
+    assert backend.assignments.tally("a-1", 0).total == 3

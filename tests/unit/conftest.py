@@ -59,7 +59,7 @@ def adapters(settings: Settings) -> Adapters:
         queue=FakeTaskQueue(),
         publisher=FakePublisher(),
         assignments=SqliteAssignmentStore(db),
-        batch=SqliteJobBatch(db, jobs.create),
+        batch=SqliteJobBatch(db, jobs),
     )
 
 

@@ -49,7 +49,7 @@ def service(tmp_path: Path, queue: FakeTaskQueue, parallelism: int) -> Assignmen
     return AssignmentService(
         SqliteAssignmentStore(db),
         jobs,
-        SqliteJobBatch(db, jobs.create),
+        SqliteJobBatch(db, jobs),
         queue,
         FrozenClock(),
         enqueue_parallelism=parallelism,
@@ -101,7 +101,7 @@ def test_the_recovery_sweep_makes_the_task_of_a_batch_job_that_has_none(
     db = SqliteDatabase(tmp_path / "g.sqlite3")
     jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
     assignments = AssignmentService(
-        SqliteAssignmentStore(db), jobs, SqliteJobBatch(db, jobs.create), queue, clock
+        SqliteAssignmentStore(db), jobs, SqliteJobBatch(db, jobs), queue, clock
     )
     assignment, _ = assignments.create("c", "k", "t", "x", 10.0, "v1")
     refused = assignments.submit_batch("c", assignment.id, answers(3))
@@ -112,3 +112,35 @@ def test_the_recovery_sweep_makes_the_task_of_a_batch_job_that_has_none(
     sweep = RecoveryService(jobs, queue, FakePublisher(), clock, budget).sweep()
     assert sorted(sweep.replayed) == sorted(r.job.id for r in refused if r.job)
     assert sorted(t.job_id for t in queue.tasks) == sorted(sweep.replayed)
+
+
+def test_the_ceiling_admits_what_fits_and_a_retry_is_never_refused_its_own_jobs(
+    tmp_path: Path,
+) -> None:
+    import pytest
+
+    from shared.domain.admission import AdmissionLimits
+    from shared.domain.errors import TooManyActiveJobs
+
+    queue = FakeTaskQueue()
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    assignments = AssignmentService(
+        SqliteAssignmentStore(db),
+        jobs,
+        SqliteJobBatch(db, jobs),
+        queue,
+        FrozenClock(),
+        limits=AdmissionLimits(per_client=3, backlog=100, retry_after_s=9),
+    )
+    assignment, _ = assignments.create("c", "k", "t", "x", 10.0, "v1")
+    first = assignments.submit_batch("c", assignment.id, answers(5))
+    assert [r.status for r in first] == [ItemStatus.ACCEPTED] * 3 + [ItemStatus.REFUSED] * 2
+    assert {r.problem.slug for r in first[3:] if r.problem} == {"too-many-active-jobs"}
+    # The client is at its ceiling; its retry still gets its three jobs back.
+    again = assignments.submit_batch("c", assignment.id, answers(5))
+    assert [r.status for r in again] == [ItemStatus.EXISTING] * 3 + [ItemStatus.REFUSED] * 2
+    assert len(queue.tasks) == 3
+    with pytest.raises(TooManyActiveJobs) as refused:  # nothing of it fits: the whole 429
+        assignments.submit_batch("c", assignment.id, [Answer("new", "x")])
+    assert refused.value.retry_after_s == 9

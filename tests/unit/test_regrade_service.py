@@ -36,7 +36,7 @@ def test_a_regrade_resumes_and_its_round_ends_once(
     jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
     store = SqliteAssignmentStore(db)
     queue, publisher, clock = FakeTaskQueue(), FakePublisher(), FrozenClock()
-    service = AssignmentService(store, jobs, SqliteJobBatch(db, jobs.create), queue, clock)
+    service = AssignmentService(store, jobs, SqliteJobBatch(db, jobs), queue, clock)
     completion = AssignmentCompletion(store, publisher, clock)
     regrader = Regrader(service, store, jobs, queue, clock, completion.check)
     assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.assignment import Assignment, Tally, tally_change
 from shared.domain.errors import AssignmentNotFound
@@ -202,11 +203,22 @@ class SqliteAssignmentStore:
 class SqliteJobBatch:
     """Creates a batch of jobs in one SQLite transaction through the job store."""
 
-    def __init__(self, db: SqliteDatabase, create: Callable[[Job], tuple[Job, bool]]) -> None:
+    def __init__(self, db: SqliteDatabase, store: SqliteJobStore) -> None:
         self._db = db
-        self._create = create
+        self._store = store
 
-    def create_many(self, jobs: list[Job]) -> list[tuple[Job, bool]]:
-        # The job store's own create joins this transaction: one commit for the batch.
+    def create_many(
+        self, jobs: list[Job], capacity: int | None = None
+    ) -> list[tuple[Job | None, bool]]:
+        results: list[tuple[Job | None, bool]] = []
+        made = 0
+        # The job store's own writes join this transaction: one commit for the batch.
         with unavailable_on_error("create jobs"), self._db.transaction():
-            return [self._create(job) for job in jobs]
+            for job in jobs:
+                if capacity is not None and made >= capacity:
+                    results.append((self._store.get(job.id), False))
+                    continue
+                stored, created = self._store.create(job)
+                made += created
+                results.append((stored, created))
+        return results

@@ -55,24 +55,44 @@ class FirestoreJobBatch:
         self._counters = client.collection(counters_collection)
         self.meter = metering.Meter()
 
-    def create_many(self, jobs: list[Job]) -> list[tuple[Job, bool]]:
-        results: list[tuple[Job, bool]] = []
+    def create_many(
+        self, jobs: list[Job], capacity: int | None = None
+    ) -> list[tuple[Job | None, bool]]:
+        results: list[tuple[Job | None, bool]] = []
+        room = capacity
         for start in range(0, len(jobs), CHUNK):
-            results.extend(self._chunk(jobs[start : start + CHUNK]))
+            chunk, made = self._chunk(jobs[start : start + CHUNK], room)
+            results.extend(chunk)
+            room = None if room is None else room - made
         return results
 
-    def _chunk(self, jobs: list[Job]) -> list[tuple[Job, bool]]:
+    def _chunk(
+        self, jobs: list[Job], room: int | None
+    ) -> tuple[list[tuple[Job | None, bool]], int]:
         existing = self._existing(jobs)
         fresh = [job for job in jobs if job.id not in existing]
-        if fresh:
+        allowed = {job.id for job in (fresh if room is None else fresh[: max(0, room)])}
+        if allowed:
             try:
-                self._commit(fresh)
+                self._commit([job for job in fresh if job.id in allowed])
             except gexc.AlreadyExists:
                 # A racing create won one of them: settle each on its own.
-                return [self._store.create(job) for job in jobs]
+                settled: list[tuple[Job | None, bool]] = [
+                    self._store.create(job)
+                    if job.id in allowed or job.id in existing
+                    else (None, False)
+                    for job in jobs
+                ]
+                return settled, sum(1 for _, created in settled if created)
             except gexc.GoogleAPIError as exc:
                 raise DependencyUnavailable(f"Firestore batch create failed: {exc}") from exc
-        return [(existing[job.id], False) if job.id in existing else (job, True) for job in jobs]
+        results: list[tuple[Job | None, bool]] = []
+        for job in jobs:
+            if job.id in existing:
+                results.append((existing[job.id], False))
+            else:
+                results.append((job, True) if job.id in allowed else (None, False))
+        return results, len(allowed)
 
     def _existing(self, jobs: list[Job]) -> dict[str, Job]:
         refs = [self._jobs.document(job.id) for job in jobs]
