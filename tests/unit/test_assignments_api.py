@@ -16,7 +16,7 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
 from shared.domain.job import GradeResult
-from tests.fakes import FakeTaskQueue
+from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 
 ASSIGNMENT: dict[str, Any] = {
@@ -293,3 +293,20 @@ def test_a_batch_may_be_larger_than_a_single_jobs_body_limit(client: FlaskClient
     response = submit(client, assignment_id, big)
     assert response.status_code == 200, response.get_json()
     assert response.get_json()["accepted"] == 400
+
+
+def test_cancelling_the_last_open_submission_announces_the_round(
+    client: FlaskClient, adapters: Adapters, clock: FrozenClock
+) -> None:
+    from shared.domain.events import AssignmentGraded
+
+    assignment_id = create(client).get_json()["id"]
+    items = submit(client, assignment_id, answers(2)).get_json()["items"]
+    finish_all(adapters, [6.0], clock)  # the first graded, the second still pending
+    publisher = adapters.publisher
+    assert isinstance(publisher, FakePublisher)
+    cancelled = client.post(f"/v1/grading-jobs/{items[1]['job_id']}/cancel", headers=auth())
+    assert cancelled.status_code == 200, cancelled.get_json()
+    [event] = [e for e in publisher.events if isinstance(e, AssignmentGraded)]
+    assert (event.submissions, event.succeeded, event.cancelled) == (2, 1, 1)
+    assert event.mean_score == 6.0
