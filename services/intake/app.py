@@ -8,7 +8,8 @@ from services.intake import admin
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
-from services.intake.firebase_auth import FirebaseAuthenticator
+from services.intake.firebase_auth import FirebaseAuthenticator, SignInPolicy
+from services.intake.firebase_revocation import IdentityToolkitLookup
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
@@ -82,10 +83,26 @@ def _firebase(settings: Settings) -> FirebaseAuthenticator | None:
     """ID tokens are accepted when a Firebase project is configured."""
     if not settings.firebase_project_id:
         return None
+    roles = frozenset(
+        r.strip() for r in settings.firebase_client_wide_roles.split(",") if r.strip()
+    )
+    policy = SignInPolicy(
+        role_claim=settings.firebase_role_claim,
+        client_wide_roles=roles,
+        allow_anonymous=settings.firebase_allow_anonymous,
+        allow_unverified=settings.firebase_allow_unverified,
+    )
+    accounts = (
+        IdentityToolkitLookup(settings.firebase_project_id)
+        if settings.firebase_check_revoked
+        else None
+    )
     return FirebaseAuthenticator(
         settings.firebase_project_id,
         settings.firebase_client_claim,
         settings.firebase_tenant_client_map(),
+        policy=policy,
+        accounts=accounts,
     )
 
 

@@ -1,6 +1,7 @@
 """Authenticate callers: server clients by API key, web frontends by Firebase ID token.
 
-Either way the caller becomes one client id, and every job is scoped to it.
+Either way the caller becomes one scope, and every job belongs to it: a key's client, or
+for a signed-in user the scope the server decides (see `FirebaseAuthenticator`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from shared.domain.api_keys import PREFIX
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
 
-#: A frontend sends this header (value "user") to scope jobs to the signed-in user.
+#: A client-wide signed-in user may send this header (value "user") to see only their own
+#: jobs. It only ever narrows: without it a user still gets no more than the server grants.
 SCOPE_HEADER = "Gradeq-Scope"
 
 
@@ -30,6 +32,6 @@ class ClientAuthenticator:
         if credential.startswith(PREFIX):
             return self._api_keys.client_for(credential)
         if self._firebase is not None and credential.count(".") == 2:
-            per_user = request.headers.get(SCOPE_HEADER, "").strip().lower() == "user"
-            return self._firebase.client_for(credential, per_user)
+            only_own = request.headers.get(SCOPE_HEADER, "").strip().lower() == "user"
+            return self._firebase.client_for(credential, only_own)
         raise Unauthenticated("unknown credential")

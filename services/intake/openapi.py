@@ -18,7 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.client_auth import SCOPE_HEADER
-from services.intake.firebase_auth import NoClientForUser
+from services.intake.firebase_auth import NoClientForUser, SignInNotAccepted
 from services.intake.rate_limit import RateLimited
 from services.intake.schemas import GradingJobIn, JobListQuery
 from services.intake.views import JobPage, JobView, Problem
@@ -56,6 +56,7 @@ class InternalError(GradeqError):
 COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     Unauthenticated,
     NoClientForUser,
+    SignInNotAccepted,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -147,7 +148,10 @@ def _scope_parameter() -> dict[str, Any]:
         "name": SCOPE_HEADER,
         "in": "header",
         "required": False,
-        "description": "With an ID token, 'user' scopes jobs to the signed-in user",
+        "description": (
+            "With an ID token of a client-wide role, 'user' narrows the scope to the "
+            "signed-in user's own jobs; the server decides every other scope"
+        ),
         "schema": {"type": "string", "enum": ["client", "user"]},
     }
 

@@ -133,6 +133,17 @@ class Settings(BaseSettings):
     firebase_project_id: str = ""
     firebase_client_claim: str = "gradeq_client"
     firebase_tenant_clients: str = ""
+    # A signed-in user sees only their own jobs unless this custom claim (a string or a
+    # list) holds one of the client-wide roles (comma-separated).
+    firebase_role_claim: str = "gradeq_role"
+    firebase_client_wide_roles: str = "teacher,admin"
+    # Anonymous sign-ins, and email sign-ins whose address is not verified, are refused
+    # unless these allow them.
+    firebase_allow_anonymous: bool = False
+    firebase_allow_unverified: bool = False
+    # Look each signed-in user's account up (Identity Toolkit accounts:lookup): refuse
+    # tokens of disabled accounts and of sign-ins revoked since (one API call a request).
+    firebase_check_revoked: bool = False
 
     # Clients whose API keys may read the analytics service's reports, comma-separated.
     analytics_readers: str = ""

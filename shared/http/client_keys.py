@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import request
 
 from shared.domain.api_keys import key_id_of
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.http.errors import Unauthenticated
 from shared.ports import ApiKeyStore, Clock
 
@@ -30,5 +31,8 @@ class ApiKeyAuthenticator:
         stored = self._keys.get(key_id) if key_id else None
         # One message for unknown, wrong, revoked and expired keys: nothing to probe.
         if stored is None or not stored.matches(key) or not stored.usable(self._clock.now()):
+            raise Unauthenticated("unknown, revoked or expired API key")
+        if USER_SCOPE_MARK in stored.client_id:
+            # A record written before user scopes were reserved must not speak for a user.
             raise Unauthenticated("unknown, revoked or expired API key")
         return stored.client_id

@@ -18,10 +18,11 @@ from flask.testing import FlaskClient
 from google.auth import crypt, jwt
 
 from services.intake.app import create_app
-from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
+from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator, SignInPolicy
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from tests.unit.conftest import API_KEY
 from tests.unit.test_intake_api import BODY, assert_problem
 
 PROJECT = "demo-frontend"
@@ -81,6 +82,9 @@ def token(**overrides: Any) -> str:
         "iat": now - 10,
         "exp": now + 3600,
         "auth_time": now - 10,
+        "email": "someone@school.example",
+        "email_verified": True,
+        "firebase": {"sign_in_provider": "password"},
         "gradeq_client": "school-a",
         **overrides,
     }
@@ -155,10 +159,71 @@ def test_a_tampered_token_is_401(client: FlaskClient) -> None:
 
 
 def test_the_tenant_maps_to_a_client_when_there_is_no_claim(client: FlaskClient) -> None:
-    tenant_token = token(gradeq_client=None, firebase={"tenant": "tenant-b"})
+    tenant_token = token(
+        gradeq_client=None, firebase={"tenant": "tenant-b", "sign_in_provider": "password"}
+    )
     assert submit(client, tenant_token).status_code == 202
-    unknown = token(gradeq_client=None, firebase={"tenant": "tenant-x"})
+    unknown = token(
+        gradeq_client=None, firebase={"tenant": "tenant-x", "sign_in_provider": "password"}
+    )
     assert_problem(submit(client, unknown, key="k-2"), 403, "no-client-for-user")
+
+
+def bearer(credential: str, **headers: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {credential}", **headers}
+
+
+def test_without_a_role_a_signed_in_user_sees_only_their_own_jobs(client: FlaskClient) -> None:
+    # The school's server submits with its key; a student of the same client signs in.
+    server_job = submit(client, API_KEY, key="server-1").get_json()
+    student = token(gradeq_client="client-a", sub="student-1")
+    own = submit(client, student, key="own-1").get_json()
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    # No header: the server decides, and the student only has their own scope.
+    assert_problem(client.get(url, headers=bearer(student)), 404, "job-not-found")
+    assert_problem(client.post(f"{url}/cancel", headers=bearer(student)), 404, "job-not-found")
+    listed = client.get("/v1/grading-jobs", headers=bearer(student)).get_json()
+    assert [j["id"] for j in listed["jobs"]] == [own["id"]]
+    # Another student of the client does not see it either; the server's key does not mix.
+    other = token(gradeq_client="client-a", sub="student-2")
+    assert_problem(
+        client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(other)), 404, "job-not-found"
+    )
+    assert client.get(url, headers=bearer(API_KEY)).status_code == 200
+
+
+@pytest.mark.parametrize("roles", ["teacher", ["admin", "x"]])
+def test_a_client_wide_role_claim_sees_the_whole_client(client: FlaskClient, roles: Any) -> None:
+    server_job = submit(client, API_KEY, key="server-1").get_json()
+    teacher = token(gradeq_client="client-a", sub="teacher-1", gradeq_role=roles)
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    assert client.get(url, headers=bearer(teacher)).status_code == 200
+    # The scope header narrows a client-wide user to their own jobs; it never widens.
+    assert_problem(
+        client.get(url, headers=bearer(teacher, **{"Gradeq-Scope": "user"})), 404, "job-not-found"
+    )
+    student = token(gradeq_client="client-a", sub="s-1", gradeq_role="student")
+    for scope in ("client", "CLIENT", ""):
+        assert_problem(
+            client.get(url, headers=bearer(student, **{"Gradeq-Scope": scope})),
+            404,
+            "job-not-found",
+        )
+
+
+def test_the_client_wide_roles_and_their_claim_are_settings(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, endpoint: FakeCertEndpoint
+) -> None:
+    policy = SignInPolicy(role_claim="school_role", client_wide_roles=frozenset({"staff"}))
+    firebase = FirebaseAuthenticator(PROJECT, "gradeq_client", {}, CachingRequest(endpoint), policy)
+    app = create_app(settings, adapters, clock, firebase=firebase).test_client()
+    server_job = submit(app, API_KEY, key="server-1").get_json()
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    staff = token(gradeq_client="client-a", school_role="staff")
+    assert app.get(url, headers=bearer(staff)).status_code == 200
+    # The default claim and roles mean nothing under this policy.
+    teacher = token(gradeq_client="client-a", gradeq_role="teacher")
+    assert_problem(app.get(url, headers=bearer(teacher)), 404, "job-not-found")
 
 
 def test_a_frontend_may_scope_jobs_to_the_user(client: FlaskClient) -> None:
@@ -172,6 +237,67 @@ def test_a_frontend_may_scope_jobs_to_the_user(client: FlaskClient) -> None:
     )
     seen = client.get(url, headers={"Authorization": f"Bearer {token(sub='alice')}", **scoped})
     assert seen.status_code == 200
+
+
+def test_anonymous_sign_ins_are_refused_unless_allowed(
+    client: FlaskClient,
+    endpoint: FakeCertEndpoint,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+) -> None:
+    anonymous = token(email=None, email_verified=None, firebase={"sign_in_provider": "anonymous"})
+    assert_problem(submit(client, anonymous), 403, "sign-in-not-accepted")
+    allowing = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {}, CachingRequest(endpoint), SignInPolicy(allow_anonymous=True)
+    )
+    app = create_app(settings, adapters, clock, firebase=allowing).test_client()
+    assert submit(app, anonymous).status_code == 202
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"email_verified": False},
+        {"email_verified": None},
+        {"email_verified": "true"},
+        {"email_verified": False, "firebase": {"sign_in_provider": "google.com"}},
+    ],
+)
+def test_unverified_sign_ins_are_refused_unless_allowed(
+    client: FlaskClient,
+    endpoint: FakeCertEndpoint,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    claims: dict[str, Any],
+) -> None:
+    unverified = token(**claims)
+    assert_problem(submit(client, unverified), 403, "sign-in-not-accepted")
+    allowing = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {}, CachingRequest(endpoint), SignInPolicy(allow_unverified=True)
+    )
+    app = create_app(settings, adapters, clock, firebase=allowing).test_client()
+    assert submit(app, unverified).status_code == 202
+
+
+@pytest.mark.parametrize("provider", ["phone", "custom"])
+def test_providers_that_verify_the_user_need_no_email(client: FlaskClient, provider: str) -> None:
+    signed_in = token(email=None, email_verified=None, firebase={"sign_in_provider": provider})
+    assert submit(client, signed_in).status_code == 202
+
+
+def test_a_client_claim_naming_a_user_scope_is_refused(client: FlaskClient) -> None:
+    alice = submit(client, token(gradeq_client="client-a", sub="alice"), key="a-1").get_json()
+    # Were ":user:" allowed in a client, this claim would be Alice's own scope.
+    posing = token(gradeq_client="client-a:user:alice", sub="mallory", gradeq_role="teacher")
+    assert_problem(
+        client.get(f"/v1/grading-jobs/{alice['id']}", headers=bearer(posing)),
+        403,
+        "no-client-for-user",
+    )
+    with pytest.raises(ValueError, match=":user:"):
+        FirebaseAuthenticator(PROJECT, "gradeq_client", {"t": "client-a:user:alice"})
 
 
 def test_tokens_are_refused_when_no_firebase_project_is_configured(
