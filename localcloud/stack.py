@@ -141,6 +141,8 @@ class LocalStack:
             "GRADEQ_WORKER_URL": cfg.url("worker"),
             "GRADEQ_PUSH_AUTH": "oidc",
             "GRADEQ_PUSH_VERIFY_SIGNATURE": "false",
+            # The local callers and fronts stand in for Cloud Run's front.
+            "GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN": "true",
             "GRADEQ_TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
             "GRADEQ_BUS_SERVICE_ACCOUNT": PUSH_ACCOUNT,
             "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,

@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # oidc: verify the token's signature here too. Off behind Cloud Run IAM, which verifies
     # it and forwards the token with its signature removed; on for a service without IAM.
     push_verify_signature: bool = False
+    # Claims-only mode (the above off) outside Cloud Run (no K_SERVICE): only behind a
+    # local stand-in of Cloud Run's front (the local stack, tests); refused on Google.
+    push_allow_claims_outside_cloud_run: bool = False
 
     # Web frontends' Firebase ID tokens: accepted when the Firebase project is set. A token
     # names its client in this custom claim, or else by its Identity Platform tenant
@@ -188,6 +191,12 @@ class Settings(BaseSettings):
             raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
         if self.callback_allow_loopback and self.backend is Backend.GOOGLE and not emulated:
             raise ValueError("GRADEQ_CALLBACK_ALLOW_LOOPBACK is for local runs only")
+        if (
+            self.push_allow_claims_outside_cloud_run
+            and self.backend is Backend.GOOGLE
+            and not emulated
+        ):
+            raise ValueError("GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN is for local runs only")
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._check_grader()
