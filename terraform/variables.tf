@@ -66,6 +66,17 @@ variable "intake_ingress" {
   }
 }
 
+variable "intake_trusted_proxy_hops" {
+  description = "Proxies that append the caller's address to X-Forwarded-For in front of the intake (GRADEQ_TRUSTED_PROXY_HOPS): 1 for Cloud Run's front, one more per load balancer. The intake limits failed authentications per caller address."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.intake_trusted_proxy_hops >= 0
+    error_message = "intake_trusted_proxy_hops must be 0 or more."
+  }
+}
+
 variable "intake_public" {
   description = "Let anyone reach the intake at the Cloud Run layer (allUsers run.invoker); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
   type        = bool

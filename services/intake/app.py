@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask, Response, jsonify
 
 from services.intake import admin
+from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
@@ -47,8 +48,12 @@ def create_app(
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
-        ApiKeyAuthenticator(api_keys or family.api_key_store(), clock),
+        ApiKeyAuthenticator(
+            api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
+        ),
         firebase or _firebase(settings),
+        FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
+        lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback

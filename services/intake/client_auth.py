@@ -6,8 +6,11 @@ for a signed-in user the scope the server decides (see `FirebaseAuthenticator`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import request
 
+from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.firebase_auth import FirebaseAuthenticator
 from shared.domain.api_keys import PREFIX
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
@@ -22,12 +25,30 @@ class ClientAuthenticator:
     """Read `Authorization: Bearer ...` and answer the caller's client id."""
 
     def __init__(
-        self, api_keys: ApiKeyAuthenticator, firebase: FirebaseAuthenticator | None = None
+        self,
+        api_keys: ApiKeyAuthenticator,
+        firebase: FirebaseAuthenticator | None = None,
+        failures: FailedAuthLimiter | None = None,
+        address: Callable[[], str] = lambda: client_address(0),
     ) -> None:
         self._api_keys = api_keys
         self._firebase = firebase
+        self._failures = failures
+        self._address = address
 
     def client_id(self) -> str:
+        """The caller's scope; 429 first for an address past its failed authentications."""
+        if self._failures is None:
+            return self._authenticate()
+        address = self._address()
+        self._failures.check(address)
+        try:
+            return self._authenticate()
+        except Unauthenticated:
+            self._failures.failed(address)
+            raise
+
+    def _authenticate(self) -> str:
         credential = bearer_credential()
         if credential.startswith(PREFIX):
             return self._api_keys.client_for(credential)

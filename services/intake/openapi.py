@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from services.intake.auth_failures import TooManyFailedAuthentications
 from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.client_auth import SCOPE_HEADER
 from services.intake.firebase_auth import NoClientForUser, SignInNotAccepted
@@ -57,6 +58,7 @@ COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     Unauthenticated,
     NoClientForUser,
     SignInNotAccepted,
+    TooManyFailedAuthentications,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -96,7 +98,10 @@ def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
         types = sorted({PROBLEM_BASE + e.slug for e in group})
         headers = (
             {"Retry-After": _RETRY_AFTER}
-            if any(e in (TooManyActiveJobs, RateLimited, BacklogFull) for e in group)
+            if any(
+                e in (TooManyActiveJobs, RateLimited, BacklogFull, TooManyFailedAuthentications)
+                for e in group
+            )
             else {}
         )
         if RateLimited in group:

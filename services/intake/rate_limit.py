@@ -11,9 +11,9 @@ refilled is the same as none, so such buckets are dropped as the limiter goes.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
+from services.intake.token_buckets import TokenBuckets
 from shared.domain.client_ids import owning_client
 from shared.domain.errors import GradeqError
 from shared.ports import Clock
@@ -52,33 +52,18 @@ class SubmissionRateLimiter:
     """A bucket of `burst` tokens per client, refilled at `rate_per_s`; one per submission."""
 
     def __init__(self, burst: int, rate_per_s: float, clock: Clock) -> None:
+        self._buckets = TokenBuckets(burst, rate_per_s, clock)
         self._burst = burst
         self._rate = rate_per_s
-        self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
-        self._lock = threading.Lock()
-        # The time for an empty bucket to fill: a bucket untouched for this long is full.
-        self._refill_s = burst / rate_per_s
-        self._swept_at = clock.now().timestamp()
 
     def __len__(self) -> int:
         """How many buckets are kept (only those not yet refilled, give or take a sweep)."""
-        with self._lock:
-            return len(self._buckets)
+        return len(self._buckets)
 
     def take(self, scope: str) -> Quota:
         """Spend one of the client's tokens (`scope` may be a user's within it), or raise
         RateLimited (carrying the quota) when there is none."""
-        client_id = owning_client(scope)
-        now = self._clock.now().timestamp()
-        with self._lock:
-            self._sweep(now)
-            tokens, at = self._buckets.get(client_id, (float(self._burst), now))
-            tokens = min(float(self._burst), tokens + max(0.0, now - at) * self._rate)
-            allowed = tokens >= 1.0
-            if allowed:
-                tokens -= 1.0
-            self._buckets[client_id] = (tokens, now)
+        allowed, tokens = self._buckets.take(owning_client(scope))
         quota = Quota(
             limit=self._burst,
             remaining=math.floor(tokens),
@@ -92,12 +77,3 @@ class SubmissionRateLimiter:
                 quota=quota,
             )
         return quota
-
-    def _sweep(self, now: float) -> None:
-        """Drop buckets that have refilled; at most once per refill time, so O(1) amortised."""
-        if now - self._swept_at < self._refill_s:
-            return
-        self._swept_at = now
-        full = [c for c, (_, at) in self._buckets.items() if now - at >= self._refill_s]
-        for client_id in full:
-            del self._buckets[client_id]

@@ -80,6 +80,15 @@ class Settings(BaseSettings):
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
+    # Failed authentications per caller address: a bucket of this size, refilled at this
+    # rate; past it 429 before any lookup. The address is X-Forwarded-For's entry this many
+    # hops from the right (1 behind Cloud Run's front, one more per load balancer), or the
+    # peer's with 0.
+    auth_failure_burst: int = Field(default=20, ge=1)
+    auth_failure_rate_per_s: float = Field(default=0.2, gt=0)
+    trusted_proxy_hops: int = Field(default=0, ge=0)
+    # How long a key id found in no key store is answered without another read.
+    api_key_unknown_cache_s: float = Field(default=60.0, ge=0)
     # How long a request waits for a busy embedded store before answering 503.
     store_wait_s: float = Field(default=2.0, gt=0)
 

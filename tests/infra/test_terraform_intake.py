@@ -177,7 +177,10 @@ def test_intake_settings_are_the_variables(tf: Terraform) -> None:
             f"GRADEQ_{setting.upper()}": f"${{tostring(var.admission.{field})}}"
             for field, setting in ADMISSION_FIELDS.items()
         },
+        # Cloud Run's front appends the caller's address: failures are counted per caller.
+        "GRADEQ_TRUSTED_PROXY_HOPS": "${tostring(var.intake_trusted_proxy_hops)}",
     }
+    assert tf.variables["intake_trusted_proxy_hops"]["default"] == 1
     for name in settings:
         assert name.removeprefix("GRADEQ_").lower() in Settings.model_fields, name
 
