@@ -10,23 +10,31 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from flask.testing import FlaskClient
 from google.auth import crypt, jwt
+from google.oauth2 import id_token
 
 from services.intake.app import create_app
 from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator, SignInPolicy
+from services.intake.firebase_revocation import Account, IdentityToolkitLookup
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.errors import DependencyUnavailable
+from tests.support.http_target import RecordingTarget, Reply
 from tests.unit.conftest import API_KEY
 from tests.unit.test_intake_api import BODY, assert_problem
 
 PROJECT = "demo-frontend"
 KID = "test-key-1"
+FIREBASE_CERTS_URL = (
+    "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
+)
 
 
 def _keypair() -> tuple[bytes, bytes]:
@@ -305,3 +313,112 @@ def test_tokens_are_refused_when_no_firebase_project_is_configured(
 ) -> None:
     plain = create_app(settings, adapters, clock).test_client()
     assert_problem(submit(plain, token()), 401, "unauthenticated")
+
+
+# --- revocation, where the settings ask for it --------------------------------------
+
+
+@dataclass
+class FakeAccounts:
+    """Stands in for the account lookup; records whom it was asked about."""
+
+    account_of: dict[str, Account]
+    asked: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def account(self, uid: str, tenant: str | None) -> Account | None:
+        self.asked.append((uid, tenant))
+        return self.account_of.get(uid)
+
+
+def checking(
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    endpoint: FakeCertEndpoint,
+    accounts: FakeAccounts,
+) -> FlaskClient:
+    firebase = FirebaseAuthenticator(
+        PROJECT,
+        "gradeq_client",
+        {"tenant-b": "school-b"},
+        CachingRequest(endpoint),
+        accounts=accounts,
+    )
+    return create_app(settings, adapters, clock, firebase=firebase).test_client()
+
+
+def test_a_sign_in_revoked_since_is_refused_when_checked(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, endpoint: FakeCertEndpoint
+) -> None:
+    now = int(time.time())
+    accounts = FakeAccounts(
+        {
+            "kept": Account(valid_since_s=now - 3600, disabled=False),
+            "revoked": Account(valid_since_s=now, disabled=False),
+            "disabled": Account(valid_since_s=0, disabled=True),
+        }
+    )
+    client = checking(settings, adapters, clock, endpoint, accounts)
+    signed_in = {"auth_time": now - 60, "iat": now - 10}
+    assert submit(client, token(sub="kept", **signed_in)).status_code == 202
+    # Its token is still within its hour, but the sign-in predates the revocation.
+    assert_problem(submit(client, token(sub="revoked", **signed_in)), 401, "unauthenticated")
+    assert_problem(submit(client, token(sub="disabled", **signed_in)), 401, "unauthenticated")
+    assert_problem(submit(client, token(sub="deleted", **signed_in)), 401, "unauthenticated")
+    tenant = token(
+        sub="kept",
+        gradeq_client=None,
+        firebase={"tenant": "tenant-b", "sign_in_provider": "password"},
+        **signed_in,
+    )
+    assert submit(client, tenant, key="k-2").status_code == 202
+    assert accounts.asked[-1] == ("kept", "tenant-b")
+    # Unchecked (the default), the same revoked token is accepted: the check is opt-in.
+    unchecked = FirebaseAuthenticator(PROJECT, "gradeq_client", {}, CachingRequest(endpoint))
+    app = create_app(settings, adapters, clock, firebase=unchecked).test_client()
+    assert submit(app, token(sub="revoked", **signed_in), key="k-3").status_code == 202
+
+
+def test_the_identity_toolkit_lookup_asks_for_the_user_in_its_tenant() -> None:
+    answers = iter(
+        [
+            Reply(
+                200,
+                {"Content-Type": "application/json"},
+                body=json.dumps(
+                    {"users": [{"localId": "u1", "validSince": "1700000000", "disabled": True}]}
+                ).encode(),
+            ),
+            Reply(200, {"Content-Type": "application/json"}, body=b"{}"),
+            Reply(500, body=b"{}"),
+        ]
+    )
+    with RecordingTarget(lambda _request: next(answers)) as toolkit:
+        lookup = IdentityToolkitLookup(PROJECT, session=requests.Session, base_url=toolkit.url)
+        assert lookup.account("u1", "tenant-b") == Account(1_700_000_000, disabled=True)
+        assert lookup.account("u2", None) is None
+        with pytest.raises(DependencyUnavailable):
+            lookup.account("u3", None)
+    first, second, _ = toolkit.requests
+    assert (first.method, first.path) == ("POST", f"/v1/projects/{PROJECT}/accounts:lookup")
+    assert first.json == {"localId": ["u1"], "tenantId": "tenant-b"}
+    assert second.json == {"localId": ["u2"]}
+
+
+def test_the_issuer_is_checked_whatever_google_auth_checks(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # google-auth before 2.4x verified a Firebase token's signature and audience only.
+    def audience_only(token: str, request: Any, audience: str, clock_skew_in_seconds: int) -> Any:
+        return id_token.verify_token(
+            token,
+            request,
+            audience=audience,
+            certs_url=FIREBASE_CERTS_URL,
+            clock_skew_in_seconds=clock_skew_in_seconds,
+        )
+
+    monkeypatch.setattr(id_token, "verify_firebase_token", audience_only)
+    assert submit(client, token()).status_code == 202
+    for issuer in ("https://accounts.google.com", "https://securetoken.google.com/other"):
+        assert_problem(submit(client, token(iss=issuer), key="k-2"), 401, "unauthenticated")
