@@ -11,7 +11,6 @@ client-wide (a teacher, an admin); see docs/auth.md.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 import time
@@ -88,7 +87,6 @@ class CachingRequest:
 class SignInPolicy:
     """Which signed-in users may call, and which of them see their whole client."""
 
-    client_claim: str = "gradeq_client"
     #: The custom claim (a string or a list) holding the user's roles.
     role_claim: str = "gradeq_role"
     #: Roles that see and manage every job of their client; everyone else only their own.
@@ -125,7 +123,8 @@ class FirebaseAuthenticator:
             raise ValueError("a Firebase project id is needed to check the token's audience")
         self._project_id = project_id
         self._issuer = FIREBASE_ISSUER_PREFIX + project_id
-        self._policy = dataclasses.replace(policy or SignInPolicy(), client_claim=client_claim)
+        self._client_claim = client_claim
+        self._policy = policy or SignInPolicy()
         for client in tenant_clients.values():
             check_client_id(client)
         self._tenant_clients = tenant_clients
@@ -144,7 +143,7 @@ class FirebaseAuthenticator:
         self._check_sign_in(claims, firebase)
         client = self._client_of(claims, tenant)
         if self._accounts is not None:
-            self._check_not_revoked(claims, tenant)
+            _check_not_revoked(self._accounts, claims, tenant)
         wide = bool(_roles(claims.get(self._policy.role_claim)) & self._policy.client_wide_roles)
         return client if wide and not only_own else user_scope(client, claims["sub"])
 
@@ -178,23 +177,24 @@ class FirebaseAuthenticator:
             raise SignInNotAccepted("sign in with a verified email address")
 
     def _client_of(self, claims: dict[str, Any], tenant: str | None) -> str:
-        client = claims.get(self._policy.client_claim)
+        client = claims.get(self._client_claim)
         if not isinstance(client, str) or not client:
             client = self._tenant_clients.get(tenant) if tenant else None
         if not client:
             raise NoClientForUser(
-                f"the token has no '{self._policy.client_claim}' claim and no known tenant"
+                f"the token has no '{self._client_claim}' claim and no known tenant"
             )
         try:
             return check_client_id(client)
         except ValueError as exc:
             raise NoClientForUser(f"the token's client is not a client id: {exc}") from exc
 
-    def _check_not_revoked(self, claims: dict[str, Any], tenant: str | None) -> None:
-        assert self._accounts is not None
-        account = self._accounts.account(claims["sub"], tenant)
-        signed_in = claims.get("auth_time", claims.get("iat"))
-        if account is None or account.disabled:
-            raise Unauthenticated("the signed-in account is disabled or deleted")
-        if not isinstance(signed_in, int | float) or signed_in < account.valid_since_s:
-            raise Unauthenticated("the sign-in was revoked; sign in again")
+
+def _check_not_revoked(accounts: AccountLookup, claims: dict[str, Any], tenant: str | None) -> None:
+    """Refuse a sign-in older than its account's `validSince`, or of no usable account."""
+    account = accounts.account(claims["sub"], tenant)
+    signed_in = claims.get("auth_time", claims.get("iat"))
+    if account is None or account.disabled:
+        raise Unauthenticated("the signed-in account is disabled or deleted")
+    if not isinstance(signed_in, int | float) or signed_in < account.valid_since_s:
+        raise Unauthenticated("the sign-in was revoked; sign in again")
