@@ -23,6 +23,8 @@ class RunningIntake:
     url: str
     host: str
     port: int
+    #: The gunicorn master's process id (its workers are its children).
+    pid: int
 
 
 @contextmanager
@@ -72,7 +74,7 @@ def running_intake(data_dir: Path, env: dict[str, str] | None = None) -> Iterato
             if time.monotonic() > deadline:
                 raise RuntimeError("intake did not become healthy")
             time.sleep(0.1)
-        yield RunningIntake(url, "127.0.0.1", port)
+        yield RunningIntake(url, "127.0.0.1", port, process.pid)
     finally:
         process.terminate()
         try:
