@@ -46,7 +46,9 @@ def problem_for(
 ) -> Response:
     """Render a Gradeq error (with its own status and detail unless others are given).
 
-    A 429 or 503 error that carries `retry_after_s` answers with a Retry-After header too.
+    An error class whose detail is for the logs only (it names internal things) sets
+    `public_detail`, the words clients read instead. A 429 or 503 error that carries
+    `retry_after_s` answers with a Retry-After header too.
     """
     headers = {}
     retry_after = getattr(error, "retry_after_s", None)
@@ -56,7 +58,7 @@ def problem_for(
         status or error.status,
         error.slug,
         error.title,
-        error.detail if detail is None else detail,
+        detail if detail is not None else getattr(error, "public_detail", error.detail),
         headers=headers,
         **error.extensions,
     )
