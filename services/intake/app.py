@@ -56,7 +56,8 @@ def create_app(
         lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
-        allow_loopback=settings.callback_allow_loopback
+        allow_loopback=settings.callback_allow_loopback,
+        allowed_ports=settings.callback_port_set(),
     )
     app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
         settings.submit_burst, settings.submit_rate_per_s, clock

@@ -34,7 +34,9 @@ def create_app(
     """Build the notification app; the processed-events store comes from the settings."""
     settings = settings or Settings()
     configure_logging("notification", settings.log_level)
-    guard = guard or CallbackGuard(allow_loopback=settings.callback_allow_loopback)
+    guard = guard or CallbackGuard(
+        allow_loopback=settings.callback_allow_loopback, allowed_ports=settings.callback_port_set()
+    )
     sender = WebhookSender(
         settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s, guard
     )

@@ -165,6 +165,8 @@ class Settings(BaseSettings):
 
     # Callback URLs: loopback targets are refused unless this is set (local runs only).
     callback_allow_loopback: bool = False
+    # Ports a callback URL may name besides 443 (and 80 for http), comma-separated.
+    callback_ports: str = ""
 
     # Notification subscriber.
     webhook_secret: SecretStr = SecretStr("")
@@ -206,6 +208,7 @@ class Settings(BaseSettings):
             and not emulated
         ):
             raise ValueError("GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN is for local runs only")
+        self.callback_port_set()
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._check_grader()
@@ -248,6 +251,13 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_FIREBASE_TENANT_CLIENTS looks like 'tenant=client,...'")
             mapping[tenant.strip()] = client.strip()
         return mapping
+
+    def callback_port_set(self) -> frozenset[int]:
+        """The ports of `callback_ports`; ValueError if one is not a TCP port number."""
+        ports = frozenset(int(p) for p in self.callback_ports.split(",") if p.strip())
+        if any(not 0 < port < 65536 for port in ports):
+            raise ValueError("GRADEQ_CALLBACK_PORTS lists TCP ports, 1-65535")
+        return ports
 
     def analytics_reader_set(self) -> frozenset[str]:
         """The client ids allowed to read analytics (none by default)."""

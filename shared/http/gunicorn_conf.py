@@ -4,7 +4,8 @@
 
 Gunicorn refuses a request line, header or chunk it cannot parse before the app sees it,
 and answers with an HTML page of its own. Loading this module makes those answers RFC 9457
-problem documents with a stable type, like every refusal from the apps themselves.
+problem documents with a stable type, like every refusal from the apps themselves, and
+makes gunicorn's own log lines JSON lines like the apps' (shared/http/gunicorn_logging.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import socket
 from gunicorn import util
 
 from shared.domain.errors import PROBLEM_BASE
+
+#: Gunicorn's own lines (warnings, worker time-outs, access) as the services' JSON lines.
+logger_class = "shared.http.gunicorn_logging.JsonLogger"
 
 #: Longest request line (method, target, version); longer gets 414.
 limit_request_line = 8190
