@@ -86,6 +86,8 @@ class WebhookSender:
                 )
                 # The status is the whole answer: the body is never read, however long.
                 response.close()
+                # Headers cut short by the deadline may still parse: they are no answer.
+                expired = delivery.expired
             except requests.RequestException as exc:
                 refused = refused_by_guard(exc)
                 if refused is not None:
@@ -97,6 +99,8 @@ class WebhookSender:
                 raise CallbackFailed(
                     f"callback at {host} unreachable: {type(exc).__name__}"
                 ) from exc
+        if expired:
+            raise CallbackFailed(f"callback at {host} did not answer within {self._timeout_s:g} s")
         if not 200 <= response.status_code < 300:
             raise CallbackFailed(
                 f"callback at {host} answered HTTP {response.status_code}",
