@@ -92,7 +92,7 @@ def test_an_endpoint_that_drips_its_answer_is_cut_off_at_the_deadline() -> None:
 
     with raw_endpoint(drip) as url:
         started = time.monotonic()
-        with pytest.raises(CallbackFailed, match="did not answer within 0.5 s"):
+        with pytest.raises(CallbackFailed, match=r"did not answer within 0\.5 s"):
             loopback_sender(0.5).send(sample_event(), url, SECRETS)
         held_s = time.monotonic() - started
     assert not dripped.is_set()  # the server was cut off before it finished dripping
