@@ -106,7 +106,10 @@ class LocalStack:
 
     def __init__(self, config: StackConfig, output: IO[str] | None = None) -> None:
         self.config = config
-        self.webhook_secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+        #: Seals the stack's webhook secrets (a fresh key each run).
+        self.webhook_secrets_key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+        #: The webhook secret of `config.client_id`, issued when the stack starts.
+        self.webhook_secret = ""
         self.processes: dict[str, subprocess.Popen[str]] = {}
         self._output = output or sys.stdout
         self._lines: dict[str, list[str]] = {name: [] for name in self.process_names()}
@@ -143,7 +146,7 @@ class LocalStack:
             "GRADEQ_PUSH_VERIFY_SIGNATURE": "false",
             "GRADEQ_TASKS_SERVICE_ACCOUNT": TASKS_ACCOUNT,
             "GRADEQ_BUS_SERVICE_ACCOUNT": PUSH_ACCOUNT,
-            "GRADEQ_WEBHOOK_SECRET": self.webhook_secret,
+            "GRADEQ_WEBHOOK_SECRETS_KEY": self.webhook_secrets_key,
             # The development key may read the analytics reports.
             "GRADEQ_ANALYTICS_READERS": cfg.client_id,
             # Local runs may call back to a receiver on this machine.
@@ -215,6 +218,7 @@ class LocalStack:
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
         self.api_key = self.issue_api_key(self.config.client_id)
+        self.webhook_secret = self.issue_webhook_secret(self.config.client_id)
         names = self.process_names()
         try:
             for name in names:
@@ -240,6 +244,23 @@ class LocalStack:
         )
         key: str = json.loads(made.stdout)["key"]
         return key
+
+    def issue_webhook_secret(self, client_id: str) -> str:
+        """Issue the client's webhook secret with the admin command (rotating away any
+        secret an earlier run left in the same data directory)."""
+        made = subprocess.run(
+            [
+                sys.executable, "-m", "services.notification.webhook_secrets",
+                "rotate", "--client", client_id, "--overlap-hours", "0",
+            ],
+            env=self.environment("notification"),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )  # fmt: skip
+        secret: str = json.loads(made.stdout)["secret"]
+        return secret
 
     def _spawn(self, name: str) -> None:
         # Through localcloud.child: the process dies with this one, even on SIGKILL. Spawn
