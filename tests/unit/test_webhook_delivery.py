@@ -3,10 +3,7 @@ the answer's body never read, and trust in an extra certificate authority when a
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,43 +11,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from services.notification.transport import trust_context
 from services.notification.webhook import CallbackFailed, WebhookSender
 from shared.domain.webhook_secrets import new_signing_secret
 from shared.http.callback_guard import CallbackGuard
 from tests.contract.harness_events import sample_event
+from tests.support.tls import CA_NAME, PrivateCa, make_private_ca, read_request, tls_receiver
 
 SECRETS = [new_signing_secret()]
 HUGE = 50 * 1024 * 1024
-
-
-def _read_request(conn: socket.socket) -> None:
-    """Read the request's head and its Content-Length body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        ),
-        0,
-    )
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        body += chunk
 
 
 @contextmanager
@@ -62,7 +32,7 @@ def raw_endpoint(answer: Callable[[socket.socket], None]) -> Iterator[str]:
     def serve() -> None:
         conn, _ = listener.accept()
         with conn, suppress(OSError):
-            _read_request(conn)
+            read_request(conn)
             answer(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -118,111 +88,27 @@ def test_a_huge_answer_is_never_read() -> None:
 # --- a private certificate authority --------------------------------------------------
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
 @pytest.fixture
-def private_ca(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """(CA bundle, server certificate, server key) for 127.0.0.1, made here."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("Gradeq test CA"))
-        .issuer_name(_name("Gradeq test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(_name("127.0.0.1"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    bundle, cert, key_file = tmp_path / "ca.pem", tmp_path / "server.pem", tmp_path / "key.pem"
-    bundle.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return bundle, cert, key_file
-
-
-@contextmanager
-def tls_endpoint(cert: Path, key: Path) -> Iterator[str]:
-    """An HTTPS endpoint on loopback answering 204 to each connection, until the block ends."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    port = listener.getsockname()[1]
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                raw, _ = listener.accept()
-            except TimeoutError:
-                continue
-            raw.settimeout(5)
-            with suppress(OSError), context.wrap_socket(raw, server_side=True) as conn:
-                _read_request(conn)
-                conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{port}/hook"
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        listener.close()
+def private_ca(tmp_path: Path) -> PrivateCa:
+    return make_private_ca(tmp_path)
 
 
 def test_an_endpoint_with_a_private_ca_is_trusted_only_with_the_extra_bundle(
-    private_ca: tuple[Path, Path, Path],
+    private_ca: PrivateCa,
 ) -> None:
-    bundle, cert, key = private_ca
-    with tls_endpoint(cert, key) as url:
+    with tls_receiver(private_ca) as (url, received):
         with pytest.raises(CallbackFailed, match="unreachable: SSLError"):
             loopback_sender(5.0).send(sample_event(), url, SECRETS)
-        trusting = loopback_sender(5.0, extra_ca_bundle=bundle)
+        trusting = loopback_sender(5.0, extra_ca_bundle=private_ca.bundle)
         assert trusting.send(sample_event(), url, SECRETS) == 204
+    assert len(received) == 1
 
 
-def test_the_extra_bundle_adds_to_the_public_roots(private_ca: tuple[Path, Path, Path]) -> None:
-    bundle, _, _ = private_ca
-    context = trust_context(bundle)
+def test_the_extra_bundle_adds_to_the_public_roots(private_ca: PrivateCa) -> None:
+    context = trust_context(private_ca.bundle)
     assert context is not None
     subjects = [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()]
-    assert {"commonName": "Gradeq test CA"} in subjects
+    assert {"commonName": CA_NAME} in subjects
     assert len(subjects) > 50  # the public roots are still there
 
 
