@@ -106,8 +106,8 @@ class LocalStack:
 
     def __init__(self, config: StackConfig, output: IO[str] | None = None) -> None:
         self.config = config
-        #: Seals the stack's webhook secrets (a fresh key each run).
-        self.webhook_secrets_key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+        #: Seals the stack's webhook secrets; kept in the data directory (see start).
+        self.webhook_secrets_key = ""
         #: The webhook secret of `config.client_id`, issued when the stack starts.
         self.webhook_secret = ""
         self.processes: dict[str, subprocess.Popen[str]] = {}
@@ -215,6 +215,7 @@ class LocalStack:
     def start(self, wait: bool = True) -> None:
         check_free(self.config.ports)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.webhook_secrets_key = self._sealing_key()
         if self.config.backend == GOOGLE_EMULATORS:
             self._start_emulators()
         self.api_key = self.issue_api_key(self.config.client_id)
@@ -244,6 +245,16 @@ class LocalStack:
         )
         key: str = json.loads(made.stdout)["key"]
         return key
+
+    def _sealing_key(self) -> str:
+        """The data directory's key for webhook secrets, made on its first run, so secrets
+        issued in an earlier run still open."""
+        path = self.config.data_dir / "webhook-secrets.key"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+        return path.read_text().strip()
 
     def issue_webhook_secret(self, client_id: str) -> str:
         """Issue the client's webhook secret with the admin command (rotating away any
