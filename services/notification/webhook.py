@@ -72,8 +72,10 @@ class WebhookSender:
             "webhook-timestamp": str(int(now.timestamp())),
             "webhook-signature": signature(secrets, event.event_id, now, body),
         }
-        # Only the host is named in errors: a callback URL may carry a token in its query.
-        host = urlsplit(url).netloc
+        # Only the host is named in errors: a callback URL may carry a token in its query
+        # (or credentials before the host).
+        parts = urlsplit(url)
+        host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
         with deadline(self._timeout_s) as delivery:
             try:
                 response = self._session.post(

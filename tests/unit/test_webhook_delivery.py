@@ -117,3 +117,16 @@ def test_an_unreadable_bundle_is_refused_at_start(tmp_path: Path) -> None:
     for bundle in (tmp_path / "missing.pem", tmp_path / "empty.pem"):
         with pytest.raises(ValueError, match="GRADEQ_WEBHOOK_CA_BUNDLE"):
             trust_context(bundle)
+
+
+def test_errors_name_the_host_only() -> None:
+    def refuse(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n")
+
+    with raw_endpoint(refuse) as url:
+        private = url.replace("http://", "http://user:pass@") + "?token=abc"
+        with pytest.raises(CallbackFailed) as failed:
+            loopback_sender(5.0).send(sample_event(), private, SECRETS)
+    assert "answered HTTP 500" in failed.value.detail
+    for secret in ("user", "pass", "token", "abc"):
+        assert secret not in failed.value.detail
