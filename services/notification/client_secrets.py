@@ -9,6 +9,7 @@ from services.notification.sealing import Sealer
 from shared.domain.errors import GradeqError
 from shared.domain.webhook_secrets import (
     WebhookSecret,
+    is_signing_secret,
     new_signing_secret,
     sealing_context,
 )
@@ -41,18 +42,24 @@ class ClientSecrets:
         now = self._clock.now()
         return [s for s in self._store.list(client_id) if s.signs_at(now)]
 
-    def _issue(self, client_id: str) -> Issued:
-        secret_id, plaintext = WebhookSecret.new_id(), new_signing_secret()
+    def _issue(self, client_id: str, plaintext: str | None = None) -> Issued:
+        secret_id, plaintext = WebhookSecret.new_id(), plaintext or new_signing_secret()
         key_id, sealed = self._sealer.seal(plaintext, sealing_context(client_id, secret_id))
         record = WebhookSecret(secret_id, client_id, key_id, sealed, self._clock.now())
         self._store.add(record)
         return Issued(plaintext, record)
 
-    def create(self, client_id: str) -> Issued:
-        """The client's first secret; SecretExists while one still signs (rotate instead)."""
+    def create(self, client_id: str, existing: str | None = None) -> Issued:
+        """The client's first secret; SecretExists while one still signs (rotate instead).
+
+        `existing` adopts a secret the client already holds (the shared secret of an
+        older deployment, say) instead of making one; rotate it away afterwards.
+        """
+        if existing is not None and not is_signing_secret(existing):
+            raise ValueError("a webhook secret reads whsec_<base64 of at least 24 bytes>")
         if self._signing(client_id):
             raise SecretExists(f"client {client_id} has a webhook secret; rotate it instead")
-        return self._issue(client_id)
+        return self._issue(client_id, existing)
 
     def rotate(self, client_id: str, overlap: timedelta) -> Issued:
         """A new secret; the ones signing now keep signing for `overlap` (at most)."""

@@ -1,6 +1,6 @@
 """Manage clients' webhook signing secrets in the service's database (SQLite or Firestore).
 
-    python -m services.notification.webhook_secrets create --client CLIENT_ID
+    python -m services.notification.webhook_secrets create --client CLIENT_ID [--adopt-from-stdin]
     python -m services.notification.webhook_secrets rotate --client CLIENT_ID [--overlap-hours H]
     python -m services.notification.webhook_secrets list [--client CLIENT_ID]
     python -m services.notification.webhook_secrets revoke SECRET_ID
@@ -9,7 +9,9 @@
 `create` and `rotate` print the new `whsec_...` secret once, as JSON with its record; the
 store keeps it sealed under GRADEQ_WEBHOOK_SECRETS_KEY, which they need (as the
 notification service does). During a rotation's overlap (24 hours unless told) webhooks
-carry a signature by the old and by the new secret. `new-sealing-key` prints a fresh
+carry a signature by the old and by the new secret. `create --adopt-from-stdin` stores a
+secret the client already holds (an older deployment's shared one) instead of making one,
+to be rotated away. `new-sealing-key` prints a fresh
 value for GRADEQ_WEBHOOK_SECRETS_KEY. The backend and database come from the usual
 GRADEQ_* settings.
 """
@@ -41,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     made = commands.add_parser("create", help="issue a client's first webhook secret")
     made.add_argument("--client", required=True)
+    made.add_argument(
+        "--adopt-from-stdin",
+        action="store_true",
+        help="adopt the whsec_ secret read from standard input (one the client holds)",
+    )
     rotated = commands.add_parser("rotate", help="issue a new secret; the old ones sign a while")
     rotated.add_argument("--client", required=True)
     rotated.add_argument("--overlap-hours", type=float, default=DEFAULT_OVERLAP_HOURS)
@@ -89,11 +96,15 @@ def main(
         return 2
     secrets = ClientSecrets(store, sealer, clock)
     if args.command == "create":
+        existing = sys.stdin.readline().strip() if args.adopt_from_stdin else None
         try:
-            print(_shown(secrets.create(args.client)))
+            print(_shown(secrets.create(args.client, existing)))
         except SecretExists as exc:
             print(exc.detail, file=sys.stderr)
             return 1
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
         return 0
     if args.overlap_hours < 0:
         print("--overlap-hours cannot be negative", file=sys.stderr)

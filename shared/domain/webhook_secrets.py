@@ -11,6 +11,7 @@ whichever it has).
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import secrets
 from dataclasses import dataclass
@@ -32,6 +33,17 @@ class WebhookSecretNotFound(GradeqError):
 def new_signing_secret() -> str:
     """A fresh `whsec_...` secret (256 random bits)."""
     return PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def is_signing_secret(text: str) -> bool:
+    """Whether `text` is a `whsec_...` secret of at least 192 bits."""
+    if not text.startswith(PREFIX):
+        return False
+    try:
+        raw = base64.b64decode(text.removeprefix(PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return len(raw) >= 24
 
 
 def sealing_context(client_id: str, secret_id: str) -> bytes:

@@ -4,6 +4,7 @@ overlap, managed by the admin command."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.webhook_secrets import new_signing_secret
 
 KEY = new_sealing_key()
 
@@ -113,3 +115,22 @@ def test_the_command_needs_the_sealing_key_to_issue(
     assert cli.main(["create", "--client", "client-a"], store, settings) == 2
     assert "GRADEQ_WEBHOOK_SECRETS_KEY" in capsys.readouterr().err
     assert store.list() == []
+
+
+def test_a_clients_existing_secret_can_be_adopted_then_rotated_away(
+    tmp_path: Path,
+    store: SqliteWebhookSecretStore,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings(data_dir=tmp_path, webhook_secrets_key=KEY)  # type: ignore[arg-type]
+    shared = new_signing_secret()
+    monkeypatch.setattr("sys.stdin", io.StringIO(shared + "\n"))
+    assert cli.main(["create", "--client", "client-a", "--adopt-from-stdin"], store, settings) == 0
+    assert json.loads(capsys.readouterr().out)["secret"] == shared
+    secrets = ClientSecrets(store, Sealer.from_setting(KEY), FrozenClock())
+    assert secrets.signing_secrets("client-a") == [shared]
+    monkeypatch.setattr("sys.stdin", io.StringIO("not-a-secret\n"))
+    assert cli.main(["create", "--client", "client-b", "--adopt-from-stdin"], store, settings) == 2
+    assert "whsec_" in capsys.readouterr().err
+    assert store.list("client-b") == []
