@@ -298,6 +298,8 @@ def verify_webhook(
     if not isinstance(event, dict):
         raise InvalidWebhook("the body is not a JSON object")
     data = event.get("data")
-    if not isinstance(data, dict) or data.get("client_id") != client_id:
+    owner = data.get("client_id") if isinstance(data, dict) else None
+    # A job a signed-in user submitted belongs to `<client>:user:<uid>`.
+    if not isinstance(owner, str) or owner.split(":user:", 1)[0] != client_id:
         raise InvalidWebhook("the webhook is about another client's job")
     return event

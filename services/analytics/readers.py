@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from shared.domain.clients import account_of
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 
@@ -33,7 +34,11 @@ class Reader:
     client_id: str | None
 
     def sees(self, record: Mapping[str, Any]) -> bool:
-        return self.client_id is None or record.get("client_id") == self.client_id
+        """Operators see every record; a client its own and its signed-in users'."""
+        if self.client_id is None:
+            return True
+        owner = record.get("client_id")
+        return isinstance(owner, str) and account_of(owner) == self.client_id
 
     def visible(self, records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         return [r for r in records if self.sees(r)]

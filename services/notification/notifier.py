@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
+from shared.domain.clients import account_of
 from shared.domain.events import GradingCompleted
 from shared.http.callback_guard import CallbackRefused
 from shared.ports import JobStore, ProcessedEvents
@@ -65,7 +66,8 @@ class Notifier:
             log.warning("the event's job is gone; no webhook", extra={"event_id": event.event_id})
         handled = Handled.NO_CALLBACK
         if job is not None and callback_url:
-            secrets = self._secrets.signing_secrets(job.client_id)
+            # A signed-in user's job is signed for the client the user belongs to.
+            secrets = self._secrets.signing_secrets(account_of(job.client_id))
             if not secrets:
                 record["callback_refused"] = "the client has no webhook secret"
                 handled = Handled.UNSIGNABLE

@@ -197,12 +197,14 @@ def old_style_push(event: GradingCompleted, callback_url: str, message_id: str) 
 
 def test_a_client_reader_sees_only_its_own_clients_records(client: FlaskClient) -> None:
     mine = sample_event(Outcome.SUCCEEDED, key="mine", client_id="auditor")
+    my_users = sample_event(Outcome.CANCELLED, key="user", client_id="auditor:user:uid-7")
     theirs = sample_event(Outcome.FAILED, key="theirs", client_id="client-a")
-    for n, event in enumerate((mine, theirs)):
+    lookalike = sample_event(Outcome.FAILED, key="look", client_id="auditors:user:uid-7")
+    for n, event in enumerate((mine, my_users, theirs, lookalike)):
         client.post("/pubsub/push", json=push_body(event, str(n)), headers=AUTH)
     stats = client.get("/v1/stats", headers=READER).json
-    assert stats is not None and stats["events"] == 1
-    assert stats["by_outcome"] == {"succeeded": 1, "failed": 0, "cancelled": 0}
+    assert stats is not None and stats["events"] == 2
+    assert stats["by_outcome"] == {"succeeded": 1, "failed": 0, "cancelled": 1}
     other = client.get(f"/v1/events/{theirs.job_id}", headers=READER).json
     assert other == {"job_id": theirs.job_id, "events": []}
     own = client.get(f"/v1/events/{mine.job_id}", headers=READER).json

@@ -270,3 +270,13 @@ def test_the_notifiers_own_webhooks_verify(requests_mock: rm.Mocker) -> None:
     assert verified["data"]["job_id"] == event.job_id
     with pytest.raises(InvalidWebhook, match="another client"):
         verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-b")
+
+
+def test_a_signed_in_users_job_belongs_to_its_client() -> None:
+    body = json.dumps({"data": {"job_id": "job-1", "client_id": "a:user:uid-7"}})
+    assert verify_webhook(SECRET, body, signed(body), client_id="a")["data"]["job_id"] == "job-1"
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, body, signed(body), client_id="b")
+    lookalike = json.dumps({"data": {"job_id": "job-1", "client_id": "ab:user:uid-7"}})
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, lookalike, signed(lookalike), client_id="a")

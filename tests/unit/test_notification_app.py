@@ -393,3 +393,13 @@ def test_a_callback_resolving_to_loopback_at_send_time_is_recorded_not_sent(
     assert requests_mock.call_count == 0
     record = processed.records("notification")[0]
     assert "loopback" in str(record["callback_refused"])
+
+
+def test_a_signed_in_users_job_is_signed_with_its_clients_secret(
+    client: FlaskClient, jobs: SqliteJobStore, secret: str, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    event = stored(jobs, sample_job(client_id="client-a:user:uid-7"))
+    assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    [sent] = hook.request_history
+    assert Webhook(secret).verify(sent.body, dict(sent.headers))
