@@ -17,6 +17,7 @@ from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.webhook_secrets import WebhookSecret
 
 
 @dataclass(frozen=True)
@@ -243,4 +244,21 @@ class ApiKeyStore(Protocol):
 
     def revoke(self, key_id: str, now: datetime) -> ApiKey:
         """Mark the key revoked at `now` (kept for audit); raise ApiKeyNotFound if unknown."""
+        ...
+
+
+class WebhookSecretStore(Protocol):
+    """Clients' webhook signing secrets by secret id, stored sealed (never in plain text)."""
+
+    def add(self, secret: WebhookSecret) -> None:
+        """Store a newly issued secret; its secret id must be new."""
+        ...
+
+    def list(self, client_id: str | None = None) -> list[WebhookSecret]:
+        """Every secret (of one client), expired ones included, oldest first."""
+        ...
+
+    def expire(self, secret_id: str, at: datetime) -> WebhookSecret:
+        """Let the secret sign until `at` (an earlier expiry stays); raise
+        WebhookSecretNotFound if unknown."""
         ...

@@ -229,7 +229,7 @@ resource "google_cloud_run_v2_service" "notification" {
       }
 
       env {
-        name = "GRADEQ_WEBHOOK_SECRET"
+        name = "GRADEQ_WEBHOOK_SECRETS_KEY"
         value_source {
           secret_key_ref {
             secret  = google_secret_manager_secret.webhook_secret.secret_id

@@ -157,7 +157,8 @@ class Settings(BaseSettings):
     # tokens of disabled accounts and of sign-ins revoked since (one API call a request).
     firebase_check_revoked: bool = False
 
-    # Clients whose API keys may read the analytics service's reports, comma-separated.
+    # Clients whose API keys may read their own records in the analytics service's reports,
+    # comma-separated; operator keys (GRADEQ_OPERATOR_KEYS) read every client's.
     analytics_readers: str = ""
 
     # Browser origins allowed to call the intake (CORS), comma-separated; none by default.
@@ -168,9 +169,16 @@ class Settings(BaseSettings):
     # Ports a callback URL may name besides 443 (and 80 for http), comma-separated.
     callback_ports: str = ""
 
-    # Notification subscriber.
-    webhook_secret: SecretStr = SecretStr("")
+    # Notification subscriber. Each client's webhooks are signed with that client's own
+    # secrets (`python -m services.notification.webhook_secrets`), stored sealed under
+    # this key-encryption key: base64 of 32 bytes; several, comma-separated, while the key
+    # is rotated (the first seals, any opens). See docs/webhooks.md.
+    webhook_secrets_key: SecretStr = SecretStr("")
+    # The whole delivery (connect, send, answer headers) ends after this many seconds.
     webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # Extra certificate authorities (a PEM file) trusted for callbacks, beside the usual
+    # public roots: for a client whose endpoint has a private CA's certificate.
+    webhook_ca_bundle: Path | None = None
 
     # Google Cloud.
     project_id: str = ""
@@ -184,6 +192,9 @@ class Settings(BaseSettings):
     counters_collection: str = "grading_job_counters"
     # Server clients' API keys (digests only), managed with `python -m services.intake.keys`.
     api_keys_collection: str = "api_keys"
+    # Clients' webhook secrets (sealed), managed with
+    # `python -m services.notification.webhook_secrets`.
+    webhook_secrets_collection: str = "webhook_secrets"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"

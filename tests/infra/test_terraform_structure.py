@@ -767,7 +767,7 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
     # keys are.
     assert sourced == {
         "intake": {"GRADEQ_OPERATOR_KEYS"},
-        "notification": {"GRADEQ_WEBHOOK_SECRET"},
+        "notification": {"GRADEQ_WEBHOOK_SECRETS_KEY"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
     }
     # Dynamic (plain) env maps must not carry them either.

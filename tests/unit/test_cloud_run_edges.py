@@ -25,7 +25,7 @@ from tests.contract.harness_events import CALLBACK_URL, sample_event
 from tests.fakes import ScriptedGrader
 from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id_token
 from tests.support.push import pubsub_push_body, restored_root_logger
-from tests.unit.test_notification_app import SECRET
+from tests.unit.test_notification_app import SEALING_KEY
 
 SERVICES = ("intake", "worker", "notification", "analytics")
 PUSHED = {"worker": "/tasks/grade", "notification": "/pubsub/push", "analytics": "/pubsub/push"}
@@ -67,7 +67,7 @@ def build(service: str, tmp_path: Path, stores: Stores, **changes: Any) -> Flask
     values: dict[str, Any] = {
         "data_dir": tmp_path,
         "project_id": PROJECT,
-        "webhook_secret": SECRET,
+        "webhook_secrets_key": SEALING_KEY,
         "grader_timeout_s": 5,
         "push_auth": PushAuth.OIDC,
         # Outside Cloud Run; these tests send what its front would pass on.

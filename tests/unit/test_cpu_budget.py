@@ -64,7 +64,7 @@ def test_the_server_meter_counts_a_process_and_its_children() -> None:
         meter.start()
         try:
             assert parent.stdout.readline() == b"burnt\n"
-            assert process_tree_cpu_s(parent.pid) >= 0.3
+            assert process_tree_cpu_s(parent.pid) >= 0.25  # /proc counts in clock ticks
             with pytest.raises(CpuBudgetExceeded):
                 meter.check("the burn")
         finally:
