@@ -39,6 +39,7 @@ def create_app(
         retry=settings.queue_config().retry_config,
         budget=budget,
         uow=adapters.uow,
+        queue=adapters.queue,
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

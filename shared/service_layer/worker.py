@@ -11,6 +11,7 @@ renewing (it died), the delivery takes the job over as soon as the lease expires
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 from shared.config.budget import Budget
@@ -32,17 +34,21 @@ from shared.domain.errors import (
     LeaseLost,
     PermanentGradingError,
     ProviderQuotaExhausted,
+    ProviderRateLimited,
     TransientGradingError,
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, Grader, JobStore, UnitOfWork
+from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
 
 #: The error a job records when a shutting-down worker hands its attempt back.
 WORKER_SHUTDOWN = "worker-shutdown"
+#: How long a job waits for quota when the provider's 429 gave no Retry-After: one of
+#: the quota's windows (requests and tokens are granted per minute).
+QUOTA_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class Verdict(StrEnum):
     LOCKED = "locked"  # another attempt holds the job, or took it over: try again later
     DROPPED = "dropped"  # the task can never succeed (unknown job, bad body): delete it
     THROTTLED = "throttled"  # no provider quota: the job was given back; try again later
+    DEFERRED = "deferred"  # no provider quota: a new task, due later, carries the job on
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,10 @@ class DeliveryResult:
 
 class _Released(Exception):
     """The worker is shutting down and handed the attempt back."""
+
+
+class _Superseded(Exception):
+    """The delivered task was handed on to a later one (`Job.defer`) that now carries the job."""
 
 
 class _Grading:
@@ -117,8 +128,11 @@ class WorkerService:
         retry: RetryConfig,
         budget: Budget,
         uow: UnitOfWork | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
         self._uow = uow
+        # Where a delivery without provider quota hands its job on; None: answer 429.
+        self._queue = queue
         self._store = store
         self._publisher = publisher
         self._grader = grader
@@ -163,16 +177,36 @@ class WorkerService:
     def _owner(self, delivery: TaskDelivery) -> str:
         return f"{delivery.task_name or 'direct'}/{delivery.retry_count}/{uuid.uuid4().hex[:8]}"
 
-    def _start(self, job_id: str, owner: str) -> Job:
+    def _start(self, job_id: str, owner: str, task_name: str = "") -> Job:
         budget = self._budget.job_max_attempts
-        return self._store.update(
-            job_id, lambda j: j.start_attempt(owner, self._clock.now(), self._lease, budget)
+
+        def start(job: Job) -> Job:
+            if task_name and self._handed_on(job, task_name):
+                raise _Superseded()
+            return job.start_attempt(owner, self._clock.now(), self._lease, budget)
+
+        return self._store.update(job_id, start)
+
+    def _handed_on(self, job: Job, task_name: str) -> bool:
+        """Whether `task_name` deferred the job to the task that now carries it.
+
+        A deferring delivery whose acknowledgement was lost is delivered again; the task
+        it created carries the job, so this one must not start a second chain.
+        """
+        if job.deferrals == 0 or job.status.is_final or job.lease_is_live(self._clock.now()):
+            return False
+        previous = dataclasses.replace(job, deferrals=job.deferrals - 1).task_name
+        return (
+            task_name == previous and self._queue is not None and self._queue.exists(job.task_name)
         )
 
     def _handle(self, delivery: TaskDelivery) -> DeliveryResult:
         owner = self._owner(delivery)
         try:
-            job = self._start(delivery.job_id, owner)
+            job = self._start(delivery.job_id, owner, delivery.task_name)
+        except _Superseded:
+            log.info("the task was handed on to a later one; acknowledging it")
+            return DeliveryResult(Verdict.DONE, None)
         except JobNotFound as exc:
             log.error("task names an unknown job; dropping it")
             return DeliveryResult(Verdict.DROPPED, None, reason=exc)
@@ -201,7 +235,9 @@ class WorkerService:
             return self._release(job, owner)
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
-        except ProviderQuotaExhausted as exc:
+        except (ProviderQuotaExhausted, ProviderRateLimited) as exc:
+            # No quota: nothing was graded, whatever the job. 429 (and 503) slow the
+            # whole queue down, which only a quota shared by every job calls for.
             return self._throttled(job, owner, exc)
         except TransientGradingError as exc:
             return self._transient(job, owner, delivery, exc, exc.retry_after_s)
@@ -337,12 +373,34 @@ class WorkerService:
         )
         return DeliveryResult(Verdict.RETRY, retrying, retry_after_s)
 
-    def _throttled(self, job: Job, owner: str, exc: ProviderQuotaExhausted) -> DeliveryResult:
-        # Nothing reached the provider: the claim is given back without counting an
-        # attempt, and the queue (not a thread) waits for the quota to have room.
-        released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-        log.info("no provider quota; job given back", extra={"retry_after_s": exc.retry_after_s})
-        return DeliveryResult(Verdict.THROTTLED, released, exc.retry_after_s, reason=exc)
+    def _throttled(self, job: Job, owner: str, exc: TransientGradingError) -> DeliveryResult:
+        """Give the claim back uncounted and hand the job to a task due when quota frees up.
+
+        Every delivery the queue makes counts against its max_attempts, whatever the
+        answer: retrying the task itself would let a long quota outage fail jobs never
+        graded. The new task exists before this delivery is acknowledged; if it cannot be
+        created, the answer is 429 and the queue retries this task.
+        """
+        wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
+        if self._queue is None:
+            released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+            log.info("no provider quota; job given back", extra={"retry_after_s": wait})
+            return DeliveryResult(Verdict.THROTTLED, released, wait, reason=exc)
+        deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
+        due = self._clock.now() + timedelta(seconds=wait)
+        try:
+            self._queue.enqueue(TaskSpec(deferred.task_name, deferred.id, schedule_time=due))
+        except DependencyUnavailable as unavailable:
+            log.warning(
+                "no provider quota and the job could not be deferred; the queue retries it",
+                extra={"retry_after_s": wait, "reason": unavailable.detail},
+            )
+            return DeliveryResult(Verdict.THROTTLED, deferred, wait, reason=exc)
+        log.info(
+            "no provider quota; job deferred to a new task",
+            extra={"retry_after_s": wait, "deferrals": deferred.deferrals},
+        )
+        return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=exc)
 
     def _release(self, job: Job, owner: str) -> DeliveryResult:
         error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")
