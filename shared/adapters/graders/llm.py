@@ -22,6 +22,7 @@ from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import RollingLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
 from shared.domain.errors import (
+    GraderMisconfigured,
     GradingError,
     GradingTimeout,
     MalformedModelAnswer,
@@ -79,9 +80,14 @@ class ChatModel(Protocol):
         """Send one request; raise a GradingError subclass for every provider failure.
 
         429 -> ProviderRateLimited, 5xx and connection errors -> ProviderUnavailable,
-        timeouts -> GradingTimeout, other 4xx -> ProviderRejected, a safety block or
-        refusal -> GradingRefused.
+        timeouts -> GradingTimeout, 401/403/404 and refused parameters ->
+        GraderMisconfigured, other 4xx -> ProviderRejected, a safety block or refusal ->
+        GradingRefused, an answer cut at the output token limit -> ModelAnswerTruncated.
         """
+        ...
+
+    def probe(self, *, timeout_s: float) -> None:
+        """Ask the provider about the model (no tokens spent); raise as `complete` does."""
         ...
 
 
@@ -108,6 +114,21 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+#: Statuses that refuse the grader's configuration (model, key, API), not the request.
+CONFIGURATION_STATUSES = frozenset({401, 403, 404})
+#: Error codes of a 400 that refuse a parameter every request carries (OpenAI's codes;
+#: google.rpc status names for Gemini), so every job would be refused alike.
+CONFIGURATION_CODES = frozenset(
+    {
+        "unsupported_parameter",
+        "unsupported_value",
+        "model_not_found",
+        "invalid_api_key",
+        "FAILED_PRECONDITION",
+    }
+)
+
+
 def error_for_status(
     provider: str, status: int, retry_after: float | None, code: str | None = None
 ) -> GradingError:
@@ -117,6 +138,8 @@ def error_for_status(
         return ProviderRateLimited(detail, retry_after)
     if status >= 500 or status == 408:
         return ProviderUnavailable(detail, retry_after)
+    if status in CONFIGURATION_STATUSES or code in CONFIGURATION_CODES:
+        return GraderMisconfigured(detail)
     return ProviderRejected(detail)
 
 
@@ -141,6 +164,10 @@ class ModelGrader:
         self._answer_retries = answer_retries
         self._request_timeout_s = request_timeout_s
         self._clock = clock
+
+    def probe(self) -> None:
+        """Check that the provider accepts the model and credentials (see `ChatModel.probe`)."""
+        self._chat.probe(timeout_s=min(30.0, self._request_timeout_s))
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         deadline = self._clock() + timeout_s
