@@ -2,7 +2,8 @@
 
 Cloud Tasks deletes a task on any 2xx and retries anything else. 503 and 429 also make
 it slow the whole queue down (and honour Retry-After), so they are kept for what holds
-for every job: 429 when the provider's quota has no room. A job's own transient failure
+for every job: 429 when the provider's quota has no room, 503 while the provider refuses
+the grader's configuration. A job's own transient failure
 answers 500: only that task waits for its retry backoff.
 """
 
@@ -20,11 +21,14 @@ STATUS = {
     Verdict.RETRY: 500,  # this job's transient failure: the task is retried after its backoff
     Verdict.LOCKED: 409,  # another attempt holds the job: the queue retries later
     Verdict.THROTTLED: 429,  # no provider quota: the queue backs off, honouring Retry-After
-    Verdict.DEFERRED: 200,  # no provider quota: a new task due later carries the job
+    Verdict.DEFERRED: 200,  # no quota, or grading suspended: a new task carries the job
+    # The provider refuses the grader's configuration, which fails every job alike: the
+    # whole queue backs off (Retry-After: the next probe) and no job is touched.
+    Verdict.SUSPENDED: 503,
 }
 
 #: The verdicts whose reply passes on a Retry-After.
-_RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED})
+_RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED, Verdict.SUSPENDED})
 
 
 def reply(job_id: str | None, result: DeliveryResult) -> Response:

@@ -27,6 +27,7 @@ from shared.config.queues import RetryConfig
 from shared.domain.errors import (
     DependencyUnavailable,
     GradeqError,
+    GraderMisconfigured,
     GradingError,
     JobAlreadyFinal,
     JobLocked,
@@ -41,6 +42,7 @@ from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
+from shared.service_layer.grader_gate import GraderGate
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class Verdict(StrEnum):
     DROPPED = "dropped"  # the task can never succeed (unknown job, bad body): delete it
     THROTTLED = "throttled"  # no provider quota: the job was given back; try again later
     DEFERRED = "deferred"  # no provider quota: a new task, due later, carries the job on
+    SUSPENDED = "suspended"  # the provider refuses the grader's configuration: hold all work
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class WorkerService:
         budget: Budget,
         uow: UnitOfWork | None = None,
         queue: TaskQueue | None = None,
+        probe: Callable[[], None] | None = None,
     ) -> None:
         self._uow = uow
         # Where a delivery without provider quota hands its job on; None: answer 429.
@@ -144,6 +148,8 @@ class WorkerService:
         self._poll_s = min(2.0, max(0.05, budget.heartbeat_s / 3))
         self._draining = threading.Event()
         self._drain_until = float("inf")
+        # Closed while the provider refuses the configuration; `probe` checks it again.
+        self.gate = GraderGate(probe, clock.now)
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -166,8 +172,13 @@ class WorkerService:
             if self.draining:
                 reason = DependencyUnavailable("the worker is shutting down")
                 return DeliveryResult(Verdict.RETRY, None, retry_after_s=1, reason=reason)
+            fault = self.gate.check()
+            if fault is not None and not self._may_be_last(delivery):
+                # Untouched: neither the job nor the store hears of this delivery.
+                wait = self.gate.retry_after_s()
+                return DeliveryResult(Verdict.SUSPENDED, None, retry_after_s=wait, reason=fault)
             try:
-                return self._handle(delivery)
+                return self._handle(delivery, fault)
             except JobLocked as exc:
                 return DeliveryResult(Verdict.LOCKED, None, reason=exc)
             except LeaseLost as exc:
@@ -200,7 +211,14 @@ class WorkerService:
             task_name == previous and self._queue is not None and self._queue.exists(job.task_name)
         )
 
-    def _handle(self, delivery: TaskDelivery) -> DeliveryResult:
+    def _may_be_last(self, delivery: TaskDelivery) -> bool:
+        """Whether the queue may delete the task after this delivery (by its attempts)."""
+        attempts = self._retry.max_attempts
+        return attempts >= 0 and delivery.retry_count + 1 >= attempts
+
+    def _handle(
+        self, delivery: TaskDelivery, fault: GraderMisconfigured | None = None
+    ) -> DeliveryResult:
         owner = self._owner(delivery)
         try:
             job = self._start(delivery.job_id, owner, delivery.task_name)
@@ -225,6 +243,11 @@ class WorkerService:
         if job.status is JobStatus.FAILED:
             log.error("job failed: attempts exhausted", extra={"event": "job_failed"})
             return DeliveryResult(Verdict.DONE, self._announce(job))
+        if fault is not None:
+            # The task's last delivery while grading is suspended: a new task carries
+            # the job past the suspension, so the queue deleting this one loses nothing.
+            wait = self.gate.retry_after_s()
+            return self._hand_on(job, owner, fault, wait, fallback=Verdict.SUSPENDED)
         return self._attempt(job, owner, delivery)
 
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
@@ -235,6 +258,8 @@ class WorkerService:
             return self._release(job, owner)
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
+        except GraderMisconfigured as exc:
+            return self._suspend(job, owner, delivery, exc)
         except (ProviderQuotaExhausted, ProviderRateLimited) as exc:
             # No quota: nothing was graded, whatever the job. 429 (and 503) slow the
             # whole queue down, which only a quota shared by every job calls for.
@@ -378,29 +403,56 @@ class WorkerService:
 
         Every delivery the queue makes counts against its max_attempts, whatever the
         answer: retrying the task itself would let a long quota outage fail jobs never
-        graded. The new task exists before this delivery is acknowledged; if it cannot be
-        created, the answer is 429 and the queue retries this task.
+        graded.
         """
         wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
+        return self._hand_on(job, owner, exc, wait, fallback=Verdict.THROTTLED)
+
+    def _suspend(
+        self, job: Job, owner: str, delivery: TaskDelivery, exc: GraderMisconfigured
+    ) -> DeliveryResult:
+        """The provider refused the configuration: close the gate, give the job back uncounted.
+
+        The queue is answered 503 so that it backs off as a whole; on the task's last
+        delivery the job is handed on to a new task instead.
+        """
+        self.gate.trip(exc)
+        wait = self.gate.retry_after_s()
+        if self._may_be_last(delivery):
+            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED)
+        released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+        return DeliveryResult(Verdict.SUSPENDED, released, wait, reason=exc)
+
+    def _hand_on(
+        self, job: Job, owner: str, reason: GradingError, wait: float, *, fallback: Verdict
+    ) -> DeliveryResult:
+        """Defer the job, uncounted, to a new task due in `wait` seconds (`Job.defer`).
+
+        The new task exists before this delivery is acknowledged. Without a queue, or if
+        the task cannot be created, the claim is only given back and the answer is
+        `fallback`: the queue retries this task.
+        """
         if self._queue is None:
             released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-            log.info("no provider quota; job given back", extra={"retry_after_s": wait})
-            return DeliveryResult(Verdict.THROTTLED, released, wait, reason=exc)
+            log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
+            return DeliveryResult(fallback, released, wait, reason=reason)
         deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
         due = self._clock.now() + timedelta(seconds=wait)
         try:
             self._queue.enqueue(TaskSpec(deferred.task_name, deferred.id, schedule_time=due))
         except DependencyUnavailable as unavailable:
             log.warning(
-                "no provider quota and the job could not be deferred; the queue retries it",
+                "the job could not be deferred to a new task; the queue retries this one",
                 extra={"retry_after_s": wait, "reason": unavailable.detail},
             )
-            return DeliveryResult(Verdict.THROTTLED, deferred, wait, reason=exc)
-        log.info(
-            "no provider quota; job deferred to a new task",
-            extra={"retry_after_s": wait, "deferrals": deferred.deferrals},
+            return DeliveryResult(fallback, deferred, wait, reason=reason)
+        message = (
+            "no provider quota; job deferred to a new task"
+            if fallback is Verdict.THROTTLED
+            else "grading suspended; job deferred to a new task"
         )
-        return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=exc)
+        log.info(message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals})
+        return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=reason)
 
     def _release(self, job: Job, owner: str) -> DeliveryResult:
         error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")
