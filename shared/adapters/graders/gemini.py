@@ -139,7 +139,8 @@ def _call(request: Callable[[], T], timeout_s: float) -> T:
         wait = retry_after_s(headers)
         if wait is None:
             wait = _retry_info(exc.details)
-        raise error_for_status(PROVIDER, exc.code, wait, exc.status) from None
+        code = _error_reason(exc.details) or exc.status
+        raise error_for_status(PROVIDER, exc.code, wait, code) from None
     except httpx2.TimeoutException:
         raise GradingTimeout(f"{PROVIDER} gave no answer within {timeout_s:.0f}s") from None
     except httpx2.TransportError:
@@ -162,6 +163,21 @@ def _usage(meta: types.GenerateContentResponseUsageMetadata | None) -> Usage:
         total_tokens=meta.total_token_count or 0,
         requests=1,
     )
+
+
+def _error_reason(details: Any) -> str | None:
+    """The reason of a google.rpc.ErrorInfo in an error body (e.g. API_KEY_INVALID).
+
+    The Gemini API answers an invalid key with 400 INVALID_ARGUMENT: only this reason
+    tells it from a refused request.
+    """
+    error = details.get("error", details) if isinstance(details, dict) else None
+    for item in (error or {}).get("details") or []:
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.ErrorInfo"):
+            reason = item.get("reason")
+            if isinstance(reason, str) and reason.isidentifier():
+                return reason
+    return None
 
 
 def _retry_info(details: Any) -> float | None:

@@ -116,8 +116,9 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
 
 #: Statuses that refuse the grader's configuration (model, key, API), not the request.
 CONFIGURATION_STATUSES = frozenset({401, 403, 404})
-#: Error codes of a 400 that refuse a parameter every request carries (OpenAI's codes;
-#: google.rpc status names for Gemini), so every job would be refused alike.
+#: Error codes that refuse what every request carries, so every job would be refused
+#: alike: OpenAI's codes, and for Gemini a google.rpc status name or ErrorInfo reason
+#: (the Gemini API answers an invalid key with 400 API_KEY_INVALID).
 CONFIGURATION_CODES = frozenset(
     {
         "unsupported_parameter",
@@ -125,6 +126,11 @@ CONFIGURATION_CODES = frozenset(
         "model_not_found",
         "invalid_api_key",
         "FAILED_PRECONDITION",
+        "API_KEY_INVALID",
+        "SERVICE_DISABLED",
+        "BILLING_DISABLED",
+        "API_KEY_SERVICE_BLOCKED",
+        "CONSUMER_INVALID",
     }
 )
 
