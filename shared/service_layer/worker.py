@@ -90,7 +90,11 @@ class _Released(Exception):
 
 
 class _Superseded(Exception):
-    """The delivered task was handed on to a later one (`Job.defer`) that now carries the job."""
+    """The delivered task was handed on to a later one (`Job.defer`), named `successor`."""
+
+    def __init__(self, successor: str) -> None:
+        super().__init__(successor)
+        self.successor = successor
 
 
 class _Grading:
@@ -193,23 +197,33 @@ class WorkerService:
 
         def start(job: Job) -> Job:
             if task_name and self._handed_on(job, task_name):
-                raise _Superseded()
+                raise _Superseded(job.task_name)
             return job.start_attempt(owner, self._clock.now(), self._lease, budget)
 
         return self._store.update(job_id, start)
 
     def _handed_on(self, job: Job, task_name: str) -> bool:
-        """Whether `task_name` deferred the job to the task that now carries it.
+        """Whether `task_name` is the task that deferred the job to its current one.
 
-        A deferring delivery whose acknowledgement was lost is delivered again; the task
+        A deferring delivery whose acknowledgement was lost is delivered again: the task
         it created carries the job, so this one must not start a second chain.
         """
         if job.deferrals == 0 or job.status.is_final or job.lease_is_live(self._clock.now()):
             return False
-        previous = dataclasses.replace(job, deferrals=job.deferrals - 1).task_name
-        return (
-            task_name == previous and self._queue is not None and self._queue.exists(job.task_name)
-        )
+        return task_name == dataclasses.replace(job, deferrals=job.deferrals - 1).task_name
+
+    def _claim(self, delivery: TaskDelivery, owner: str) -> Job:
+        """Start the delivery's attempt; `_Superseded` if a queued successor carries the job.
+
+        The queue is asked only outside the store's update (a transaction on Firestore).
+        """
+        try:
+            return self._start(delivery.job_id, owner, delivery.task_name)
+        except _Superseded as superseded:
+            if self._queue is None or self._queue.exists(superseded.successor):
+                raise
+        # The successor was never created (its delivery answered 429): this task goes on.
+        return self._start(delivery.job_id, owner)
 
     def _may_be_last(self, delivery: TaskDelivery) -> bool:
         """Whether the queue may delete the task after this delivery (by its attempts)."""
@@ -221,7 +235,7 @@ class WorkerService:
     ) -> DeliveryResult:
         owner = self._owner(delivery)
         try:
-            job = self._start(delivery.job_id, owner, delivery.task_name)
+            job = self._claim(delivery, owner)
         except _Superseded:
             log.info("the task was handed on to a later one; acknowledging it")
             return DeliveryResult(Verdict.DONE, None)

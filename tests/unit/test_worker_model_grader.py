@@ -80,14 +80,17 @@ def test_no_quota_and_no_queue_to_defer_to_answers_429_with_retry_after(
     grader = ScriptedGrader(ProviderQuotaExhausted("no room", retry_after_s=17.2))
     client = create_app(settings, adapters, grader, clock).test_client()
     job_id = seed(adapters, clock)
-    response = deliver(client, job_id)
+    first = {"X-CloudTasks-TaskName": task_name_for(job_id, 0)}
+    response = deliver(client, job_id, 0, **first)
     # The queue retries this very task, backing off as the quota asks.
     assert response.status_code == 429
     assert response.headers["Retry-After"] == "17"
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.RETRYING and job.attempts == 0
     queue(adapters).available = True
-    assert deliver(client, job_id, retry=1).status_code == 200
+    # The task it was to be deferred to does not exist: this task still carries the job.
+    assert deliver(client, job_id, 1, **first).status_code == 200
+    assert queue(adapters).asked == [task_name_for(job_id, 0, 1)]
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
 
