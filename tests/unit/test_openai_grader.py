@@ -367,3 +367,12 @@ def test_a_model_swayed_into_full_marks_is_caught_as_inconsistent() -> None:
     grader, _ = build(answers(ok(swayed)))
     with pytest.raises(MalformedModelAnswer):
         grade(grader, GradingRequest("s3", INJECTION, REQUEST.rubric, max_score=9))
+
+
+def test_a_429_on_a_re_ask_counts_the_attempt_since_an_answer_was_paid_for() -> None:
+    # Deferred uncounted, a paid unusable answer and a 429 could repeat without end.
+    grader, recorder = build(answers(ok("not json"), error(429, {"Retry-After": "7"})))
+    with pytest.raises(MalformedModelAnswer) as caught:
+        grade(grader)
+    assert len(recorder.requests) == 2
+    assert caught.value.retry_after_s == 7.0

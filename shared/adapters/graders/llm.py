@@ -198,7 +198,17 @@ class ModelGrader:
             if remaining <= 0:
                 raise GradingTimeout(f"no usable answer within {timeout_s:g}s")
             timeout = min(remaining, self._request_timeout_s)
-            completion = self._chat.complete(rendered, timeout_s=timeout)
+            try:
+                completion = self._chat.complete(rendered, timeout_s=timeout)
+            except ProviderRateLimited as exc:
+                if ask == 1:
+                    raise  # nothing was spent: the worker gives the job back uncounted
+                # An unusable answer was already paid for: this attempt counts.
+                raise MalformedModelAnswer(
+                    f"the model's answer was unusable ({problem}); the provider's quota "
+                    "refused asking again",
+                    exc.retry_after_s,
+                ) from None
             reservation.settle(completion.usage.total_tokens or estimate)
             usage += completion.usage
             try:
