@@ -420,7 +420,8 @@ class WorkerService:
         graded.
         """
         wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
-        return self._hand_on(job, owner, exc, wait, fallback=Verdict.THROTTLED)
+        # Not sooner than a second: each deferral is one more task to create and deliver.
+        return self._hand_on(job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED)
 
     def _suspend(
         self, job: Job, owner: str, delivery: TaskDelivery, exc: GraderMisconfigured

@@ -199,3 +199,14 @@ def test_an_old_result_without_model_fields_still_loads() -> None:
     record = {"score": 3, "max_score": 5, "feedback": "ok", "criteria": [], "grader": "x"}
     result = GradeResult.from_dict(json.loads(json.dumps(record)))
     assert (result.model, result.prompt_version, result.usage) == ("", "", {})
+
+
+def test_a_deferral_waits_at_least_a_second(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    grader = ScriptedGrader(ProviderQuotaExhausted("no room", retry_after_s=0.05))
+    client = create_app(settings, adapters, grader, clock).test_client()
+    job_id = seed(adapters, clock)
+    assert deliver(client, job_id).status_code == 200
+    [task] = queue(adapters).tasks
+    assert task.schedule_time == clock.now() + timedelta(seconds=1)
