@@ -97,7 +97,7 @@ class QueueModel:
                 self._remove(task)
                 continue
             task.retry_count += 1
-            if not self.retry.max_attempts < 0 and task.retry_count >= self.retry.max_attempts:
+            if 0 <= self.retry.max_attempts <= task.retry_count:
                 self.deleted_after_last_attempt.append(task.name)
                 self._remove(task)
                 continue
