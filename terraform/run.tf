@@ -44,8 +44,8 @@ resource "google_cloud_run_v2_service" "intake" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.intake_env, {
-          SERVICE = "intake"
-          THREADS = tostring(var.intake.concurrency)
+          SERVICE     = "intake"
+          CONCURRENCY = tostring(var.intake.concurrency)
         })
         content {
           name  = env.key
@@ -64,16 +64,26 @@ resource "google_cloud_run_v2_service" "intake" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }
@@ -122,8 +132,8 @@ resource "google_cloud_run_v2_service" "worker" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.push_env.worker, local.grader_env, {
-          SERVICE = "worker"
-          THREADS = tostring(var.worker.concurrency)
+          SERVICE     = "worker"
+          CONCURRENCY = tostring(var.worker.concurrency)
           # The grader's quota is split evenly over this many instances.
           GRADEQ_WORKER_MAX_INSTANCES = tostring(var.worker.max_instances)
         })
@@ -147,16 +157,26 @@ resource "google_cloud_run_v2_service" "worker" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }
@@ -219,8 +239,8 @@ resource "google_cloud_run_v2_service" "notification" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.push_env.notification, {
-          SERVICE = "notification"
-          THREADS = tostring(var.notification.concurrency)
+          SERVICE     = "notification"
+          CONCURRENCY = tostring(var.notification.concurrency)
         })
         content {
           name  = env.key
@@ -238,16 +258,26 @@ resource "google_cloud_run_v2_service" "notification" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }

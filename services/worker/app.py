@@ -31,14 +31,18 @@ def create_app(
     clock = clock or build_clock()
     budget = settings.budget()
     app = Flask(__name__)
+    grader = grader or build_grader(settings)
     worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,
-        grader=grader or build_grader(settings),
+        grader=grader,
         clock=clock,
         retry=settings.queue_config().retry_config,
         budget=budget,
         uow=adapters.uow,
+        queue=adapters.queue,
+        # Model graders can ask the provider whether it accepts their configuration.
+        probe=getattr(grader, "probe", None),
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

@@ -51,7 +51,25 @@ class GeminiApi(StrEnum):
 
 
 #: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
-DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-2.5-flash"}
+#: Checked against its retirement date when the worker starts
+#: (shared/adapters/graders/lifecycle.py).
+DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
+
+
+class ThinkingLevel(StrEnum):
+    """How much Gemini 3 and later think before answering (google-genai ThinkingLevel)."""
+
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class TokenLimitParam(StrEnum):
+    """The request field an OpenAI-compatible server takes for the output token limit."""
+
+    MAX_COMPLETION_TOKENS = "max_completion_tokens"  # OpenAI (required by reasoning models)
+    MAX_TOKENS = "max_tokens"  # older compatible servers
 
 
 class Settings(BaseSettings):
@@ -107,8 +125,16 @@ class Settings(BaseSettings):
     grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
     grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
     grader_prompt_version: str = "grading-v1"
-    grader_max_output_tokens: int = Field(default=2048, ge=64)
-    grader_temperature: float = Field(default=0.0, ge=0, le=2)
+    # Thinking tokens count against this limit too (Gemini 2.5+, reasoning models).
+    grader_max_output_tokens: int = Field(default=8192, ge=64)
+    # Unset: the model's default (reasoning models refuse any other value).
+    grader_temperature: float | None = Field(default=None, ge=0, le=2)
+    # Gemini's thinking: a level (Gemini 3 and later), or a budget in tokens (the 2.x
+    # models; -1 dynamic, 0 off where the model allows). The 2.x models get a budget of
+    # 1024 when none is set.
+    grader_thinking_level: ThinkingLevel = ThinkingLevel.LOW
+    grader_thinking_budget: int | None = Field(default=None, ge=-1)
+    grader_token_limit_param: TokenLimitParam = TokenLimitParam.MAX_COMPLETION_TOKENS
     grader_request_timeout_s: float = Field(default=300.0, gt=0)
     grader_answer_retries: int = Field(default=2, ge=0, le=5)
     # The project's quota for the model, split evenly over the worker's max instances.
@@ -235,6 +261,12 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_PROJECT_ID is required for Gemini on Vertex AI")
             if self.grader_gemini_api is GeminiApi.DEVELOPER and not self.grader_api_key:
                 raise ValueError("GRADEQ_GRADER_API_KEY is required for the Gemini API")
+        budget = self.grader_thinking_budget
+        if budget is not None and budget >= self.grader_max_output_tokens:
+            raise ValueError(
+                f"GRADEQ_GRADER_THINKING_BUDGET ({budget}) must leave room for the answer "
+                f"within GRADEQ_GRADER_MAX_OUTPUT_TOKENS ({self.grader_max_output_tokens})"
+            )
         if self.grader is GraderKind.OPENAI and not (self.grader_base_url and self.grader_model):
             raise ValueError(
                 "GRADEQ_GRADER_BASE_URL and GRADEQ_GRADER_MODEL are required with "
