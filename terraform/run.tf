@@ -10,11 +10,13 @@
 
 resource "google_cloud_run_v2_service" "intake" {
   #checkov:skip=CKV2_GRADEQ_7:The intake is the public API; its ingress is the var.intake_ingress choice.
-  name                = local.service_names.intake
-  location            = var.region
-  ingress             = var.intake_ingress
-  deletion_protection = var.deletion_protection
-  labels              = var.labels
+  name     = local.service_names.intake
+  location = var.region
+  ingress  = var.intake_ingress
+  # Public without an allUsers binding (iam.tf); the API checks client keys itself.
+  invoker_iam_disabled = var.intake_public
+  deletion_protection  = var.deletion_protection
+  labels               = var.labels
 
   template {
     service_account                  = google_service_account.intake.email
@@ -81,16 +83,18 @@ resource "google_cloud_run_v2_service" "intake" {
   # A revision that cannot read the operator keys does not start.
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.intake_operator_keys,
+    time_sleep.service_iam,
   ]
 }
 
 resource "google_cloud_run_v2_service" "worker" {
-  name                = local.service_names.worker
-  location            = var.region
-  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
-  deletion_protection = var.deletion_protection
-  labels              = var.labels
+  name     = local.service_names.worker
+  location = var.region
+  ingress  = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
+  deletion_protection  = var.deletion_protection
+  labels               = var.labels
 
   template {
     service_account = google_service_account.worker.email
@@ -178,17 +182,18 @@ resource "google_cloud_run_v2_service" "worker" {
   # model call fails the job at once (grading-provider-rejected).
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.worker_grader_api_key,
-    google_project_iam_member.worker_aiplatform_user,
+    time_sleep.service_iam,
   ]
 }
 
 resource "google_cloud_run_v2_service" "notification" {
-  name                = local.service_names.notification
-  location            = var.region
-  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
-  deletion_protection = var.deletion_protection
-  labels              = var.labels
+  name     = local.service_names.notification
+  location = var.region
+  ingress  = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
+  deletion_protection  = var.deletion_protection
+  labels               = var.labels
 
   template {
     service_account = google_service_account.notification.email
@@ -254,6 +259,6 @@ resource "google_cloud_run_v2_service" "notification" {
 
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.notification_webhook_secret,
+    time_sleep.service_iam,
   ]
 }
