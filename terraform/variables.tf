@@ -22,7 +22,7 @@ variable "region" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of the Cloud Run service, service account and Pub/Sub names, so several environments can share a project."
+  description = "Prefix of the Cloud Run service, service account, Pub/Sub, secret and monitoring names. It does not isolate environments (the queue, the BigQuery dataset and the Firestore database keep their names): each environment needs its own project (docs/deploy.md)."
   type        = string
   default     = "gradeq"
 

@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from localcloud.terraform_provider.check import Workspace
+from tests.infra import terraform_run, tfconfig
+from tests.infra.tfconfig import REPO
+
 pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
 
 PUBLIC = {"allUsers", "allAuthenticatedUsers"}
@@ -161,3 +165,38 @@ def test_every_service_that_reads_a_secret_waits_for_its_grant_to_propagate(
                     "time_sleep (>= 60s) that waits for the grant"
                 )
     assert readers >= (3 if plan_name == "keyed_grader_plan" else 2)
+
+
+# Resources whose name would clash between two environments in one project.
+ENVIRONMENT_SCOPED = {
+    "google_cloud_tasks_queue": "name",
+    "google_bigquery_dataset": "dataset_id",
+    "google_firestore_database": "name",
+}
+
+
+def test_what_name_prefix_does_not_rename_is_named_in_the_deploy_docs(
+    production_plan: dict[str, Any], terraform_workspace: Workspace
+) -> None:
+    other = terraform_run.plan_json(
+        terraform_workspace,
+        terraform_run.TERRAFORM_DIR,
+        terraform_run.MINIMAL_VARS,
+        extra=("-var=name_prefix=staging",),
+    )
+    shared = []
+    for rtype, attribute in ENVIRONMENT_SCOPED.items():
+        ours = {v[attribute] for v in planned(production_plan, rtype).values()}
+        theirs = {v[attribute] for v in planned(other, rtype).values()}
+        shared += sorted(ours & theirs)
+    deploy = (REPO / "docs" / "deploy.md").read_text()
+    described = tfconfig.load(terraform_run.TERRAFORM_DIR).variables["name_prefix"]["description"]
+    if not shared:
+        return  # every environment-scoped name follows the prefix
+    # Two environments in one project would share these: the docs must say so plainly.
+    assert "several environments can" not in deploy and "several environments can" not in described
+    assert "needs its own project" in deploy and "own project" in described
+    for name in shared:
+        assert f"`{name}`" in deploy, f"docs/deploy.md does not name the shared {name!r}"
+    # Renaming the queue instead is no way out: Cloud Tasks reserves a deleted queue's name.
+    assert "tombstone" in deploy
