@@ -33,7 +33,7 @@ PACKAGES = {
 PROVIDER_VERSIONS = {"google": "6.50.0", "google-beta": "6.50.0", "time": "0.13.1"}
 
 # Bump when the cached JSON's layout changes.
-_FORMAT = 3
+_FORMAT = 4
 
 _TYPE_LINK = re.compile(r"/docs/(resources|data-sources)/\w+ (\w+)\}")
 _ARG_LINK = re.compile(r"#(\w+) \w+#\w+\}")
@@ -174,10 +174,17 @@ def _block_of(struct_fqn: str, output_fqn: str | None, asm: _Assembly) -> Block:
     attributes: list[dict[str, Any]] = []
     blocks: list[dict[str, Any]] = []
     configured = set()
+    # The class's `xInput` getters type a single nested block (timeouts, plugin-framework
+    # single blocks) as "struct or IResolvable", a list block of at most one as the struct.
+    inputs = {
+        p["name"][: -len("Input")]: p["type"]
+        for p in (asm.types[output_fqn].get("properties", []) if output_fqn else [])
+        if p["name"].endswith("Input")
+    }
     for prop in struct.get("properties", []):
         configured.add(prop["name"])
         name = _tf_name(prop)
-        nested = _nested_struct(prop["type"], asm)
+        nested = _nested_struct(inputs.get(prop["name"], prop["type"]), asm)
         optional = bool(prop.get("optional"))
         if nested is not None:
             fqn, nesting = nested
