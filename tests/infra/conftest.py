@@ -29,10 +29,12 @@ def production_plan(terraform_workspace: Workspace) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def keyed_grader_plan(terraform_workspace: Workspace) -> dict[str, Any]:
-    """The same plan with a grader that reads an API key (tests/infra/tfvars/)."""
+    """A second environment's plan: another name_prefix, and a grader that reads an API
+    key (tests/infra/tfvars/), so every service reads a secret."""
     return terraform_run.plan_json(
         terraform_workspace,
         terraform_run.TERRAFORM_DIR,
         terraform_run.MINIMAL_VARS,
         terraform_run.KEYED_GRADER_VARS,
+        extra=("-var=name_prefix=staging",),
     )

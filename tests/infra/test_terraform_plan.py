@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from localcloud.terraform_provider.check import Workspace
 from tests.infra import terraform_run, tfconfig
 from tests.infra.tfconfig import REPO
 
@@ -176,14 +175,10 @@ ENVIRONMENT_SCOPED = {
 
 
 def test_what_name_prefix_does_not_rename_is_named_in_the_deploy_docs(
-    production_plan: dict[str, Any], terraform_workspace: Workspace
+    production_plan: dict[str, Any], keyed_grader_plan: dict[str, Any]
 ) -> None:
-    other = terraform_run.plan_json(
-        terraform_workspace,
-        terraform_run.TERRAFORM_DIR,
-        terraform_run.MINIMAL_VARS,
-        extra=("-var=name_prefix=staging",),
-    )
+    other = keyed_grader_plan  # name_prefix = "staging"
+    assert {v["name"] for v in services(other, ("worker",)).values()} == {"staging-worker"}
     shared = []
     for rtype, attribute in ENVIRONMENT_SCOPED.items():
         ours = {v[attribute] for v in planned(production_plan, rtype).values()}

@@ -114,15 +114,3 @@ def test_a_dependency_cycle_is_refused(terraform_workspace: Workspace, tmp_path:
     )
     output = terraform_run.refused(terraform_workspace.validate(directory))
     assert "Cycle:" in output
-
-
-def test_a_variable_validation_is_enforced(terraform_workspace: Workspace, tmp_path: Path) -> None:
-    directory = terraform_run.copy_configuration(tmp_path)
-    output = terraform_run.refused(
-        terraform_workspace.plan(
-            directory,
-            terraform_run.MINIMAL_VARS,
-            extra=("-var=analytics_dataset_id=gradeq-analytics",),
-        )
-    )
-    assert "analytics_dataset_id may hold letters, digits and underscores only" in output
