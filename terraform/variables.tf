@@ -67,7 +67,7 @@ variable "intake_ingress" {
 }
 
 variable "intake_public" {
-  description = "Let anyone reach the intake at the Cloud Run layer (allUsers run.invoker); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
+  description = "Let anyone reach the intake at the Cloud Run layer (invoker_iam_disabled: no run.invoker check, and no allUsers binding, which domain restricted sharing refuses); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
   type        = bool
   default     = true
 }
