@@ -40,6 +40,37 @@ run "private_intake" {
   }
 }
 
+# Every optional feature at once: terraform checks the branches the defaults leave out.
+run "every_option_set" {
+  command = plan
+
+  variables {
+    labels                              = { team = "grading" }
+    intake_public                       = false
+    intake_invokers                     = ["serviceAccount:frontend@my-gradeq-project.iam.gserviceaccount.com"]
+    intake_ingress                      = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
+    cors_origins                        = ["https://app.example.com"]
+    firebase_auth                       = true
+    firebase_tenant_clients             = { tenant1 = "client1" }
+    grader                              = { kind = "openai", base_url = "https://api.openai.com/v1", model = "gpt-5-mini" }
+    firestore_database                  = "gradeq"
+    bigquery_location                   = "EU"
+    analytics_partition_expiration_days = 30
+    notification_channels               = ["projects/my-gradeq-project/notificationChannels/123"]
+    deletion_protection                 = false
+  }
+
+  assert {
+    condition     = google_pubsub_topic.events.labels["team"] == "grading" && google_firestore_database.main.name == "gradeq"
+    error_message = "Labels and the database id reach the resources."
+  }
+
+  assert {
+    condition     = length(google_secret_manager_secret.grader_api_key) == 1 && length(google_secret_manager_secret_iam_member.worker_grader_api_key) == 1
+    error_message = "A grader with a key reads it from its secret, granted to the worker."
+  }
+}
+
 run "dataset_id_is_validated" {
   command = plan
 
