@@ -277,7 +277,7 @@ def extract(root: Path) -> dict[str, Any]:
 def load(provider: str, cache: Path) -> dict[str, Any]:
     """`provider`'s schema, extracted once and then read from the JSON cache."""
     root = package_dir(provider, cache)
-    cached = root.parent.parent / f"schema-{PACKAGES[provider][1]}-v{_FORMAT}.json"
+    cached = root.parents[2] / f"schema-{PACKAGES[provider][1]}-v{_FORMAT}.json"
     if cached.exists():
         loaded: dict[str, Any] = json.loads(cached.read_text())
         return loaded
