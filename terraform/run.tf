@@ -10,13 +10,14 @@
 
 resource "google_cloud_run_v2_service" "intake" {
   #checkov:skip=CKV2_GRADEQ_7:The intake is the public API; its ingress is the var.intake_ingress choice.
-  name     = local.service_names.intake
-  location = var.region
-  ingress  = var.intake_ingress
+  name                = local.service_names.intake
+  location            = var.region
+  ingress             = var.intake_ingress
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
   # Public without an allUsers binding (iam.tf); the API checks client keys itself.
   invoker_iam_disabled = var.intake_public
-  deletion_protection  = var.deletion_protection
-  labels               = var.labels
 
   template {
     service_account                  = google_service_account.intake.email
@@ -88,13 +89,14 @@ resource "google_cloud_run_v2_service" "intake" {
 }
 
 resource "google_cloud_run_v2_service" "worker" {
-  name     = local.service_names.worker
-  location = var.region
-  ingress  = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  name                = local.service_names.worker
+  location            = var.region
+  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
   # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
   invoker_iam_disabled = false
-  deletion_protection  = var.deletion_protection
-  labels               = var.labels
 
   template {
     service_account = google_service_account.worker.email
@@ -187,13 +189,14 @@ resource "google_cloud_run_v2_service" "worker" {
 }
 
 resource "google_cloud_run_v2_service" "notification" {
-  name     = local.service_names.notification
-  location = var.region
-  ingress  = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  name                = local.service_names.notification
+  location            = var.region
+  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
   # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
   invoker_iam_disabled = false
-  deletion_protection  = var.deletion_protection
-  labels               = var.labels
 
   template {
     service_account = google_service_account.notification.email
