@@ -80,3 +80,14 @@ run "dataset_id_is_validated" {
 
   expect_failures = [var.analytics_dataset_id]
 }
+
+run "worker_budget_is_checked" {
+  command = plan
+
+  variables {
+    grader_timeout_s = 3600
+  }
+
+  # lease + grader timeout + result write retry must fit the queue's dispatch deadline.
+  expect_failures = [google_cloud_run_v2_service.worker]
+}
