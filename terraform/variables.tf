@@ -267,7 +267,8 @@ variable "grader" {
   description = <<-EOT
     The worker's grader (the README's "Graders" section). kind: rubric (offline), gemini or
     openai (any OpenAI-compatible server). model: empty means the grader's default (gemini:
-    gemini-2.5-flash; openai needs one). gemini_api: vertex (Vertex AI as the worker's
+    the worker's current default, checked against its retirement date at start-up; openai
+    needs one). gemini_api: vertex (Vertex AI as the worker's
     service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
     with a key). location: the Vertex AI location serving the model. base_url: the
     OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and

@@ -94,11 +94,25 @@ class Workspace:
         )
         return Result(command, completed.returncode, completed.stdout, completed.stderr)
 
+    def modules(self, directory: Path) -> Result:
+        """Install the configuration's local modules (`terraform get`: no provider lookup).
+
+        `terraform init` would also ask the registry for the providers, which the dev
+        overrides already supply; `get` records only the module tree.
+        """
+        return self.run(directory, "get", "-no-color")
+
     def validate(self, directory: Path) -> Result:
+        installed = self.modules(directory)
+        if installed.returncode != 0:
+            return installed
         return self.run(directory, "validate", "-no-color")
 
     def plan(self, directory: Path, *var_files: Path, extra: tuple[str, ...] = ()) -> Result:
         """Plan on an empty state into root/plan.bin (see `show_json`)."""
+        installed = self.modules(directory)
+        if installed.returncode != 0:
+            return installed
         state = self.root / "empty.tfstate"
         state.unlink(missing_ok=True)
         args = ["plan", "-no-color", "-input=false", "-lock=false", f"-state={state}"]
@@ -109,6 +123,9 @@ class Workspace:
         return self.run(directory, "show", "-json", "-no-color", str(self.root / "plan.bin"))
 
     def test(self, directory: Path) -> Result:
+        installed = self.modules(directory)
+        if installed.returncode != 0:
+            return installed
         return self.run(directory, "test", "-no-color")
 
 

@@ -850,7 +850,6 @@ def test_required_apis_are_enabled(tf: Terraform) -> None:
         "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
         "cloudtasks.googleapis.com/queue/task_attempt_delays",
         "run.googleapis.com/request_count",
-        "logging.googleapis.com/user/",
     ],
 )
 def test_alert_policies_cover(tf: Terraform, needle: str) -> None:
@@ -858,12 +857,17 @@ def test_alert_policies_cover(tf: Terraform, needle: str) -> None:
     assert any(needle in str(body) for body in policies.values()), needle
 
 
-def test_failed_jobs_metric_reads_worker_logs(tf: Terraform) -> None:
-    metric = tf.resource("google_logging_metric", "job_failed")
-    assert 'jsonPayload.event = \\"job_failed\\"' in metric["filter"] or (
-        'jsonPayload.event = "job_failed"' in metric["filter"]
+@pytest.mark.parametrize("event", ["job_failed", "grader_suspended"])
+def test_log_event_alerts_read_worker_logs(tf: Terraform, event: str) -> None:
+    alert = tf.modules[f"{event}_alert"]
+    assert alert["source"] == "./modules/log_alert"
+    assert f'jsonPayload.event = \\"{event}\\"' in alert["log_filter"] or (
+        f'jsonPayload.event = "{event}"' in alert["log_filter"]
     )
-    assert "${local.worker_revisions}" in metric["filter"]
+    assert "${local.worker_revisions}" in alert["log_filter"]
+    module = tfconfig.load(tfconfig.TERRAFORM_DIR / "modules" / "log_alert")
+    policy = module.resource("google_monitoring_alert_policy", "main")
+    assert "logging.googleapis.com/user/" in str(policy["conditions"])
 
 
 # --- Graders (var.grader; the README's "Graders" section).
