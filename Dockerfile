@@ -1,6 +1,9 @@
 # One image for every Gradeq service; SERVICE (intake|worker|notification|analytics)
-# picks the app at run time. BASE_IMAGE needs python3 with the venv module.
-ARG BASE_IMAGE=python:3.12-slim
+# picks the app at run time. BASE_IMAGE needs python3 with the venv module. The default
+# is pinned by digest (the multi-platform index of python:3.12-slim, Python 3.12.13 on
+# Debian trixie, as docker-library/repo-info lists it): a build gets the same base until
+# the digest is updated on purpose.
+ARG BASE_IMAGE=python:3.12-slim@sha256:229a2c5bfa27522db7815ea81f9bed70af17ccb9de9fc7ad142b1877b5830d36
 
 FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation
+.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation terraform-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ lint: install
 
 test: lint
 	$(PY) -m pytest
+
+# terraform validate, plan (empty state, terraform/examples/minimal.tfvars) and terraform
+# test, offline, against the provider stand-in (docs/terraform-check.md). `make test`
+# runs the same through tests/infra/test_terraform_check.py.
+terraform-check: install
+	$(PY) -m localcloud.terraform_provider.check
 
 unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"

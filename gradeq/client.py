@@ -394,18 +394,29 @@ class GradeqClient:
         return self.request(method, path, operator=True, **kwargs)
 
 
-def verify_webhook(secret: str, body: bytes | str, headers: Mapping[str, str]) -> dict[str, Any]:
-    """Check a webhook's signature and age; return its CloudEvent, or raise InvalidWebhook.
+def verify_webhook(
+    secret: str, body: bytes | str, headers: Mapping[str, str], *, client_id: str
+) -> dict[str, Any]:
+    """Check a webhook's signature, age and client; return its CloudEvent, or raise
+    InvalidWebhook.
 
-    `secret` is the `whsec_...` secret shared with Gradeq; `headers` must hold
-    webhook-id, webhook-timestamp and webhook-signature.
+    `secret` is this client's `whsec_...` webhook secret and `client_id` its own client id:
+    an event signed with the secret but about another client's job is refused. `headers`
+    must hold webhook-id, webhook-timestamp and webhook-signature (during a rotation the
+    signature header holds one signature per secret; either verifies).
     """
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
         event = Webhook(secret).verify(text, lowered)
-    except WebhookVerificationError as exc:
-        raise InvalidWebhook(str(exc)) from exc
+    except (WebhookVerificationError, ValueError) as exc:
+        # ValueError: a body that is not UTF-8 or JSON, a malformed signature header.
+        raise InvalidWebhook(str(exc) or type(exc).__name__) from exc
     if not isinstance(event, dict):
         raise InvalidWebhook("the body is not a JSON object")
+    data = event.get("data")
+    owner = data.get("client_id") if isinstance(data, dict) else None
+    # A job a signed-in user submitted belongs to `<client>:user:<uid>`.
+    if not isinstance(owner, str) or owner.split(":user:", 1)[0] != client_id:
+        raise InvalidWebhook("the webhook is about another client's job")
     return event

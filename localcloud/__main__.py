@@ -61,6 +61,11 @@ A development API key for client "{stack.config.client_id}" (stored hashed; make
 `python -m services.intake.keys create --client NAME`):
   {key}
 
+Webhooks to client "{stack.config.client_id}" are signed with its own secret (verify with
+gradeq.client.verify_webhook(secret, body, headers, client_id="{stack.config.client_id}");
+rotate with `python -m services.notification.webhook_secrets rotate --client NAME`):
+  {stack.webhook_secret}
+
 Submit a job (change the Idempotency-Key for a new one):
   curl -i -X POST {intake}/v1/grading-jobs \\
     -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\

@@ -5,6 +5,10 @@ account; Cloud Run verifies it and hands the request to the container with the t
 signature replaced by `SIGNATURE_REMOVED_BY_GOOGLE`. The local stand-ins send exactly that
 forwarded shape (`forwarded_id_token`), and `CloudRunFront` puts it on requests from the
 Pub/Sub emulator, which pushes without any token.
+
+Cloud Run validates `X-Serverless-Authorization` instead of `Authorization` when a request
+carries it, and then passes `Authorization` on untouched. The front does the same, so the
+services meet locally the requests they meet in production, hand-written tokens included.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ TOKEN_LIFETIME_S = 3600
 #: Hop-by-hop headers a proxy must not pass on (RFC 9110 section 7.6.1), plus those it sets.
 _NOT_FORWARDED = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"}
-    | {"proxy-authorization", "proxy-authenticate", "content-length", "authorization"}
+    | {"proxy-authorization", "proxy-authenticate", "content-length"}
 )
+SERVERLESS_AUTHORIZATION = "X-Serverless-Authorization"
 #: `requests` hands the body over decoded, so its encoding header goes too.
 _NOT_RETURNED = _NOT_FORWARDED | {"content-encoding"}
 
@@ -83,9 +88,10 @@ def forwarded_authorization(audience: str, email: str) -> dict[str, str]:
 class CloudRunFront:
     """A loopback reverse proxy to one service that adds the forwarded ID token.
 
-    It stands for the push subscription's OIDC token and Cloud Run's check together:
-    every request reaches `upstream` with `Authorization: Bearer <forwarded token>` for
-    `email` and `audience` (whatever Authorization it came with is replaced).
+    It stands for the push subscription's OIDC token and Cloud Run's check together: the
+    caller is taken to be `email`, validated for `audience`. As on Cloud Run, a request
+    with `X-Serverless-Authorization` reaches `upstream` with the forwarded token there and
+    its `Authorization` untouched; any other with the forwarded token in `Authorization`.
     """
 
     def __init__(self, upstream: str, audience: str, email: str, timeout_s: float = 600) -> None:
@@ -117,8 +123,16 @@ class CloudRunFront:
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> requests.Response:
         """Send one request on to the service, with the forwarded token."""
-        kept = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
-        kept.update(forwarded_authorization(self.audience, self.email))
+        validated = forwarded_authorization(self.audience, self.email)["Authorization"]
+        serverless = any(k.lower() == SERVERLESS_AUTHORIZATION.lower() for k in headers)
+        # The header Cloud Run validates is replaced; the other one passes as it came.
+        replaced = SERVERLESS_AUTHORIZATION if serverless else "Authorization"
+        kept = {
+            k: v
+            for k, v in headers.items()
+            if k.lower() not in _NOT_FORWARDED and k.lower() != replaced.lower()
+        }
+        kept[replaced] = validated
         return requests.request(
             method,
             self.upstream + path,

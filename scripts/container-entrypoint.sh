@@ -1,6 +1,8 @@
 #!/bin/sh
 # Start one Gradeq service under gunicorn, as Cloud Run expects: bound to $PORT, one
-# process, threads for concurrency, and no gunicorn timeout (Cloud Run enforces it).
+# process, threads for the request concurrency plus spare ones for health probes
+# (shared/http/gunicorn_conf.py, from $CONCURRENCY), and no gunicorn timeout (Cloud Run
+# enforces it).
 set -eu
 
 case "${SERVICE:-}" in
@@ -15,7 +17,6 @@ exec gunicorn \
   --config python:shared.http.gunicorn_conf \
   --bind ":${PORT:-8080}" \
   --workers 1 \
-  --threads "${THREADS:-8}" \
   --timeout 0 \
   --graceful-timeout "${GRACEFUL_TIMEOUT:-8}" \
   --access-logfile - \

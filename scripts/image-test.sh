@@ -14,7 +14,7 @@ SERVICES="${SERVICES:-intake worker notification analytics}"
 BASE_PORT="${BASE_PORT:-18480}"
 HOST_CA="${HOST_CA:-/etc/ssl/certs/ca-certificates.crt}"
 # A throwaway Standard Webhooks secret for the notification service's start-up check.
-SMOKE_WEBHOOK_SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
+SMOKE_WEBHOOK_SECRETS_KEY="$(head -c 32 /dev/urandom | base64)"
 mkdir -p "$CACHE"
 
 log() { printf '[image-test] %s\n' "$*" >&2; }
@@ -108,7 +108,7 @@ smoke_test() {
   podman run -d --name "$name" --network=host \
     -e SERVICE="$service" -e PORT="$port" \
     -e GRADEQ_BACKEND=embedded -e GRADEQ_DATA_DIR=/tmp/data -e GRADEQ_PUSH_TOKEN=x \
-    -e GRADEQ_CLIENT_KEYS=smoke=smoke-key -e GRADEQ_WEBHOOK_SECRET="$SMOKE_WEBHOOK_SECRET" \
+    -e GRADEQ_CLIENT_KEYS=smoke=smoke-key -e GRADEQ_WEBHOOK_SECRETS_KEY="$SMOKE_WEBHOOK_SECRETS_KEY" \
     "$IMAGE" >/dev/null
   CONTAINERS+=("$name")
   local i

@@ -79,15 +79,8 @@ class _Formatter(JsonFormatter):
         log_data.setdefault("job_id", getattr(record, "job_id", None))
 
 
-def configure_logging(service: str, level: str = "INFO") -> None:
-    """Send this process's logs to stdout as one JSON object per line."""
-    # The lines carry no thread, process or source location: skip gathering them for
-    # every record (the logging HOWTO's optimisations; `_srcfile` is its documented knob).
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logging._srcfile = None
-    handler = logging.StreamHandler(sys.stdout)
+def json_lines(handler: logging.Handler, service: str) -> logging.Handler:
+    """Make `handler` write Gradeq's JSON lines for `service`; return it."""
     handler.setFormatter(
         _Formatter(
             "%(message)s %(service)s %(job_id)s %(name)s",
@@ -96,6 +89,20 @@ def configure_logging(service: str, level: str = "INFO") -> None:
         )
     )
     handler.addFilter(_CorrelationFilter(service))
+    return handler
+
+
+def configure_logging(service: str, level: str = "INFO") -> None:
+    """Send this process's logs to stdout as one JSON object per line."""
+    # The lines carry no thread, process or source location: skip gathering them for
+    # every record (the logging HOWTO's optimisations; `_srcfile` is its documented knob).
+    # Every handler of the process must then do without them: gunicorn's own are made
+    # JSON handlers too (shared.http.gunicorn_logging), since its format needs the pid.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
+    handler = json_lines(logging.StreamHandler(sys.stdout), service)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

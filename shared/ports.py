@@ -18,6 +18,7 @@ from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
 from shared.domain.events import AssignmentGraded, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.webhook_secrets import WebhookSecret
 
 
 @dataclass(frozen=True)
@@ -306,4 +307,20 @@ class JobBatchWriter(Protocol):
         stored and answers (None, False). Counts each new job as `JobStore.create` does,
         in the same commits.
         """
+
+
+class WebhookSecretStore(Protocol):
+    """Clients' webhook signing secrets by secret id, stored sealed (never in plain text)."""
+
+    def add(self, secret: WebhookSecret) -> None:
+        """Store a newly issued secret; its secret id must be new."""
+        ...
+
+    def list(self, client_id: str | None = None) -> list[WebhookSecret]:
+        """Every secret (of one client), expired ones included, oldest first."""
+        ...
+
+    def expire(self, secret_id: str, at: datetime) -> WebhookSecret:
+        """Let the secret sign until `at` (an earlier expiry stays); raise
+        WebhookSecretNotFound if unknown."""
         ...

@@ -96,6 +96,7 @@ locals {
     GRADEQ_MAX_BACKLOG                = tostring(var.admission.max_backlog)
     GRADEQ_SUBMIT_BURST               = tostring(var.admission.submit_burst)
     GRADEQ_SUBMIT_RATE_PER_S          = tostring(var.admission.submit_rate_per_s)
+    GRADEQ_TRUSTED_PROXY_HOPS         = tostring(var.intake_trusted_proxy_hops)
   }
   intake_env = { for name, value in local.intake_settings : name => value if value != "" }
 

@@ -16,6 +16,9 @@ resource "google_cloud_run_v2_service" "intake" {
   deletion_protection = var.deletion_protection
   labels              = var.labels
 
+  # Public without an allUsers binding (iam.tf); the API checks client keys itself.
+  invoker_iam_disabled = var.intake_public
+
   template {
     service_account                  = google_service_account.intake.email
     timeout                          = "60s"
@@ -44,8 +47,8 @@ resource "google_cloud_run_v2_service" "intake" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.intake_env, {
-          SERVICE = "intake"
-          THREADS = tostring(var.intake.concurrency)
+          SERVICE     = "intake"
+          CONCURRENCY = tostring(var.intake.concurrency)
         })
         content {
           name  = env.key
@@ -64,16 +67,26 @@ resource "google_cloud_run_v2_service" "intake" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }
@@ -81,7 +94,7 @@ resource "google_cloud_run_v2_service" "intake" {
   # A revision that cannot read the operator keys does not start.
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.intake_operator_keys,
+    time_sleep.service_iam,
   ]
 }
 
@@ -91,6 +104,9 @@ resource "google_cloud_run_v2_service" "worker" {
   ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
   deletion_protection = var.deletion_protection
   labels              = var.labels
+
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
 
   template {
     service_account = google_service_account.worker.email
@@ -122,8 +138,8 @@ resource "google_cloud_run_v2_service" "worker" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.push_env.worker, local.grader_env, {
-          SERVICE = "worker"
-          THREADS = tostring(var.worker.concurrency)
+          SERVICE     = "worker"
+          CONCURRENCY = tostring(var.worker.concurrency)
           # The grader's quota is split evenly over this many instances.
           GRADEQ_WORKER_MAX_INSTANCES = tostring(var.worker.max_instances)
         })
@@ -147,16 +163,26 @@ resource "google_cloud_run_v2_service" "worker" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }
@@ -178,8 +204,7 @@ resource "google_cloud_run_v2_service" "worker" {
   # model call fails the job at once (grading-provider-rejected).
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.worker_grader_api_key,
-    google_project_iam_member.worker_aiplatform_user,
+    time_sleep.service_iam,
   ]
 }
 
@@ -189,6 +214,9 @@ resource "google_cloud_run_v2_service" "notification" {
   ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
   deletion_protection = var.deletion_protection
   labels              = var.labels
+
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
 
   template {
     service_account = google_service_account.notification.email
@@ -219,8 +247,8 @@ resource "google_cloud_run_v2_service" "notification" {
 
       dynamic "env" {
         for_each = merge(local.common_env, local.push_env.notification, {
-          SERVICE = "notification"
-          THREADS = tostring(var.notification.concurrency)
+          SERVICE     = "notification"
+          CONCURRENCY = tostring(var.notification.concurrency)
         })
         content {
           name  = env.key
@@ -229,7 +257,7 @@ resource "google_cloud_run_v2_service" "notification" {
       }
 
       env {
-        name = "GRADEQ_WEBHOOK_SECRET"
+        name = "GRADEQ_WEBHOOK_SECRETS_KEY"
         value_source {
           secret_key_ref {
             secret  = google_secret_manager_secret.webhook_secret.secret_id
@@ -238,22 +266,32 @@ resource "google_cloud_run_v2_service" "notification" {
         }
       }
 
+      # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
+      # not counted against the concurrency, so they find a thread on a busy instance.
+      # The timeouts still allow for a CPU shared with long requests: a restart would
+      # lose every request in flight.
       startup_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 5
+        period_seconds    = 5
+        failure_threshold = 24
       }
 
       liveness_probe {
         http_get {
           path = "/healthz"
         }
+        timeout_seconds   = 10
+        period_seconds    = 30
+        failure_threshold = 4
       }
     }
   }
 
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.notification_webhook_secret,
+    time_sleep.service_iam,
   ]
 }

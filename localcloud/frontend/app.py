@@ -1,30 +1,89 @@
-"""The frontend's backend: serves the page and relays it to the intake with the API key."""
+"""The frontend's backend: serves the page and relays it to the intake with the API key.
+
+The browser decides only what a student may: the answer text and a submission reference.
+The assignment, its rubric and maximum score come from this server's configuration, and
+nothing else the page sends (a callback URL, another score) reaches the intake. A browser
+session (a signed cookie) remembers the jobs it submitted, and only those are relayed.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
 
 import requests
-from flask import Flask, Response, request
+from flask import Flask, Response, jsonify, request, session
 
 #: Headers of the intake's answer the page needs.
-PASSED_ON = ("Content-Type", "Retry-After", "Idempotent-Replayed", "Location")
+PASSED_ON = ("Content-Type", "Retry-After", "Idempotent-Replayed")
 TIMEOUT_S = 30
+MAX_ANSWER_CHARS = 20_000
+#: Jobs one browser session remembers (the oldest are forgotten first).
+MAX_JOBS_PER_SESSION = 20
+_REFERENCE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 
 
-def create_app(intake_url: str | None = None, api_key: str | None = None) -> Flask:
+@dataclass(frozen=True)
+class Assignment:
+    """What the server fixes for every submission of this page."""
+
+    assignment_id: str = "bio-101-hw3"
+    rubric: tuple[str, ...] = (
+        "mentions the chloroplast",
+        "explains that chlorophyll absorbs light",
+        "states that oxygen is released",
+        "describes the Calvin cycle",
+    )
+    max_score: float = 10
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _problem(status: int, slug: str, detail: str) -> Response:
+    response = jsonify(type=f"https://gradeq.dev/problems/{slug}", status=status, detail=detail)
+    response.status_code = status
+    response.mimetype = "application/problem+json"
+    return response
+
+
+def create_app(
+    intake_url: str | None = None,
+    api_key: str | None = None,
+    session_key: str | None = None,
+    assignment: Assignment | None = None,
+) -> Flask:
     """Build the frontend; gunicorn calls it with no arguments (settings from env)."""
     intake = (intake_url or os.environ["GRADEQ_FRONTEND_INTAKE_URL"]).rstrip("/")
     key = api_key or os.environ["GRADEQ_FRONTEND_API_KEY"]
+    assignment = assignment or Assignment()
     app = Flask(__name__, static_folder="static", static_url_path="/static")
+    # Sessions sign with this key; without one, a key made at start (sessions end with
+    # the process, which is fine for one local process and wrong for several).
+    app.secret_key = (
+        session_key or os.environ.get("GRADEQ_FRONTEND_SESSION_KEY") or secrets.token_hex(32)
+    )
+    app.config.update(
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=os.environ.get("GRADEQ_FRONTEND_SECURE_COOKIE") == "true",
+    )
     http = requests.Session()
 
     def relay(answer: requests.Response) -> Response:
         headers = {h: answer.headers[h] for h in PASSED_ON if h in answer.headers}
         return Response(answer.content, status=answer.status_code, headers=headers)
 
+    def session_id() -> str:
+        if "sid" not in session:
+            session["sid"] = secrets.token_urlsafe(16)
+        return str(session["sid"])
+
     @app.get("/")
     def index() -> Response:
+        session_id()  # the session starts with the page, before its first submission
         return app.send_static_file("index.html")
 
     @app.get("/healthz")
@@ -33,19 +92,43 @@ def create_app(intake_url: str | None = None, api_key: str | None = None) -> Fla
 
     @app.post("/api/submissions")
     def submit() -> Response:
+        sent = request.get_json(silent=True)
+        answer = sent.get("answer") if isinstance(sent, dict) else None
+        if not isinstance(answer, str) or not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+            return _problem(400, "validation-error", "send an answer (text)")
+        reference = sent.get("submission_id") if isinstance(sent, dict) else None
+        if not isinstance(reference, str) or not _REFERENCE.match(reference):
+            return _problem(400, "validation-error", "send a submission_id of letters, digits")
+        page_key = request.headers.get("Idempotency-Key", "")
+        if not _IDEMPOTENCY_KEY.match(page_key):
+            return _problem(400, "validation-error", "send an Idempotency-Key")
+        body = {
+            "submission_id": reference,
+            "assignment_id": assignment.assignment_id,
+            "answer": answer,
+            "rubric": list(assignment.rubric),
+            "max_score": assignment.max_score,
+            **({"metadata": assignment.metadata} if assignment.metadata else {}),
+        }
         headers = {
             "Authorization": f"Bearer {key}",
-            "Content-Type": "application/json",
-            # The page's key, unchanged: its retries must reach the same job.
-            "Idempotency-Key": request.headers.get("Idempotency-Key", ""),
+            # The page's key, unchanged on its retries (so they reach the same job), made
+            # this session's own: another visitor's key never finds this visitor's job.
+            "Idempotency-Key": f"{session_id()}:{page_key}",
         }
-        answer = http.post(
-            f"{intake}/v1/grading-jobs", data=request.get_data(), headers=headers, timeout=TIMEOUT_S
+        answer_back = http.post(
+            f"{intake}/v1/grading-jobs", json=body, headers=headers, timeout=TIMEOUT_S
         )
-        return relay(answer)
+        if answer_back.status_code in (200, 201, 202):
+            job_id = answer_back.json().get("id")
+            jobs = [j for j in session.get("jobs", []) if j != job_id]
+            session["jobs"] = [*jobs, job_id][-MAX_JOBS_PER_SESSION:]
+        return relay(answer_back)
 
     @app.get("/api/submissions/<job_id>")
     def status(job_id: str) -> Response:
+        if job_id not in session.get("jobs", []):
+            return _problem(404, "job-not-found", "this browser submitted no such job")
         answer = http.get(
             f"{intake}/v1/grading-jobs/{job_id}",
             headers={"Authorization": f"Bearer {key}"},

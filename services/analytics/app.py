@@ -1,6 +1,7 @@
 """The analytics subscriber: records every GradingCompleted and serves simple stats.
 
-The stats endpoints answer only an API key of a client named in GRADEQ_ANALYTICS_READERS.
+The stats endpoints answer an operator key (every client's records) or an API key of a
+client named in GRADEQ_ANALYTICS_READERS (that client's records only).
 
     gunicorn --bind :$PORT --workers 1 --threads 8 --timeout 0 \\
         'services.analytics.app:create_app()'
@@ -8,18 +9,16 @@ The stats endpoints answer only an API key of a client named in GRADEQ_ANALYTICS
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-
 from flask import Blueprint, Flask, Response, jsonify
 
-from services.analytics.recorder import SUBSCRIBER, record_event
+from services.analytics.readers import Reader, ReaderAuthenticator
+from services.analytics.recorder import SUBSCRIBER, public_record, record_event
 from services.analytics.stats import summarize, usage_totals
 from shared.bootstrap import adapter_family, build_clock
 from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
 from shared.domain.errors import GradeqError
-from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
+from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.http.subscriber import (
@@ -32,55 +31,32 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, EventRecords, ProcessedEvents
 
 
-class NotAReader(GradeqError):
-    slug = "not-an-analytics-reader"
-    title = "This client may not read analytics"
-    status = 403
-
-
-def require_reader(
-    keys: Callable[[], ApiKeyAuthenticator], readers: frozenset[str]
-) -> Callable[[], None]:
-    """A before-request check: an API key of a client listed in GRADEQ_ANALYTICS_READERS.
-
-    The key store is opened on the first read, so pushes never wait for it.
-    """
-    authenticator = cache(keys)
-
-    def _check() -> None:
-        client_id = authenticator().client_for(bearer_credential())
-        if client_id not in readers:
-            raise NotAReader(f"client {client_id} is not in GRADEQ_ANALYTICS_READERS")
-
-    return _check
-
-
 class StatsUnavailable(GradeqError):
     slug = "stats-unavailable"
     title = "Statistics are not served by this deployment"
     status = 501
 
 
-def _stats_blueprint(records: EventRecords | None, check: Callable[[], None]) -> Blueprint:
+def _stats_blueprint(records: EventRecords | None, readers: ReaderAuthenticator) -> Blueprint:
     blueprint = Blueprint("stats", __name__, url_prefix="/v1")
-    blueprint.before_request(check)
 
-    def _records() -> EventRecords:
+    def _visible() -> list[dict[str, object]]:
+        reader: Reader = readers.reader()
         if records is None:
             raise StatsUnavailable("this store cannot list records; query BigQuery instead")
-        return records
+        return [public_record(r) for r in reader.visible(records.records(SUBSCRIBER))]
 
     @blueprint.get("/stats")
     def stats() -> Response:
-        return jsonify(summarize(_records().records(SUBSCRIBER)))
+        return jsonify(summarize(_visible()))
 
     @blueprint.get("/usage")
     def usage() -> Response:
-        return jsonify(usage_totals(_records().records(SUBSCRIBER)))
+        return jsonify(usage_totals(_visible()))
 
     @blueprint.get("/events/<job_id>")
     def events_of_job(job_id: str) -> Response:
-        found = [r for r in _records().records(SUBSCRIBER) if r.get("job_id") == job_id]
+        found = [r for r in _visible() if r.get("job_id") == job_id]
         return jsonify(job_id=job_id, events=found)
 
     return blueprint
@@ -99,7 +75,8 @@ def create_app(
     family = adapter_family(settings)
     if processed is None:
         processed, records = family.processed_events(), family.event_records()
-    readers = require_reader(
+    readers = ReaderAuthenticator(
+        settings.operator_key_map(),
         lambda: ApiKeyAuthenticator(api_keys or family.api_key_store(), build_clock()),
         settings.analytics_reader_set(),
     )

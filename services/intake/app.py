@@ -6,10 +6,12 @@ from flask import Flask, Response, jsonify
 
 from services.intake import admin
 from services.intake.assignments import bp as assignments_bp
+from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.cors import register_cors
-from services.intake.firebase_auth import FirebaseAuthenticator
+from services.intake.firebase_auth import FirebaseAuthenticator, SignInPolicy
+from services.intake.firebase_revocation import IdentityToolkitLookup
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
@@ -48,11 +50,16 @@ def create_app(
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
-        ApiKeyAuthenticator(api_keys or family.api_key_store(), clock),
+        ApiKeyAuthenticator(
+            api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
+        ),
         firebase or _firebase(settings),
+        FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
+        lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
-        allow_loopback=settings.callback_allow_loopback
+        allow_loopback=settings.callback_allow_loopback,
+        allowed_ports=settings.callback_port_set(),
     )
     app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
         settings.submit_burst, settings.submit_rate_per_s, clock
@@ -112,10 +119,26 @@ def _firebase(settings: Settings) -> FirebaseAuthenticator | None:
     """ID tokens are accepted when a Firebase project is configured."""
     if not settings.firebase_project_id:
         return None
+    roles = frozenset(
+        r.strip() for r in settings.firebase_client_wide_roles.split(",") if r.strip()
+    )
+    policy = SignInPolicy(
+        role_claim=settings.firebase_role_claim,
+        client_wide_roles=roles,
+        allow_anonymous=settings.firebase_allow_anonymous,
+        allow_unverified=settings.firebase_allow_unverified,
+    )
+    accounts = (
+        IdentityToolkitLookup(settings.firebase_project_id)
+        if settings.firebase_check_revoked
+        else None
+    )
     return FirebaseAuthenticator(
         settings.firebase_project_id,
         settings.firebase_client_claim,
         settings.firebase_tenant_client_map(),
+        policy=policy,
+        accounts=accounts,
     )
 
 

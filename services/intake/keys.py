@@ -26,9 +26,17 @@ from shared.ports import ApiKeyStore, Clock
 def create(
     store: ApiKeyStore, clock: Clock, client_id: str, expires_in_days: float | None = None
 ) -> dict[str, Any]:
-    """Issue a key for `client_id`; the result holds the key, shown only this once."""
+    """Issue a key for `client_id`; the result holds the key, shown only this once.
+
+    Without `expires_in_days` the key works until revoked; with it, it must be positive.
+    """
+    if expires_in_days is not None and not expires_in_days > 0:
+        raise ValueError("--expires-in-days must be more than 0 (leave it out: no expiry)")
     now = clock.now()
-    expires_at = now + timedelta(days=expires_in_days) if expires_in_days else None
+    try:
+        expires_at = now + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    except OverflowError as exc:
+        raise ValueError("--expires-in-days is too large") from exc
     key, record = ApiKey.issue(client_id, now, expires_at)
     store.add(record)
     return {"key": key, **record.public_view()}
@@ -52,10 +60,11 @@ def main(argv: Sequence[str] | None = None, store: ApiKeyStore | None = None) ->
     store = store or adapter_family(Settings()).api_key_store()
     clock = build_clock()
     if args.command == "create":
-        if not args.client.strip():
-            print("--client must not be blank", file=sys.stderr)
+        try:
+            print(json.dumps(create(store, clock, args.client, args.expires_in_days)))
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
             return 2
-        print(json.dumps(create(store, clock, args.client, args.expires_in_days)))
     elif args.command == "list":
         for key in store.list(args.client):
             print(json.dumps(key.public_view()))

@@ -16,9 +16,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from services.intake.auth_failures import TooManyFailedAuthentications
 from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.client_auth import SCOPE_HEADER
-from services.intake.firebase_auth import NoClientForUser
+from services.intake.firebase_auth import NoClientForUser, SignInNotAccepted
 from services.intake.rate_limit import RateLimited
 from services.intake.schemas import GradingJobIn, JobListQuery
 from services.intake.views import JobPage, JobView, Problem
@@ -56,6 +57,8 @@ class InternalError(GradeqError):
 COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     Unauthenticated,
     NoClientForUser,
+    SignInNotAccepted,
+    TooManyFailedAuthentications,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -100,7 +103,10 @@ def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
         types = sorted({PROBLEM_BASE + e.slug for e in group})
         headers = (
             {"Retry-After": _RETRY_AFTER}
-            if any(e in (TooManyActiveJobs, RateLimited, BacklogFull) for e in group)
+            if any(
+                e in (TooManyActiveJobs, RateLimited, BacklogFull, TooManyFailedAuthentications)
+                for e in group
+            )
             else {}
         )
         if RateLimited in group:
@@ -152,7 +158,10 @@ def _scope_parameter() -> dict[str, Any]:
         "name": SCOPE_HEADER,
         "in": "header",
         "required": False,
-        "description": "With an ID token, 'user' scopes jobs to the signed-in user",
+        "description": (
+            "With an ID token of a client-wide role, 'user' narrows the scope to the "
+            "signed-in user's own jobs; the server decides every other scope"
+        ),
         "schema": {"type": "string", "enum": ["client", "user"]},
     }
 

@@ -3,15 +3,18 @@
 The headers follow the IETF httpapi draft "RateLimit header fields for HTTP"
 (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Policy`).
 Each intake instance keeps its own buckets; with N instances a client may submit up to
-N times the rate, which the per-client ceiling on jobs not yet final bounds anyway.
+N times the rate, which the per-client ceiling on jobs not yet final bounds anyway. The
+bucket is the client's: its signed-in users' scopes draw on it too. A bucket that has
+refilled is the same as none, so such buckets are dropped as the limiter goes.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
+from services.intake.token_buckets import TokenBuckets
+from shared.domain.client_ids import owning_client
 from shared.domain.errors import GradeqError
 from shared.ports import Clock
 
@@ -49,22 +52,18 @@ class SubmissionRateLimiter:
     """A bucket of `burst` tokens per client, refilled at `rate_per_s`; one per submission."""
 
     def __init__(self, burst: int, rate_per_s: float, clock: Clock) -> None:
+        self._buckets = TokenBuckets(burst, rate_per_s, clock)
         self._burst = burst
         self._rate = rate_per_s
-        self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, at)
-        self._lock = threading.Lock()
 
-    def take(self, client_id: str) -> Quota:
-        """Spend one token, or raise RateLimited (carrying the quota) when there is none."""
-        now = self._clock.now().timestamp()
-        with self._lock:
-            tokens, at = self._buckets.get(client_id, (float(self._burst), now))
-            tokens = min(float(self._burst), tokens + max(0.0, now - at) * self._rate)
-            allowed = tokens >= 1.0
-            if allowed:
-                tokens -= 1.0
-            self._buckets[client_id] = (tokens, now)
+    def __len__(self) -> int:
+        """How many buckets are kept (only those not yet refilled, give or take a sweep)."""
+        return len(self._buckets)
+
+    def take(self, scope: str) -> Quota:
+        """Spend one of the client's tokens (`scope` may be a user's within it), or raise
+        RateLimited (carrying the quota) when there is none."""
+        allowed, tokens = self._buckets.take(owning_client(scope))
         quota = Quota(
             limit=self._burst,
             remaining=math.floor(tokens),

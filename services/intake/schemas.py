@@ -88,6 +88,9 @@ class GradingJobIn(BaseModel):
         parts = urlsplit(value)
         if parts.scheme != "https" or not parts.hostname:
             raise ValueError("must be an absolute https URL")
+        if "@" in parts.netloc:
+            # Credentials in the URL would be stored with the job and sent on every try.
+            raise ValueError("must not carry user information (user:password@)")
         return value
 
     @field_validator("metadata")

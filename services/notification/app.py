@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from flask import Flask
 
+from services.notification.client_secrets import ClientSecrets
 from services.notification.notifier import SUBSCRIBER, Notifier
+from services.notification.sealing import Sealer
 from services.notification.webhook import WebhookSender
-from shared.bootstrap import adapter_family
+from shared.bootstrap import adapter_family, build_clock
 from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
 from shared.http.callback_guard import CallbackGuard
@@ -23,24 +25,31 @@ from shared.http.subscriber import (
 )
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
-from shared.ports import ProcessedEvents
+from shared.ports import JobStore, ProcessedEvents, WebhookSecretStore
 
 
 def create_app(
     settings: Settings | None = None,
     processed: ProcessedEvents | None = None,
     guard: CallbackGuard | None = None,
+    jobs: JobStore | None = None,
+    webhook_secrets: WebhookSecretStore | None = None,
 ) -> Flask:
-    """Build the notification app; the processed-events store comes from the settings."""
+    """Build the notification app; the stores not given come from the settings."""
     settings = settings or Settings()
     configure_logging("notification", settings.log_level)
-    guard = guard or CallbackGuard(allow_loopback=settings.callback_allow_loopback)
+    sealer = Sealer.from_setting(settings.webhook_secrets_key.get_secret_value())
+    guard = guard or CallbackGuard(
+        allow_loopback=settings.callback_allow_loopback, allowed_ports=settings.callback_port_set()
+    )
     sender = WebhookSender(
-        settings.webhook_secret.get_secret_value(), settings.webhook_timeout_s, guard
+        settings.webhook_timeout_s, guard, extra_ca_bundle=settings.webhook_ca_bundle
     )
     verifier = build_verifier(settings)
-    processed = processed or adapter_family(settings).processed_events()
-    notifier = Notifier(processed, sender)
+    family = adapter_family(settings)
+    processed = processed or family.processed_events()
+    secrets = ClientSecrets(webhook_secrets or family.webhook_secret_store(), sealer, build_clock())
+    notifier = Notifier(processed, jobs or family.job_store(), secrets, sender)
 
     def handle(received: ReceivedEvent) -> None:
         notifier.handle(received.event)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 from enum import StrEnum
 
+from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
+from shared.domain.client_ids import owning_client
 from shared.domain.events import GradingCompleted
 from shared.http.callback_guard import CallbackRefused
-from shared.ports import ProcessedEvents
+from shared.ports import JobStore, ProcessedEvents
 
 SUBSCRIBER = "notification"
 log = logging.getLogger(__name__)
@@ -21,13 +23,35 @@ class Handled(StrEnum):
     DELIVERED = "delivered"
     NO_CALLBACK = "no-callback"
     REFUSED = "refused"
+    UNSIGNABLE = "unsignable"
+
+
+_MESSAGES = {
+    Handled.DELIVERED: "event notified",
+    Handled.REFUSED: "event recorded without a webhook",
+    Handled.UNSIGNABLE: "event recorded without a webhook: the client has no webhook secret",
+    Handled.NO_CALLBACK: "event has no callback_url",
+}
 
 
 class Notifier:
-    """Deliver each event's webhook, and record it only after the client accepted it."""
+    """Deliver each event's webhook, and record it only after the client accepted it.
 
-    def __init__(self, processed: ProcessedEvents, sender: WebhookSender) -> None:
+    The callback URL is read from the job, not the event: it may carry the client's token,
+    and the event also goes to analytics. The webhook is signed with the secrets of the
+    job's client; a client without one gets no webhook (recorded, never signed otherwise).
+    """
+
+    def __init__(
+        self,
+        processed: ProcessedEvents,
+        jobs: JobStore,
+        secrets: ClientSecrets,
+        sender: WebhookSender,
+    ) -> None:
         self._processed = processed
+        self._jobs = jobs
+        self._secrets = secrets
         self._sender = sender
 
     def handle(self, event: GradingCompleted) -> Handled:
@@ -36,25 +60,32 @@ class Notifier:
             log.info("event already notified", extra={"event_id": event.event_id})
             return Handled.DUPLICATE
         record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
-        if event.callback_url:
-            try:
-                record["callback_status"] = self._sender.send(event, event.callback_url)
-                handled = Handled.DELIVERED
-            except CallbackRefused as exc:
-                # Redelivery cannot make the address public: record the refusal, ack.
-                log.warning("callback refused", extra={"reason": exc.detail})
-                record["callback_refused"] = exc.detail
-                handled = Handled.REFUSED
-        else:
-            handled = Handled.NO_CALLBACK
+        job = self._jobs.get(event.job_id)
+        callback_url = job.request.callback_url if job is not None else None
+        if job is None:
+            log.warning("the event's job is gone; no webhook", extra={"event_id": event.event_id})
+        handled = Handled.NO_CALLBACK
+        if job is not None and callback_url:
+            # A signed-in user's job is signed for the client the user belongs to.
+            secrets = self._secrets.signing_secrets(owning_client(job.client_id))
+            if not secrets:
+                record["callback_refused"] = "the client has no webhook secret"
+                handled = Handled.UNSIGNABLE
+            else:
+                try:
+                    record["callback_status"] = self._sender.send(event, callback_url, secrets)
+                    handled = Handled.DELIVERED
+                except CallbackRefused as exc:
+                    # Redelivery cannot make the address public: record the refusal, ack.
+                    log.warning("callback refused", extra={"reason": exc.detail})
+                    record["callback_refused"] = exc.detail
+                    handled = Handled.REFUSED
         # Two concurrent deliveries may both send; the client dedupes on webhook-id.
         self._processed.add(SUBSCRIBER, event.event_id, record)
-        log.info(
-            {
-                Handled.DELIVERED: "event notified",
-                Handled.REFUSED: "event recorded without a webhook",
-                Handled.NO_CALLBACK: "event has no callback_url",
-            }[handled],
+        level = logging.WARNING if handled is Handled.UNSIGNABLE else logging.INFO
+        log.log(
+            level,
+            _MESSAGES[handled],
             extra={"event_id": event.event_id, "outcome": event.outcome.value},
         )
         return handled

@@ -37,15 +37,19 @@ def create_app(
         if adapters.assignments is not None
         else None
     )
+    grader = grader or build_grader(settings)
     worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,
-        grader=grader or build_grader(settings),
+        grader=grader,
         clock=clock,
         retry=settings.queue_config().retry_config,
         budget=budget,
         uow=adapters.uow,
         on_final=completion.on_final if completion else None,
+        queue=adapters.queue,
+        # Model graders can ask the provider whether it accepts their configuration.
+        probe=getattr(grader, "probe", None),
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

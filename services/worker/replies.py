@@ -1,7 +1,10 @@
 """The worker's answer to the queue: one mapping from the service's verdict to HTTP.
 
-Cloud Tasks deletes a task on any 2xx and retries anything else; 503 and 429 make the
-queue back off harder and honour Retry-After.
+Cloud Tasks deletes a task on any 2xx and retries anything else. 503 and 429 also make
+it slow the whole queue down (and honour Retry-After), so they are kept for what holds
+for every job: 429 when the provider's quota has no room, 503 while the provider refuses
+the grader's configuration. A job's own transient failure
+answers 500: only that task waits for its retry backoff.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ from shared.service_layer.worker import DeliveryResult, Verdict
 STATUS = {
     Verdict.DONE: 200,  # final and announced: the task is deleted
     Verdict.DROPPED: 200,  # can never succeed: acknowledged so the queue drops it
-    Verdict.RETRY: 503,  # transient failure: the queue backs off and retries
+    Verdict.RETRY: 500,  # this job's transient failure: the task is retried after its backoff
     Verdict.LOCKED: 409,  # another attempt holds the job: the queue retries later
     Verdict.THROTTLED: 429,  # no provider quota: the queue backs off, honouring Retry-After
+    Verdict.DEFERRED: 200,  # no quota, or grading suspended: a new task carries the job
+    # The provider refuses the grader's configuration, which fails every job alike: the
+    # whole queue backs off (Retry-After: the next probe) and no job is touched.
+    Verdict.SUSPENDED: 503,
 }
 
 #: The verdicts whose reply passes on a Retry-After.
-_RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED})
+_RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED, Verdict.SUSPENDED})
 
 
 def reply(job_id: str | None, result: DeliveryResult) -> Response:

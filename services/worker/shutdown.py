@@ -5,7 +5,7 @@ worker process SIGTERM on shutdown and on a worker restart. Gunicorn's own handl
 accepting connections and waits up to its graceful timeout for requests in flight; the
 handler added here first tells the grading loop to drain: gradings that finish within the
 grace period are stored as usual, the others hand their job back (RETRYING) and answer
-503 with Retry-After, so the queue delivers them again soon to another instance.
+500, so the queue delivers them again after its backoff, to another instance.
 """
 
 from __future__ import annotations

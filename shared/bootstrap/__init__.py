@@ -24,6 +24,7 @@ from shared.ports import (
     ProcessedEvents,
     TaskQueue,
     UnitOfWork,
+    WebhookSecretStore,
 )
 
 
@@ -41,6 +42,8 @@ class AdapterFamily(Protocol):
     def event_records(self) -> EventRecords: ...
 
     def api_key_store(self) -> ApiKeyStore: ...
+
+    def webhook_secret_store(self) -> WebhookSecretStore: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 

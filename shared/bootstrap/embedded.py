@@ -16,6 +16,7 @@ from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
+from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
 from shared.config.settings import Settings
 from shared.ports import EventRecords
 
@@ -50,6 +51,9 @@ class EmbeddedFamily:
 
     def api_key_store(self) -> SqliteApiKeyStore:
         return SqliteApiKeyStore(self._db)
+
+    def webhook_secret_store(self) -> SqliteWebhookSecretStore:
+        return SqliteWebhookSecretStore(self._db)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

@@ -22,6 +22,7 @@ from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
+from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
 from shared.config.settings import Settings
 
 #: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
@@ -110,6 +111,12 @@ class GoogleFamily:
     def api_key_store(self) -> FirestoreApiKeyStore:
         s = self._settings
         return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.firestore_deadline_s)
+
+    def webhook_secret_store(self) -> FirestoreWebhookSecretStore:
+        s = self._settings
+        return FirestoreWebhookSecretStore(
+            self._firestore, s.webhook_secrets_collection, s.firestore_deadline_s
+        )
 
     def event_publisher(self) -> PubSubEventPublisher:
         client = self._publisher

@@ -7,7 +7,9 @@ time), with the SDKs' own retries off: the queue owns retries.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, date, datetime
 
+from shared.adapters.graders.lifecycle import check_model
 from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.prompt import GradingPrompt
@@ -19,8 +21,11 @@ from shared.ports import Grader
 _CHATTY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "google_genai")
 
 
-def grader_for(settings: Settings) -> Grader:
-    """Build the configured grader: the offline rubric grader, Gemini, or OpenAI-compatible."""
+def grader_for(settings: Settings, today: date | None = None) -> Grader:
+    """Build the configured grader: the offline rubric grader, Gemini, or OpenAI-compatible.
+
+    Raises `ModelRetired` for a default Gemini model past its retirement date on Vertex AI.
+    """
     if settings.grader is GraderKind.RUBRIC:
         return RubricGrader(
             latency_s=settings.grader_latency_s, simulate=settings.simulation_enabled
@@ -28,6 +33,12 @@ def grader_for(settings: Settings) -> Grader:
     for name in _CHATTY_LOGGERS:
         # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
         logging.getLogger(name).setLevel(logging.WARNING)
+    if settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX:
+        check_model(
+            settings.grader_model_name,
+            default=not settings.grader_model,
+            today=today or datetime.now(UTC).date(),
+        )
     chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
     return ModelGrader(
         chat,
@@ -73,6 +84,8 @@ def gemini_chat(settings: Settings) -> ChatModel:
         settings.grader_model_name,
         max_output_tokens=settings.grader_max_output_tokens,
         temperature=settings.grader_temperature,
+        thinking_level=settings.grader_thinking_level.value,
+        thinking_budget=settings.grader_thinking_budget,
     )
 
 
@@ -93,4 +106,5 @@ def openai_chat(settings: Settings) -> ChatModel:
         settings.grader_model_name,
         max_output_tokens=settings.grader_max_output_tokens,
         temperature=settings.grader_temperature,
+        token_limit_param=settings.grader_token_limit_param.value,
     )

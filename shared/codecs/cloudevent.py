@@ -100,7 +100,6 @@ def _event(event_id: str, occurred_at: datetime, data: dict[str, Any]) -> Gradin
         attempts=int(data["attempts"]),
         timings=dict(data["timings"]),
         occurred_at=occurred_at,
-        callback_url=data["callback_url"],
         error=dict(data["error"]) if data["error"] is not None else None,
         model=data.get("model"),
         usage=dict(data["usage"]) if data.get("usage") is not None else None,

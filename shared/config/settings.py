@@ -51,7 +51,25 @@ class GeminiApi(StrEnum):
 
 
 #: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
-DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-2.5-flash"}
+#: Checked against its retirement date when the worker starts
+#: (shared/adapters/graders/lifecycle.py).
+DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
+
+
+class ThinkingLevel(StrEnum):
+    """How much Gemini 3 and later think before answering (google-genai ThinkingLevel)."""
+
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class TokenLimitParam(StrEnum):
+    """The request field an OpenAI-compatible server takes for the output token limit."""
+
+    MAX_COMPLETION_TOKENS = "max_completion_tokens"  # OpenAI (required by reasoning models)
+    MAX_TOKENS = "max_tokens"  # older compatible servers
 
 
 class Settings(BaseSettings):
@@ -80,6 +98,15 @@ class Settings(BaseSettings):
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
+    # Failed authentications per caller address: a bucket of this size, refilled at this
+    # rate; past it 429 before any lookup. The address is X-Forwarded-For's entry this many
+    # hops from the right (1 behind Cloud Run's front, one more per load balancer), or the
+    # peer's with 0.
+    auth_failure_burst: int = Field(default=20, ge=1)
+    auth_failure_rate_per_s: float = Field(default=0.2, gt=0)
+    trusted_proxy_hops: int = Field(default=0, ge=0)
+    # How long a key id found in no key store is answered without another read.
+    api_key_unknown_cache_s: float = Field(default=60.0, ge=0)
     # How long a request waits for a busy embedded store before answering 503.
     store_wait_s: float = Field(default=2.0, gt=0)
 
@@ -98,8 +125,16 @@ class Settings(BaseSettings):
     grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
     grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
     grader_prompt_version: str = "grading-v1"
-    grader_max_output_tokens: int = Field(default=2048, ge=64)
-    grader_temperature: float = Field(default=0.0, ge=0, le=2)
+    # Thinking tokens count against this limit too (Gemini 2.5+, reasoning models).
+    grader_max_output_tokens: int = Field(default=8192, ge=64)
+    # Unset: the model's default (reasoning models refuse any other value).
+    grader_temperature: float | None = Field(default=None, ge=0, le=2)
+    # Gemini's thinking: a level (Gemini 3 and later), or a budget in tokens (the 2.x
+    # models; -1 dynamic, 0 off where the model allows). The 2.x models get a budget of
+    # 1024 when none is set.
+    grader_thinking_level: ThinkingLevel = ThinkingLevel.LOW
+    grader_thinking_budget: int | None = Field(default=None, ge=-1)
+    grader_token_limit_param: TokenLimitParam = TokenLimitParam.MAX_COMPLETION_TOKENS
     grader_request_timeout_s: float = Field(default=300.0, gt=0)
     grader_answer_retries: int = Field(default=2, ge=0, le=5)
     # The project's quota for the model, split evenly over the worker's max instances.
@@ -126,6 +161,9 @@ class Settings(BaseSettings):
     # oidc: verify the token's signature here too. Off behind Cloud Run IAM, which verifies
     # it and forwards the token with its signature removed; on for a service without IAM.
     push_verify_signature: bool = False
+    # Claims-only mode (the above off) outside Cloud Run (no K_SERVICE): only behind a
+    # local stand-in of Cloud Run's front (the local stack, tests); refused on Google.
+    push_allow_claims_outside_cloud_run: bool = False
 
     # Web frontends' Firebase ID tokens: accepted when the Firebase project is set. A token
     # names its client in this custom claim, or else by its Identity Platform tenant
@@ -133,8 +171,20 @@ class Settings(BaseSettings):
     firebase_project_id: str = ""
     firebase_client_claim: str = "gradeq_client"
     firebase_tenant_clients: str = ""
+    # A signed-in user sees only their own jobs unless this custom claim (a string or a
+    # list) holds one of the client-wide roles (comma-separated).
+    firebase_role_claim: str = "gradeq_role"
+    firebase_client_wide_roles: str = "teacher,admin"
+    # Anonymous sign-ins, and email sign-ins whose address is not verified, are refused
+    # unless these allow them.
+    firebase_allow_anonymous: bool = False
+    firebase_allow_unverified: bool = False
+    # Look each signed-in user's account up (Identity Toolkit accounts:lookup): refuse
+    # tokens of disabled accounts and of sign-ins revoked since (one API call a request).
+    firebase_check_revoked: bool = False
 
-    # Clients whose API keys may read the analytics service's reports, comma-separated.
+    # Clients whose API keys may read their own records in the analytics service's reports,
+    # comma-separated; operator keys (GRADEQ_OPERATOR_KEYS) read every client's.
     analytics_readers: str = ""
 
     # Browser origins allowed to call the intake (CORS), comma-separated; none by default.
@@ -142,10 +192,19 @@ class Settings(BaseSettings):
 
     # Callback URLs: loopback targets are refused unless this is set (local runs only).
     callback_allow_loopback: bool = False
+    # Ports a callback URL may name besides 443 (and 80 for http), comma-separated.
+    callback_ports: str = ""
 
-    # Notification subscriber.
-    webhook_secret: SecretStr = SecretStr("")
+    # Notification subscriber. Each client's webhooks are signed with that client's own
+    # secrets (`python -m services.notification.webhook_secrets`), stored sealed under
+    # this key-encryption key: base64 of 32 bytes; several, comma-separated, while the key
+    # is rotated (the first seals, any opens). See docs/webhooks.md.
+    webhook_secrets_key: SecretStr = SecretStr("")
+    # The whole delivery (connect, send, answer headers) ends after this many seconds.
     webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # Extra certificate authorities (a PEM file) trusted for callbacks, beside the usual
+    # public roots: for a client whose endpoint has a private CA's certificate.
+    webhook_ca_bundle: Path | None = None
 
     # Google Cloud.
     project_id: str = ""
@@ -159,6 +218,9 @@ class Settings(BaseSettings):
     counters_collection: str = "grading_job_counters"
     # Server clients' API keys (digests only), managed with `python -m services.intake.keys`.
     api_keys_collection: str = "api_keys"
+    # Clients' webhook secrets (sealed), managed with
+    # `python -m services.notification.webhook_secrets`.
+    webhook_secrets_collection: str = "webhook_secrets"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"
@@ -177,6 +239,13 @@ class Settings(BaseSettings):
             raise ValueError(f"GRADEQ_PUSH_AUTH={self.push_auth} is for local runs; use oidc")
         if self.callback_allow_loopback and self.backend is Backend.GOOGLE and not emulated:
             raise ValueError("GRADEQ_CALLBACK_ALLOW_LOOPBACK is for local runs only")
+        if (
+            self.push_allow_claims_outside_cloud_run
+            and self.backend is Backend.GOOGLE
+            and not emulated
+        ):
+            raise ValueError("GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN is for local runs only")
+        self.callback_port_set()
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._check_grader()
@@ -192,6 +261,12 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_PROJECT_ID is required for Gemini on Vertex AI")
             if self.grader_gemini_api is GeminiApi.DEVELOPER and not self.grader_api_key:
                 raise ValueError("GRADEQ_GRADER_API_KEY is required for the Gemini API")
+        budget = self.grader_thinking_budget
+        if budget is not None and budget >= self.grader_max_output_tokens:
+            raise ValueError(
+                f"GRADEQ_GRADER_THINKING_BUDGET ({budget}) must leave room for the answer "
+                f"within GRADEQ_GRADER_MAX_OUTPUT_TOKENS ({self.grader_max_output_tokens})"
+            )
         if self.grader is GraderKind.OPENAI and not (self.grader_base_url and self.grader_model):
             raise ValueError(
                 "GRADEQ_GRADER_BASE_URL and GRADEQ_GRADER_MODEL are required with "
@@ -219,6 +294,13 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_FIREBASE_TENANT_CLIENTS looks like 'tenant=client,...'")
             mapping[tenant.strip()] = client.strip()
         return mapping
+
+    def callback_port_set(self) -> frozenset[int]:
+        """The ports of `callback_ports`; ValueError if one is not a TCP port number."""
+        ports = frozenset(int(p) for p in self.callback_ports.split(",") if p.strip())
+        if any(not 0 < port < 65536 for port in ports):
+            raise ValueError("GRADEQ_CALLBACK_PORTS lists TCP ports, 1-65535")
+        return ports
 
     def analytics_reader_set(self) -> frozenset[str]:
         """The client ids allowed to read analytics (none by default)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.domain.client_ids import check_client_id
 from shared.domain.errors import GradeqError
 
 PREFIX = "gq_"
@@ -60,7 +61,11 @@ class ApiKey:
         key_id: str | None = None,
         secret: str | None = None,
     ) -> tuple[str, ApiKey]:
-        """Make a new key; return (the key to hand over once, the record to store)."""
+        """Make a new key; return (the key to hand over once, the record to store).
+
+        ValueError when `client_id` may not name a client (blank, or a user scope).
+        """
+        check_client_id(client_id)
         key_id = key_id or secrets.token_hex(6)
         key = f"{PREFIX}{key_id}_{secret or secrets.token_urlsafe(32)}"
         if key_id_of(key) != key_id:

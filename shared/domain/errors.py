@@ -215,6 +215,30 @@ class ProviderQuotaExhausted(TransientGradingError):
     status = 429
 
 
+class ModelAnswerTruncated(PermanentGradingError):
+    """The model ran out of output tokens (finish reason MAX_TOKENS / length) before answering.
+
+    Asking again with the same limit ends the same way at the same cost: the job fails
+    with this type, and the operator raises GRADEQ_GRADER_MAX_OUTPUT_TOKENS or lowers the
+    thinking budget (thinking tokens count against the same limit).
+    """
+
+    slug = "grading-answer-truncated"
+
+
+class GraderMisconfigured(GradingError):
+    """The provider refuses the grader's configuration itself: every job would fail alike.
+
+    An unknown or retired model (404), a refused or revoked key (401/403), a disabled API,
+    or a parameter the model does not take. Not the job's fault: the worker gives the job
+    back uncounted and stops grading until a probe of the provider succeeds.
+    """
+
+    slug = "grader-misconfigured"
+    title = "The grading provider refuses the grader's configuration"
+    status = 503
+
+
 class ProviderRejected(PermanentGradingError):
     """The provider refused the request itself (400, 401, 403, 404): no retry can help."""
 

@@ -42,7 +42,6 @@ class GradingCompleted:
     attempts: int
     timings: dict[str, int | None]
     occurred_at: datetime
-    callback_url: str | None = None
     error: dict[str, str] | None = None
     # The model that graded and the tokens it took, so analytics can sum cost per
     # assignment and per client; None for the offline grader and for failed jobs.
@@ -65,7 +64,6 @@ class GradingCompleted:
             attempts=job.attempts,
             timings=job.timings(),
             occurred_at=job.completed_at,
-            callback_url=job.request.callback_url,
             error=job.error.to_dict() if job.error else None,
             model=(job.result.model or None) if job.result else None,
             usage=(dict(job.result.usage) or None) if job.result else None,
@@ -83,7 +81,9 @@ class GradingCompleted:
             "max_score": self.max_score,
             "attempts": self.attempts,
             "timings": dict(self.timings),
-            "callback_url": self.callback_url,
+            # Always null: a callback URL may carry the client's token, and the event
+            # reaches analytics (and BigQuery); the notifier reads it from the job.
+            "callback_url": None,
             "error": self.error,
             "model": self.model,
             "usage": dict(self.usage) if self.usage is not None else None,

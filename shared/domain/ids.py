@@ -19,9 +19,16 @@ def job_id_for(client_id: str, idempotency_key: str) -> str:
     return _b32(digest[:20])
 
 
-def task_name_for(job_id: str, generation: int) -> str:
-    """Name the Cloud Task of one job generation; a replay gets a fresh name."""
-    digest = hashlib.sha256(f"gradeq/task\0{job_id}\0{generation}".encode()).digest()
+def task_name_for(job_id: str, generation: int, deferral: int = 0) -> str:
+    """Name the Cloud Task of one job generation; a replay gets a fresh name.
+
+    A delivery deferred for lack of provider quota hands the job to a new task named by
+    its deferral count (`Job.defer`); deferral 0 is the generation's first task.
+    """
+    scope = f"gradeq/task\0{job_id}\0{generation}"
+    if deferral:
+        scope += f"\0deferral\0{deferral}"
+    digest = hashlib.sha256(scope.encode()).digest()
     return "t-" + _b32(digest[:20])
 
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
+from shared.domain.ids import task_name_for
 
 
 class JobStatus(StrEnum):
@@ -325,6 +326,8 @@ class Job:
     replays: tuple[ReplayRecord, ...] = ()
     # When the job last went (back) on the queue by an operator's replay; None: created_at.
     queued_at: datetime | None = None
+    # Deliveries of this generation handed on to a later task (no provider quota).
+    deferrals: int = 0
 
     @classmethod
     def new(
@@ -448,6 +451,15 @@ class Job:
             history=self._closed(now, AttemptOutcome.RELEASED),
         )
 
+    def defer(self, owner: str, now: datetime) -> Job:
+        """Give back an uncounted claim (`release`) to a new task: `task_name` moves on.
+
+        The delivery that defers creates the task named `task_name` (scheduled when the
+        quota has room) before it is acknowledged, so a long quota outage spends neither
+        the job's attempts nor the queue's attempts of any one task.
+        """
+        return dataclasses.replace(self.release(owner, now), deferrals=self.deferrals + 1)
+
     def retry_later(self, owner: str, error: JobError, now: datetime) -> Job:
         self._check_owner(owner)
         return self._to(
@@ -495,7 +507,9 @@ class Job:
         """Bump the generation so a fresh task name can be enqueued for a stuck job."""
         if self.status.is_final:
             raise JobAlreadyFinal(self.id, self.status)
-        return dataclasses.replace(self, generation=self.generation + 1, updated_at=now)
+        return dataclasses.replace(
+            self, generation=self.generation + 1, deferrals=0, updated_at=now
+        )
 
     def replay_failed(self, now: datetime, by: str) -> Job:
         """An operator's replay of a dead letter: back to PENDING as a new generation.
@@ -514,6 +528,7 @@ class Job:
             JobStatus.PENDING,
             now,
             generation=self.generation + 1,
+            deferrals=0,
             attempts=0,
             started_at=None,
             attempt_started_at=None,
@@ -580,6 +595,11 @@ class Job:
         return self.replays[-1].generation if self.replays else 0
 
     @property
+    def task_name(self) -> str:
+        """The name of the task that currently carries the job on the queue."""
+        return task_name_for(self.id, self.generation, self.deferrals)
+
+    @property
     def lifetime_attempts(self) -> int:
         """Attempts across the operator's replays (those the kept replay records know of)."""
         return self.attempts + sum(r.attempts for r in self.replays)
@@ -625,6 +645,7 @@ class Job:
             "history": [a.to_dict() for a in self.history],
             "replays": [r.to_dict() for r in self.replays],
             "queued_at": self.queued_at,
+            "deferrals": self.deferrals,
         }
 
     @classmethod
@@ -654,6 +675,7 @@ class Job:
             history=tuple(AttemptRecord.from_dict(a) for a in record.get("history") or ()),
             replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
             queued_at=record.get("queued_at"),
+            deferrals=int(record.get("deferrals", 0)),
         )
 
 

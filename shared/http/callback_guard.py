@@ -1,18 +1,26 @@
 """Keep webhooks away from internal addresses (SSRF), at submit time and again at send time.
 
 A callback URL is refused when its host is, or resolves to, a loopback, private,
-link-local (the metadata server 169.254.169.254 among them), multicast, reserved or
-otherwise non-public address. The intake checks when a job is submitted; the notifier
+link-local (the metadata server 169.254.169.254 among them), site-local, multicast,
+reserved or otherwise non-public address, including IPv6 forms that carry an IPv4
+address inside (IPv4-mapped and -compatible, 6to4, NAT64, Teredo); when it names a port
+other than 443 (80 for http) and the ports the deployment allows; and when it carries
+user information (`user:pass@`). The intake checks when a job is submitted; the notifier
 checks again when it sends and then connects only to the addresses it vetted, so a name
 that resolves differently the second time (DNS rebinding) cannot reach inside.
+
+Every refusal tells the client the same thing, so the answers cannot map which internal
+names exist or what they resolve to; the reason is logged (never the URL, which may carry
+a token).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, NoReturn
 from urllib.parse import urlsplit
 
 import requests
@@ -29,13 +37,38 @@ Resolver = Callable[[str, int], list[str]]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+log = logging.getLogger(__name__)
+
+#: The one thing every refusal tells the client.
+PUBLIC_DETAIL = (
+    "the callback URL must be an https URL, without user information, on an allowed port "
+    "of a host that resolves only to public addresses"
+)
+#: The port each scheme may use unless the deployment allows more.
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_TEREDO = ipaddress.ip_network("2001::/32")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
 
 class CallbackRefused(GradeqError):
-    """The callback URL points at an address Gradeq never sends to."""
+    """The callback URL points where Gradeq never sends.
+
+    The detail says why, for the logs and the notifier's records; clients read only
+    `public_detail`.
+    """
 
     slug = "callback-url-refused"
-    title = "The callback URL points at a non-public address"
+    title = "The callback URL is not allowed"
     status = 400
+    public_detail: ClassVar[str] = PUBLIC_DETAIL
+
+
+def _refuse(reason: str) -> NoReturn:
+    log.warning("callback URL refused: %s", reason)
+    raise CallbackRefused(reason)
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -46,8 +79,21 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 def _refusal(address: IPAddress, allow_loopback: bool) -> str | None:
     """Why `address` is refused, or None when it is public."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address.sixtofour is not None:
+            # 6to4 reaches the IPv4 address inside: refused when that one would be.
+            inner = _refusal(address.sixtofour, allow_loopback=False)
+            return None if inner is None else f"6to4 form of a {inner}"
+        elif address in _SITE_LOCAL:
+            return "site-local"
+        elif any(address in net for net in _NAT64):
+            return "NAT64"  # a gateway's translation of an IPv4 address, maybe internal
+        elif address in _TEREDO:
+            return "Teredo"
+        elif address in _IPV4_COMPATIBLE and int(address) > 1:
+            return "IPv4-compatible"
     if address.is_loopback:
         return None if allow_loopback else "loopback"
     if address.is_link_local:
@@ -64,9 +110,16 @@ def _refusal(address: IPAddress, allow_loopback: bool) -> str | None:
 class CallbackGuard:
     """Vet callback URLs and the addresses their hosts resolve to."""
 
-    def __init__(self, resolver: Resolver = system_resolver, allow_loopback: bool = False) -> None:
+    def __init__(
+        self,
+        resolver: Resolver = system_resolver,
+        allow_loopback: bool = False,
+        allowed_ports: Iterable[int] = (),
+    ) -> None:
+        """`allowed_ports`: ports a callback may name besides its scheme's default."""
         self._resolve = resolver
         self.allow_loopback = allow_loopback
+        self.allowed_ports = frozenset(allowed_ports)
 
     def vetted_addresses(self, host: str, port: int) -> list[str]:
         """Every address `host` resolves to, or CallbackRefused if any is not public."""
@@ -76,26 +129,35 @@ class CallbackGuard:
             try:
                 resolved = self._resolve(host, port)
                 addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolved]
-            except (OSError, UnicodeError, ValueError) as exc:
-                raise CallbackRefused(f"the callback host {host} does not resolve") from exc
+            except (OSError, UnicodeError, ValueError):
+                _refuse(f"the callback host {host} does not resolve")
         if not addresses:
-            raise CallbackRefused(f"the callback host {host} does not resolve")
+            _refuse(f"the callback host {host} does not resolve")
         for address in addresses:
             reason = _refusal(address, self.allow_loopback)
             if reason is not None:
-                raise CallbackRefused(f"the callback host {host} resolves to a {reason} address")
+                _refuse(f"the callback host {host} resolves to a {reason} address ({address})")
         return [str(a) for a in addresses]
 
     def check(self, url: str) -> list[str]:
         """Vet a callback URL; return the addresses its host resolves to now."""
         parts = urlsplit(url)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise CallbackRefused("the callback URL must be an absolute https URL")
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            _refuse("the callback URL is not an absolute http(s) URL")
+        if "@" in parts.netloc:
+            _refuse(f"the callback URL to {parts.hostname} carries user information")
         try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError as exc:
-            raise CallbackRefused("the callback URL has an invalid port") from exc
-        return self.vetted_addresses(parts.hostname, port)
+            port = parts.port or DEFAULT_PORTS[parts.scheme]
+        except ValueError:
+            _refuse(f"the callback URL to {parts.hostname} has an invalid port")
+        if port == DEFAULT_PORTS[parts.scheme] or port in self.allowed_ports:
+            return self.vetted_addresses(parts.hostname, port)
+        if self.allow_loopback:
+            # Local receivers listen on any port: allowed when every address is loopback.
+            addresses = self.vetted_addresses(parts.hostname, port)
+            if all(ipaddress.ip_address(a).is_loopback for a in addresses):
+                return addresses
+        _refuse(f"the callback URL to {parts.hostname} names port {port}")
 
 
 class RefusedConnection(NewConnectionError):

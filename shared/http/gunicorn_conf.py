@@ -4,17 +4,45 @@
 
 Gunicorn refuses a request line, header or chunk it cannot parse before the app sees it,
 and answers with an HTML page of its own. Loading this module makes those answers RFC 9457
-problem documents with a stable type, like every refusal from the apps themselves.
+problem documents with a stable type, like every refusal from the apps themselves, and
+makes gunicorn's own log lines JSON lines like the apps' (shared/http/gunicorn_logging.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+from collections.abc import Mapping
 
 from gunicorn import util
 
 from shared.domain.errors import PROBLEM_BASE
+
+#: Gunicorn's own lines (warnings, worker time-outs, access) as the services' JSON lines.
+logger_class = "shared.http.gunicorn_logging.JsonLogger"
+
+#: Threads kept free of Cloud Run's requests, so health probes are answered at once.
+PROBE_THREADS = 2
+
+
+def threads_for(environ: Mapping[str, str]) -> int:
+    """Request threads: the service's Cloud Run concurrency plus `PROBE_THREADS`.
+
+    Cloud Run sends an instance at most `CONCURRENCY` requests at a time, but its
+    startup and liveness probes are not counted against it. With exactly that many
+    threads, an instance busy with long requests leaves a probe waiting in gunicorn's
+    queue until it times out, and Cloud Run restarts the container mid-request.
+    """
+    value = environ.get("CONCURRENCY", "").strip() or "8"
+    concurrency = int(value)
+    if concurrency < 1:
+        raise ValueError(f"CONCURRENCY must be at least 1 (got {value!r})")
+    return concurrency + PROBE_THREADS
+
+
+threads = threads_for(os.environ)
+worker_class = "gthread"
 
 #: Longest request line (method, target, version); longer gets 414.
 limit_request_line = 8190

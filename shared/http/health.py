@@ -7,11 +7,14 @@ Cloud Run's front reserves some paths ending in `z` for itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from flask import Blueprint, Flask, Response, jsonify
 
 from shared.domain.errors import DependencyUnavailable
+
+log = logging.getLogger(__name__)
 
 
 def register_health(app: Flask, checks: Sequence[tuple[str, Callable[[], None]]]) -> None:
@@ -32,7 +35,9 @@ def register_health(app: Flask, checks: Sequence[tuple[str, Callable[[], None]]]
                 check()
                 results[name] = "ok"
             except DependencyUnavailable as exc:
-                results[name] = exc.detail
+                # The probe answers anyone: the cause (addresses, backend words) is logged.
+                log.warning("readiness check %s failed: %s", name, exc.detail)
+                results[name] = "unavailable"
         ready = all(v == "ok" for v in results.values())
         response = jsonify(status="ok" if ready else "unavailable", checks=results)
         response.status_code = 200 if ready else 503

@@ -9,11 +9,17 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from shared.domain.errors import PROBLEM_BASE, GradeqError
+from shared.domain.errors import PROBLEM_BASE, BacklogFull, GradeqError
 from shared.http.errors import PayloadTooLarge
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
+
+#: Server errors whose detail the service writes for the client. Any other 5xx error's
+#: detail is the adapter's or library's own text (addresses, resource paths, backend
+#: messages): it goes to the logs, and the client gets `SERVER_ERROR_DETAIL`.
+PUBLIC_SERVER_ERRORS = frozenset({BacklogFull.slug})
+SERVER_ERROR_DETAIL = "the service could not complete the request; retry later"
 
 
 def problem(
@@ -35,10 +41,14 @@ def problem(
     return response
 
 
-def problem_for(error: GradeqError, status: int | None = None) -> Response:
-    """Render a Gradeq error (with its own status unless one is given).
+def problem_for(
+    error: GradeqError, status: int | None = None, *, detail: str | None = None
+) -> Response:
+    """Render a Gradeq error (with its own status and detail unless others are given).
 
-    A 429 or 503 error that carries `retry_after_s` answers with a Retry-After header too.
+    An error class whose detail is for the logs only (it names internal things) sets
+    `public_detail`, the words clients read instead. A 429 or 503 error that carries
+    `retry_after_s` answers with a Retry-After header too.
     """
     headers = {}
     retry_after = getattr(error, "retry_after_s", None)
@@ -48,7 +58,7 @@ def problem_for(error: GradeqError, status: int | None = None) -> Response:
         status or error.status,
         error.slug,
         error.title,
-        error.detail,
+        detail if detail is not None else getattr(error, "public_detail", error.detail),
         headers=headers,
         **error.extensions,
     )
@@ -59,9 +69,11 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(GradeqError)
     def _gradeq_error(error: GradeqError) -> Response:
+        response = problem_for(error)
         if error.status >= 500:
             log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
-        response = problem_for(error)
+            if error.slug not in PUBLIC_SERVER_ERRORS:
+                response = problem_for(error, detail=SERVER_ERROR_DETAIL)
         if error.status == 503 and "Retry-After" not in response.headers:
             # A busy or unreachable dependency: tell the client (or the queue) when to retry.
             response.headers["Retry-After"] = str(app.config.get("RETRY_AFTER_S", 1))

@@ -10,6 +10,16 @@ them: audience, issuer, expiry, and a verified email among the allowed service a
 A token that still carries a signature did not pass through Cloud Run's front (Cloud Run
 always strips it), so it is refused in this mode.
 
+Which header carries the validated token matters. Cloud Run validates
+`X-Serverless-Authorization` when a request has it and then passes `Authorization` on
+untouched, unvalidated: anyone allowed to invoke the service could put a hand-written
+"forwarded" token for the tasks account there. So the identity is read from
+`X-Serverless-Authorization` when present, else from `Authorization`, and a request that
+carries both is refused (none of Google's pushers sends both). Claims-only mode trusts a
+front that only Cloud Run provides: outside Cloud Run (no `K_SERVICE` in the environment)
+a service refuses to start in it unless GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN says
+a stand-in front is there (the local stack, tests).
+
 A service deployed without IAM in front (e.g. behind a load balancer) sets
 `GRADEQ_PUSH_VERIFY_SIGNATURE=true`: the app then verifies the signature against Google's
 certificates (cached as their Cache-Control header allows) and checks the same claims.
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -37,6 +48,10 @@ log = logging.getLogger(__name__)
 FORWARDED_SIGNATURE = "SIGNATURE_REMOVED_BY_GOOGLE"
 #: The `iss` of Google-issued ID tokens (both forms occur).
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
+#: The header Cloud Run validates instead of `Authorization` when a request carries it.
+SERVERLESS_AUTHORIZATION = "X-Serverless-Authorization"
+#: Set by Cloud Run in every container it runs.
+CLOUD_RUN_MARKER = "K_SERVICE"
 #: Clock skew tolerated on `exp` and `iat`, in seconds.
 LEEWAY_S = 10
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
@@ -175,8 +190,9 @@ def allowed_push_accounts(settings: Settings) -> frozenset[str]:
     return frozenset(e.strip() for e in settings.push_service_accounts.split(",") if e.strip())
 
 
-def build_verifier(settings: Settings) -> PushVerifier:
+def build_verifier(settings: Settings, environ: Mapping[str, str] | None = None) -> PushVerifier:
     """Choose the verifier the settings ask for; raise ValueError when it lacks settings."""
+    environ = os.environ if environ is None else environ
     if settings.push_auth is PushAuth.NONE:
         log.warning("push authentication is off: only acceptable against the emulators")
         return EmulatorPushVerifier()
@@ -184,6 +200,12 @@ def build_verifier(settings: Settings) -> PushVerifier:
         emails = allowed_push_accounts(settings)
         if settings.push_verify_signature:
             return OidcVerifier(settings.push_audience, emails)
+        if CLOUD_RUN_MARKER not in environ and not settings.push_allow_claims_outside_cloud_run:
+            raise ValueError(
+                "claims-only push authentication (GRADEQ_PUSH_VERIFY_SIGNATURE=false) relies on "
+                "Cloud Run's front, and this is not Cloud Run (no K_SERVICE): verify signatures, "
+                "or set GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN behind a stand-in front"
+            )
         return ForwardedTokenVerifier(settings.push_audience, emails)
     return SharedTokenVerifier(settings.push_token.get_secret_value())
 
@@ -191,12 +213,14 @@ def build_verifier(settings: Settings) -> PushVerifier:
 def require_push_token(verifier: PushVerifier) -> Callable[[], None]:
     """Return a before_request hook that rejects pushes without a valid bearer token."""
 
+    oidc = isinstance(verifier, ForwardedTokenVerifier | OidcVerifier)
+
     def _check() -> None:
         if isinstance(verifier, EmulatorPushVerifier):
             return
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
         try:
+            header = _validated_header() if oidc else request.headers.get("Authorization", "")
+            scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
                 raise Unauthenticated("a bearer token is required")
             verifier.verify(token)
@@ -206,3 +230,16 @@ def require_push_token(verifier: PushVerifier) -> Callable[[], None]:
             raise
 
     return _check
+
+
+def _validated_header() -> str:
+    """The authorization header Cloud Run validated: X-Serverless-Authorization first."""
+    serverless = request.headers.get(SERVERLESS_AUTHORIZATION)
+    if serverless is None:
+        return request.headers.get("Authorization", "")
+    if "Authorization" in request.headers:
+        # Cloud Run passed this one on without looking at it.
+        raise Unauthenticated(
+            f"Authorization beside {SERVERLESS_AUTHORIZATION} was not validated by Cloud Run"
+        )
+    return serverless

@@ -23,7 +23,6 @@ from typing import TypeVar
 
 from shared.config.budget import Budget
 from shared.domain.errors import GradeqError
-from shared.domain.ids import task_name_for
 from shared.domain.job import Job, JobError, JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
@@ -130,7 +129,7 @@ class RecoveryService:
 
     @staticmethod
     def _task_name(job: Job) -> str:
-        return task_name_for(job.id, job.generation)
+        return job.task_name
 
     def _replay(self, job: Job, report: SweepReport) -> None:
         now = self._clock.now()

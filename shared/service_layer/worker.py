@@ -11,6 +11,7 @@ renewing (it died), the delivery takes the job over as soon as the lease expires
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 from shared.config.budget import Budget
@@ -25,6 +27,7 @@ from shared.config.queues import RetryConfig
 from shared.domain.errors import (
     DependencyUnavailable,
     GradeqError,
+    GraderMisconfigured,
     GradingError,
     JobAlreadyFinal,
     JobLocked,
@@ -32,17 +35,22 @@ from shared.domain.errors import (
     LeaseLost,
     PermanentGradingError,
     ProviderQuotaExhausted,
+    ProviderRateLimited,
     TransientGradingError,
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.logs import job_context
-from shared.ports import Clock, EventPublisher, Grader, JobStore, UnitOfWork
+from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
+from shared.service_layer.grader_gate import GraderGate
 
 log = logging.getLogger(__name__)
 
 #: The error a job records when a shutting-down worker hands its attempt back.
 WORKER_SHUTDOWN = "worker-shutdown"
+#: How long a job waits for quota when the provider's 429 gave no Retry-After: one of
+#: the quota's windows (requests and tokens are granted per minute).
+QUOTA_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class Verdict(StrEnum):
     LOCKED = "locked"  # another attempt holds the job, or took it over: try again later
     DROPPED = "dropped"  # the task can never succeed (unknown job, bad body): delete it
     THROTTLED = "throttled"  # no provider quota: the job was given back; try again later
+    DEFERRED = "deferred"  # no provider quota: a new task, due later, carries the job on
+    SUSPENDED = "suspended"  # the provider refuses the grader's configuration: hold all work
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,14 @@ class DeliveryResult:
 
 class _Released(Exception):
     """The worker is shutting down and handed the attempt back."""
+
+
+class _Superseded(Exception):
+    """The delivered task was handed on to a later one (`Job.defer`), named `successor`."""
+
+    def __init__(self, successor: str) -> None:
+        super().__init__(successor)
+        self.successor = successor
 
 
 class _Grading:
@@ -117,10 +135,14 @@ class WorkerService:
         retry: RetryConfig,
         budget: Budget,
         uow: UnitOfWork | None = None,
+        queue: TaskQueue | None = None,
+        probe: Callable[[], None] | None = None,
         on_final: Callable[[Job], None] | None = None,
     ) -> None:
         self._uow = uow
         self._on_final = on_final
+        # Where a delivery without provider quota hands its job on; None: answer 429.
+        self._queue = queue
         self._store = store
         self._publisher = publisher
         self._grader = grader
@@ -132,6 +154,8 @@ class WorkerService:
         self._poll_s = min(2.0, max(0.05, budget.heartbeat_s / 3))
         self._draining = threading.Event()
         self._drain_until = float("inf")
+        # Closed while the provider refuses the configuration; `probe` checks it again.
+        self.gate = GraderGate(probe, clock.now)
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -154,8 +178,13 @@ class WorkerService:
             if self.draining:
                 reason = DependencyUnavailable("the worker is shutting down")
                 return DeliveryResult(Verdict.RETRY, None, retry_after_s=1, reason=reason)
+            fault = self.gate.check()
+            if fault is not None and not self._may_be_last(delivery):
+                # Untouched: neither the job nor the store hears of this delivery.
+                wait = self.gate.retry_after_s()
+                return DeliveryResult(Verdict.SUSPENDED, None, retry_after_s=wait, reason=fault)
             try:
-                return self._handle(delivery)
+                return self._handle(delivery, fault)
             except JobLocked as exc:
                 return DeliveryResult(Verdict.LOCKED, None, reason=exc)
             except LeaseLost as exc:
@@ -165,16 +194,53 @@ class WorkerService:
     def _owner(self, delivery: TaskDelivery) -> str:
         return f"{delivery.task_name or 'direct'}/{delivery.retry_count}/{uuid.uuid4().hex[:8]}"
 
-    def _start(self, job_id: str, owner: str) -> Job:
+    def _start(self, job_id: str, owner: str, task_name: str = "") -> Job:
         budget = self._budget.job_max_attempts
-        return self._store.update(
-            job_id, lambda j: j.start_attempt(owner, self._clock.now(), self._lease, budget)
-        )
 
-    def _handle(self, delivery: TaskDelivery) -> DeliveryResult:
+        def start(job: Job) -> Job:
+            if task_name and self._handed_on(job, task_name):
+                raise _Superseded(job.task_name)
+            return job.start_attempt(owner, self._clock.now(), self._lease, budget)
+
+        return self._store.update(job_id, start)
+
+    def _handed_on(self, job: Job, task_name: str) -> bool:
+        """Whether `task_name` is the task that deferred the job to its current one.
+
+        A deferring delivery whose acknowledgement was lost is delivered again: the task
+        it created carries the job, so this one must not start a second chain.
+        """
+        if job.deferrals == 0 or job.status.is_final or job.lease_is_live(self._clock.now()):
+            return False
+        return task_name == dataclasses.replace(job, deferrals=job.deferrals - 1).task_name
+
+    def _claim(self, delivery: TaskDelivery, owner: str) -> Job:
+        """Start the delivery's attempt; `_Superseded` if a queued successor carries the job.
+
+        The queue is asked only outside the store's update (a transaction on Firestore).
+        """
+        try:
+            return self._start(delivery.job_id, owner, delivery.task_name)
+        except _Superseded as superseded:
+            if self._queue is None or self._queue.exists(superseded.successor):
+                raise
+        # The successor was never created (its delivery answered 429): this task goes on.
+        return self._start(delivery.job_id, owner)
+
+    def _may_be_last(self, delivery: TaskDelivery) -> bool:
+        """Whether the queue may delete the task after this delivery (by its attempts)."""
+        attempts = self._retry.max_attempts
+        return attempts >= 0 and delivery.retry_count + 1 >= attempts
+
+    def _handle(
+        self, delivery: TaskDelivery, fault: GraderMisconfigured | None = None
+    ) -> DeliveryResult:
         owner = self._owner(delivery)
         try:
-            job = self._start(delivery.job_id, owner)
+            job = self._claim(delivery, owner)
+        except _Superseded:
+            log.info("the task was handed on to a later one; acknowledging it")
+            return DeliveryResult(Verdict.DONE, None)
         except JobNotFound as exc:
             log.error("task names an unknown job; dropping it")
             return DeliveryResult(Verdict.DROPPED, None, reason=exc)
@@ -193,6 +259,11 @@ class WorkerService:
         if job.status is JobStatus.FAILED:
             log.error("job failed: attempts exhausted", extra={"event": "job_failed"})
             return DeliveryResult(Verdict.DONE, self._announce(job))
+        if fault is not None:
+            # The task's last delivery while grading is suspended: a new task carries
+            # the job past the suspension, so the queue deleting this one loses nothing.
+            wait = self.gate.retry_after_s()
+            return self._hand_on(job, owner, fault, wait, fallback=Verdict.SUSPENDED)
         return self._attempt(job, owner, delivery)
 
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
@@ -203,7 +274,11 @@ class WorkerService:
             return self._release(job, owner)
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
-        except ProviderQuotaExhausted as exc:
+        except GraderMisconfigured as exc:
+            return self._suspend(job, owner, delivery, exc)
+        except (ProviderQuotaExhausted, ProviderRateLimited) as exc:
+            # No quota: nothing was graded, whatever the job. 429 (and 503) slow the
+            # whole queue down, which only a quota shared by every job calls for.
             return self._throttled(job, owner, exc)
         except TransientGradingError as exc:
             return self._transient(job, owner, delivery, exc, exc.retry_after_s)
@@ -339,12 +414,62 @@ class WorkerService:
         )
         return DeliveryResult(Verdict.RETRY, retrying, retry_after_s)
 
-    def _throttled(self, job: Job, owner: str, exc: ProviderQuotaExhausted) -> DeliveryResult:
-        # Nothing reached the provider: the claim is given back without counting an
-        # attempt, and the queue (not a thread) waits for the quota to have room.
+    def _throttled(self, job: Job, owner: str, exc: TransientGradingError) -> DeliveryResult:
+        """Give the claim back uncounted and hand the job to a task due when quota frees up.
+
+        Every delivery the queue makes counts against its max_attempts, whatever the
+        answer: retrying the task itself would let a long quota outage fail jobs never
+        graded.
+        """
+        wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
+        # Not sooner than a second: each deferral is one more task to create and deliver.
+        return self._hand_on(job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED)
+
+    def _suspend(
+        self, job: Job, owner: str, delivery: TaskDelivery, exc: GraderMisconfigured
+    ) -> DeliveryResult:
+        """The provider refused the configuration: close the gate, give the job back uncounted.
+
+        The queue is answered 503 so that it backs off as a whole; on the task's last
+        delivery the job is handed on to a new task instead.
+        """
+        self.gate.trip(exc)
+        wait = self.gate.retry_after_s()
+        if self._may_be_last(delivery):
+            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED)
         released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-        log.info("no provider quota; job given back", extra={"retry_after_s": exc.retry_after_s})
-        return DeliveryResult(Verdict.THROTTLED, released, exc.retry_after_s, reason=exc)
+        return DeliveryResult(Verdict.SUSPENDED, released, wait, reason=exc)
+
+    def _hand_on(
+        self, job: Job, owner: str, reason: GradingError, wait: float, *, fallback: Verdict
+    ) -> DeliveryResult:
+        """Defer the job, uncounted, to a new task due in `wait` seconds (`Job.defer`).
+
+        The new task exists before this delivery is acknowledged. Without a queue, or if
+        the task cannot be created, the claim is only given back and the answer is
+        `fallback`: the queue retries this task.
+        """
+        if self._queue is None:
+            released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+            log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
+            return DeliveryResult(fallback, released, wait, reason=reason)
+        deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
+        due = self._clock.now() + timedelta(seconds=wait)
+        try:
+            self._queue.enqueue(TaskSpec(deferred.task_name, deferred.id, schedule_time=due))
+        except DependencyUnavailable as unavailable:
+            log.warning(
+                "the job could not be deferred to a new task; the queue retries this one",
+                extra={"retry_after_s": wait, "reason": unavailable.detail},
+            )
+            return DeliveryResult(fallback, deferred, wait, reason=reason)
+        message = (
+            "no provider quota; job deferred to a new task"
+            if fallback is Verdict.THROTTLED
+            else "grading suspended; job deferred to a new task"
+        )
+        log.info(message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals})
+        return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=reason)
 
     def _release(self, job: Job, owner: str) -> DeliveryResult:
         error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")

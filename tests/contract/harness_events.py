@@ -21,13 +21,13 @@ CALLBACK_URL = "https://client.example/hooks/grading?token=abc"
 T0 = datetime(2025, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
 
 
-def sample_event(
+def sample_job(
     outcome: Outcome = Outcome.SUCCEEDED,
     key: str = "key-1",
     callback_url: str | None = CALLBACK_URL,
     client_id: str = "client-a",
-) -> GradingCompleted:
-    """A GradingCompleted made the real way: a job driven to a final state."""
+) -> Job:
+    """A job driven to a final state the real way."""
     request = GradingRequest(
         submission_id=f"submission-{key}",
         answer="Photosynthesis turns light into chemical energy.",
@@ -38,14 +38,22 @@ def sample_event(
     )
     job = Job.new(job_id_for(client_id, key), client_id, request, "fingerprint", T0)
     if outcome is Outcome.CANCELLED:
-        return GradingCompleted.from_job(job.cancel(T0 + timedelta(seconds=1)))
+        return job.cancel(T0 + timedelta(seconds=1))
     job = job.claim("worker-1", T0 + timedelta(seconds=2), timedelta(minutes=5))
     done = T0 + timedelta(seconds=5, milliseconds=250)
     if outcome is Outcome.SUCCEEDED:
-        job = job.succeed("worker-1", GradeResult(7.5, 10.0, "Good."), done)
-    else:
-        job = job.fail("worker-1", JobError("grading-permanent", "the answer is empty"), done)
-    return GradingCompleted.from_job(job)
+        return job.succeed("worker-1", GradeResult(7.5, 10.0, "Good."), done)
+    return job.fail("worker-1", JobError("grading-permanent", "the answer is empty"), done)
+
+
+def sample_event(
+    outcome: Outcome = Outcome.SUCCEEDED,
+    key: str = "key-1",
+    callback_url: str | None = CALLBACK_URL,
+    client_id: str = "client-a",
+) -> GradingCompleted:
+    """The GradingCompleted of `sample_job` (the callback URL stays in the job)."""
+    return GradingCompleted.from_job(sample_job(outcome, key, callback_url, client_id))
 
 
 class EventBusHarness(Protocol):

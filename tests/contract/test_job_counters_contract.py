@@ -65,6 +65,21 @@ def test_the_client_ceiling_refuses_new_jobs_and_writes_nothing(job_store: JobSt
     assert job_store.create(job_of("a", "j3"), limits)[1] is True
 
 
+def test_user_scopes_count_against_their_clients_ceiling(job_store: JobStore) -> None:
+    limits = AdmissionLimits(per_client=2, backlog=100)
+    job_store.create(job_of("a", "j1"), limits)
+    job_store.create(job_of("a:user:u1", "j2"), limits)
+    with pytest.raises(TooManyActiveJobs):
+        job_store.create(job_of("a:user:u2", "j3"), limits)
+    assert job_store.get("j3") is None
+    assert job_store.active_counts("a") == ActiveCounts(2, 2)
+    assert job_store.active_counts("a:user:u2") == ActiveCounts(2, 2)
+    assert job_store.active_jobs_of("a:user:u1") == 2
+    # The user's job reaching a final state makes room in the client's count.
+    finish(job_store, "j2")
+    assert job_store.create(job_of("a:user:u2", "j3"), limits)[1] is True
+
+
 def test_the_backlog_ceiling_refuses_everyone(job_store: JobStore) -> None:
     job_store.create(job_of("a", "j1"))
     job_store.create(job_of("b", "j2"))

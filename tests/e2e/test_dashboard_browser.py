@@ -49,12 +49,21 @@ def test_the_dashboard_shows_a_failed_job_and_replays_it(stack: LocalStack, brow
 
     job_id = failed_job(stack)
     page = browser.new_page(viewport={"width": 1280, "height": 1100})
+    # The page runs under its Content-Security-Policy: anything it blocks is reported here.
+    console_errors: list[str] = []
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     try:
         page.goto(stack.config.url("intake") + "/admin/")
         page.fill("#key", OPERATOR_KEY)
         page.click("#login button[type=submit]")
         row = page.locator(f'#failed tr[data-job-id="{job_id}"]')
         expect(row).to_be_visible()
+        # The key lives in the script's memory only.
+        expect(page.locator("#key")).to_have_value("")
+        stored = page.evaluate(
+            "() => [sessionStorage.length, localStorage.length, document.cookie]"
+        )
+        assert stored == [0, 0, ""]
         expect(row.locator("td.error")).to_contain_text("grading-permanent")
         expect(page.locator('#counts [data-status="FAILED"] [data-count]')).to_have_text("1")
         expect(page.locator("#chart svg")).to_be_visible()
@@ -75,5 +84,9 @@ def test_the_dashboard_shows_a_failed_job_and_replays_it(stack: LocalStack, brow
         expect(page.locator("#history tbody td.outcome")).to_have_text(["failed", "succeeded"])
         expect(row).to_have_count(0, timeout=15_000)
         page.screenshot(path=str(artifacts_dir() / "dashboard-replayed-job.png"), full_page=True)
+        assert [e for e in console_errors if "Content Security Policy" in e] == []
+
+        page.reload()  # a reload forgets the key: the board stays hidden until it is typed
+        expect(page.locator("#board")).to_be_hidden()
     finally:
         page.close()

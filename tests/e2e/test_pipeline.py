@@ -263,6 +263,13 @@ def test_push_auth_runs_as_behind_cloud_run_iam(stack: LocalStack) -> None:
         "still signed, so not through Cloud Run": {
             "Authorization": f"Bearer {signed_id_token(google_claims(worker, TASKS_ACCOUNT))}"
         },
+        # Cloud Run validates X-Serverless-Authorization and passes Authorization unread.
+        "hand-written token beside the validated one": {
+            "X-Serverless-Authorization": forwarded_authorization(worker, PUSH_ACCOUNT)[
+                "Authorization"
+            ],
+            **forwarded_authorization(worker, TASKS_ACCOUNT),
+        },
     }
     for case, headers in refused.items():
         answer = requests.post(

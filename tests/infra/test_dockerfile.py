@@ -34,7 +34,7 @@ def test_hadolint_finds_no_errors() -> None:
 
 def test_dockerfile_follows_the_house_rules() -> None:
     text = DOCKERFILE.read_text()
-    assert re.search(r"^ARG BASE_IMAGE=python:3\.\d+-slim$", text, re.M)
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.\d+-slim@sha256:[0-9a-f]{64}$", text, re.M)
     assert len(re.findall(r"^FROM \$\{BASE_IMAGE\}", text, re.M)) == 2  # multi-stage
     assert text.index("COPY pyproject.toml") < text.index("COPY shared")  # deps before code
     assert "python3 -m venv /opt/venv" in text

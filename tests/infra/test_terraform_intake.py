@@ -50,10 +50,14 @@ def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
     # The intake's one secret is the operator keys (below).
     envs = container["containers"][0].get("env", [])  # type: ignore[index]
     assert [env["name"] for env in envs] == ["GRADEQ_OPERATOR_KEYS"]
+    # It starts after its grant, and after the grant had time to propagate.
     assert depends_on(tf.resource("google_cloud_run_v2_service", "intake")) == {
         ("time_sleep", "apis"),
-        ("google_secret_manager_secret_iam_member", "intake_operator_keys"),
+        ("time_sleep", "service_iam"),
     }
+    assert ("google_secret_manager_secret_iam_member", "intake_operator_keys") in (
+        tfconfig.dependencies(tf, "time_sleep", "service_iam")
+    )
 
 
 def test_the_old_client_keys_secret_is_forgotten_not_deleted() -> None:
@@ -177,7 +181,10 @@ def test_intake_settings_are_the_variables(tf: Terraform) -> None:
             f"GRADEQ_{setting.upper()}": f"${{tostring(var.admission.{field})}}"
             for field, setting in ADMISSION_FIELDS.items()
         },
+        # Cloud Run's front appends the caller's address: failures are counted per caller.
+        "GRADEQ_TRUSTED_PROXY_HOPS": "${tostring(var.intake_trusted_proxy_hops)}",
     }
+    assert tf.variables["intake_trusted_proxy_hops"]["default"] == 1
     for name in settings:
         assert name.removeprefix("GRADEQ_").lower() in Settings.model_fields, name
 

@@ -1,4 +1,7 @@
-"""Refusals from gunicorn and the intake alike are problem documents (the real server)."""
+"""Refusals from gunicorn and the intake alike are problem documents (the real server).
+
+Every exchange also bounds the CPU time the server spends on it (tests/support/cpu_budget.py).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.api_keys import ApiKey
 from shared.domain.errors import PROBLEM_BASE
+from tests.support.cpu_budget import ServerCpu
 from tests.support.intake_server import RunningIntake, running_intake
 
 API_KEY = "gq_refusals_" + "r" * 43
@@ -30,7 +34,12 @@ def intake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningIntake]:
 def exchange(
     intake: RunningIntake, head: bytes, body_chunks: Iterable[bytes] = ()
 ) -> tuple[int, dict[str, str], bytes]:
-    """Send raw bytes, return (status, headers, body); the server may close early."""
+    """Send raw bytes, return (status, headers, body); the server may close early.
+
+    Fails if the server spends more than the hostile-request CPU bound on the exchange.
+    """
+    cpu = ServerCpu(intake.pid)
+    cpu.start()
     with socket.create_connection((intake.host, intake.port), timeout=30) as sock:
         sock.sendall(head)
         try:
@@ -56,6 +65,7 @@ def exchange(
                 ]
                 if length and len(rest) >= length[0]:
                     break
+    cpu.check(head.split(b"\r\n", 1)[0][:80].decode("latin-1"))
     head_part, _, body = data.partition(b"\r\n\r\n")
     lines = head_part.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
@@ -119,3 +129,20 @@ def test_deep_nesting_through_the_server_is_400(intake: RunningIntake) -> None:
     body = b"[" * 50_000 + b"]" * 50_000
     head = request_head(extra=f"Content-Length: {len(body)}\r\n\r\n").replace(b"k1", b"k2")
     assert_problem(exchange(intake, head + body), 400, "nesting-too-deep")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'\\"' * (80 * 1024),  # escaped quotes: the most a body may hold, in the worst shape
+        b'{"answer":"' + b'\\"' * (80 * 1024 - 8) + b'"}',
+        b"[" * (160 * 1024),
+    ],
+    ids=["escaped-quotes", "escaped-quotes-in-a-string", "open-arrays"],
+)
+def test_a_hostile_body_of_the_largest_size_is_answered_within_the_cpu_bound(
+    intake: RunningIntake, body: bytes
+) -> None:
+    head = request_head(extra=f"Content-Length: {len(body)}\r\n\r\n").replace(b"k1", b"k3")
+    status, _, _ = exchange(intake, head + body)
+    assert status == 400

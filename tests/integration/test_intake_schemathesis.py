@@ -21,6 +21,7 @@ from schemathesis import GenerationMode, checks
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.api_keys import ApiKey
+from tests.support.cpu_budget import ServerCpu
 from tests.support.intake_server import RunningIntake, running_intake
 
 API_KEY, _RECORD = ApiKey.issue(
@@ -74,12 +75,15 @@ def test_the_intake_honours_its_document(intake: RunningIntake, mode: Generation
         def honours(case: Any) -> None:
             if isinstance(case.body, dict):
                 case.body.pop("callback_url", None)
+            cpu = ServerCpu(intake.pid)  # no generated request may cost much CPU either
+            cpu.start()
             response = case.call_and_validate(
                 base_url=intake.url,
                 headers={"Authorization": f"Bearer {API_KEY}"},
                 checks=CHECKS,
                 timeout=30,
             )
+            cpu.check(f"{case.method} {case.formatted_path}")
             statuses.append(response.status_code)
 
         try:

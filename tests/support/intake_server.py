@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import requests
 
@@ -23,13 +24,14 @@ class RunningIntake:
     url: str
     host: str
     port: int
+    #: The gunicorn master's process id (its workers are its children).
+    pid: int
 
 
-@contextmanager
-def running_intake(data_dir: Path, env: dict[str, str] | None = None) -> Iterator[RunningIntake]:
-    """Start the intake (embedded backend in `data_dir`) and stop it afterwards."""
-    port = free_port()
-    process = subprocess.Popen(
+def _start(
+    port: int, data_dir: Path, env: dict[str, str] | None, sink: IO[bytes] | int
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -55,9 +57,25 @@ def running_intake(data_dir: Path, env: dict[str, str] | None = None) -> Iterato
             "GRADEQ_LOG_LEVEL": "WARNING",
             **(env or {}),
         },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=sink,
+        stderr=sink,
     )
+
+
+@contextmanager
+def running_intake(
+    data_dir: Path, env: dict[str, str] | None = None, output: Path | None = None
+) -> Iterator[RunningIntake]:
+    """Start the intake (embedded backend in `data_dir`) and stop it afterwards.
+
+    With `output`, the server's stdout and stderr go to that file, else nowhere.
+    """
+    port = free_port()
+    if output is None:
+        process = _start(port, data_dir, env, subprocess.DEVNULL)
+    else:
+        with output.open("wb") as sink:  # the server keeps its own copy of the file
+            process = _start(port, data_dir, env, sink)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -72,7 +90,7 @@ def running_intake(data_dir: Path, env: dict[str, str] | None = None) -> Iterato
             if time.monotonic() > deadline:
                 raise RuntimeError("intake did not become healthy")
             time.sleep(0.1)
-        yield RunningIntake(url, "127.0.0.1", port)
+        yield RunningIntake(url, "127.0.0.1", port, process.pid)
     finally:
         process.terminate()
         try:

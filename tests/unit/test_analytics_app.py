@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +44,8 @@ OUTSIDER_KEY, _OUTSIDER = ApiKey.issue(
     "client-a", datetime(2025, 1, 1, tzinfo=UTC), key_id="outsider", secret="o" * 43
 )
 READER = {"Authorization": f"Bearer {READER_KEY}"}
+OPERATOR_KEY = "operator-key-for-analytics-tests"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_KEY}"}
 
 
 @pytest.fixture
@@ -50,6 +54,7 @@ def settings(tmp_path: Path) -> Settings:
         data_dir=tmp_path,
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
         analytics_readers="auditor",
+        operator_keys=f"ops={OPERATOR_KEY}",  # type: ignore[arg-type]
     )
 
 
@@ -79,8 +84,10 @@ def test_an_event_is_recorded_with_its_publish_time(
     response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     assert response.status_code == 204
     [record] = processed.records("analytics")
+    data = event.data()
+    del data["callback_url"]
     assert record == {
-        **event.data(),
+        **data,
         "event_id": event.event_id,
         "occurred_at": "2025-03-04T05:06:12.373456+00:00",
         "publish_time": "2025-03-04T05:06:13.500000+00:00",
@@ -106,7 +113,7 @@ def test_stats_count_outcomes_and_take_medians(client: FlaskClient) -> None:
     ]
     for event in [*events, events[0]]:
         client.post("/pubsub/push", json=push_body(event), headers=AUTH)
-    stats = client.get("/v1/stats", headers=READER).json
+    stats = client.get("/v1/stats", headers=OPERATOR).json
     assert stats == {
         "events": 4,
         "by_outcome": {"succeeded": 2, "failed": 1, "cancelled": 1},
@@ -177,3 +184,56 @@ def test_reads_need_a_readers_api_key(client: FlaskClient, path: str) -> None:
 def test_a_revoked_readers_key_is_refused(client: FlaskClient, keys: SqliteApiKeyStore) -> None:
     keys.revoke("auditor", datetime(2025, 6, 1, tzinfo=UTC))
     assert client.get("/v1/stats", headers=READER).status_code == 401
+
+
+def old_style_push(event: GradingCompleted, callback_url: str, message_id: str) -> dict[str, Any]:
+    """A push of an event published before events left the callback URL out."""
+    body = push_body(event, message_id)
+    data = json.loads(base64.b64decode(body["message"]["data"]))
+    data["callback_url"] = callback_url
+    body["message"]["data"] = base64.b64encode(json.dumps(data).encode()).decode()
+    return body
+
+
+def test_a_client_reader_sees_only_its_own_clients_records(client: FlaskClient) -> None:
+    mine = sample_event(Outcome.SUCCEEDED, key="mine", client_id="auditor")
+    my_users = sample_event(Outcome.CANCELLED, key="user", client_id="auditor:user:uid-7")
+    theirs = sample_event(Outcome.FAILED, key="theirs", client_id="client-a")
+    lookalike = sample_event(Outcome.FAILED, key="look", client_id="auditors:user:uid-7")
+    for n, event in enumerate((mine, my_users, theirs, lookalike)):
+        client.post("/pubsub/push", json=push_body(event, str(n)), headers=AUTH)
+    stats = client.get("/v1/stats", headers=READER).json
+    assert stats is not None and stats["events"] == 2
+    assert stats["by_outcome"] == {"succeeded": 1, "failed": 0, "cancelled": 1}
+    other = client.get(f"/v1/events/{theirs.job_id}", headers=READER).json
+    assert other == {"job_id": theirs.job_id, "events": []}
+    own = client.get(f"/v1/events/{mine.job_id}", headers=READER).json
+    assert own is not None and len(own["events"]) == 1
+    usage = client.get("/v1/usage", headers=READER).json
+    assert usage is not None and set(usage["by_client"]) <= {"auditor"}
+
+
+def test_an_operator_reads_every_client(client: FlaskClient) -> None:
+    for n, who in enumerate(("auditor", "client-a", "client-b")):
+        event = sample_event(key=f"k{n}", client_id=who)
+        client.post("/pubsub/push", json=push_body(event, str(n)), headers=AUTH)
+    stats = client.get("/v1/stats", headers=OPERATOR).json
+    assert stats is not None and stats["events"] == 3
+
+
+def test_callback_urls_are_neither_recorded_nor_reported(
+    client: FlaskClient, processed: SqliteProcessedEvents
+) -> None:
+    url = "https://client.example/hook?token=secret-token"
+    event = sample_event(client_id="auditor")
+    client.post("/pubsub/push", json=old_style_push(event, url, "1"), headers=AUTH)
+    # A record stored by an earlier version, which kept the URL.
+    processed.add("analytics", "older", {**event.data(), "event_id": "older", "callback_url": url})
+    for record in processed.records("analytics"):
+        if record["event_id"] == event.event_id:
+            assert "callback_url" not in record
+    for reader in (READER, OPERATOR):
+        answer = client.get(f"/v1/events/{event.job_id}", headers=reader)
+        assert answer.status_code == 200
+        assert len(answer.json["events"]) == 2  # type: ignore[index]
+        assert "secret-token" not in answer.get_data(as_text=True)

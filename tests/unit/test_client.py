@@ -214,13 +214,46 @@ def signed(body: str) -> dict[str, str]:
 
 
 def test_a_signed_webhook_verifies_and_a_tampered_one_does_not() -> None:
-    body = json.dumps({"type": "dev.gradeq.grading.completed", "data": {"job_id": "job-1"}})
+    body = json.dumps(
+        {"type": "dev.gradeq.grading.completed", "data": {"job_id": "job-1", "client_id": "a"}}
+    )
     headers = signed(body)
-    assert verify_webhook(SECRET, body.encode(), headers)["data"]["job_id"] == "job-1"
+    assert (
+        verify_webhook(SECRET, body.encode(), headers, client_id="a")["data"]["job_id"] == "job-1"
+    )
     with pytest.raises(InvalidWebhook):
-        verify_webhook(SECRET, body.replace("job-1", "job-2"), headers)
+        verify_webhook(SECRET, body.replace("job-1", "job-2"), headers, client_id="a")
     with pytest.raises(InvalidWebhook):
-        verify_webhook(SECRET, body, {**headers, "webhook-timestamp": "1000000000"})
+        verify_webhook(SECRET, body, {**headers, "webhook-timestamp": "1000000000"}, client_id="a")
+
+
+def test_a_webhook_about_another_clients_job_is_refused() -> None:
+    # Signed with the secret the receiver holds, but about client b's job.
+    body = json.dumps({"data": {"job_id": "job-1", "client_id": "b"}})
+    with pytest.raises(InvalidWebhook, match="another client"):
+        verify_webhook(SECRET, body, signed(body), client_id="a")
+    no_client = json.dumps({"data": {"job_id": "job-1"}})
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, no_client, signed(no_client), client_id="a")
+
+
+@pytest.mark.parametrize(
+    ("body", "signature"),
+    [
+        (b"\xff\xfe not utf-8", None),
+        (b"{}", "no-comma-here"),
+        (b"{}", "v1,***not base64***"),
+        (b"not json", None),
+    ],
+    ids=["not-utf8", "signature-without-version", "signature-not-base64", "not-json"],
+)
+def test_a_malformed_webhook_raises_invalid_webhook(body: bytes, signature: str | None) -> None:
+    # Signed over the text as a sender would have; the reader's own error, never another.
+    headers = signed(body.decode("latin-1"))
+    if signature is not None:
+        headers["webhook-signature"] = signature
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, body, headers, client_id="a")
 
 
 def test_the_notifiers_own_webhooks_verify(requests_mock: rm.Mocker) -> None:
@@ -230,8 +263,20 @@ def test_the_notifiers_own_webhooks_verify(requests_mock: rm.Mocker) -> None:
 
     guard = CallbackGuard(lambda host, port: ["93.184.216.34"])  # no DNS is asked
     hook = requests_mock.post(CALLBACK_URL, status_code=204)
-    event = sample_event()
-    WebhookSender(SECRET, 1.0, guard).send(event, CALLBACK_URL)
+    event = sample_event(client_id="client-a")
+    WebhookSender(1.0, guard).send(event, CALLBACK_URL, [SECRET])
     sent = hook.request_history[0]
-    verified = verify_webhook(SECRET, sent.body, dict(sent.headers))
+    verified = verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-a")
     assert verified["data"]["job_id"] == event.job_id
+    with pytest.raises(InvalidWebhook, match="another client"):
+        verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-b")
+
+
+def test_a_signed_in_users_job_belongs_to_its_client() -> None:
+    body = json.dumps({"data": {"job_id": "job-1", "client_id": "a:user:uid-7"}})
+    assert verify_webhook(SECRET, body, signed(body), client_id="a")["data"]["job_id"] == "job-1"
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, body, signed(body), client_id="b")
+    lookalike = json.dumps({"data": {"job_id": "job-1", "client_id": "ab:user:uid-7"}})
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, lookalike, signed(lookalike), client_id="a")

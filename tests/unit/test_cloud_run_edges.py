@@ -25,7 +25,7 @@ from tests.contract.harness_events import CALLBACK_URL, sample_event
 from tests.fakes import ScriptedGrader
 from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id_token
 from tests.support.push import pubsub_push_body, restored_root_logger
-from tests.unit.test_notification_app import SECRET
+from tests.unit.test_notification_app import SEALING_KEY
 
 SERVICES = ("intake", "worker", "notification", "analytics")
 PUSHED = {"worker": "/tasks/grade", "notification": "/pubsub/push", "analytics": "/pubsub/push"}
@@ -67,9 +67,11 @@ def build(service: str, tmp_path: Path, stores: Stores, **changes: Any) -> Flask
     values: dict[str, Any] = {
         "data_dir": tmp_path,
         "project_id": PROJECT,
-        "webhook_secret": SECRET,
+        "webhook_secrets_key": SEALING_KEY,
         "grader_timeout_s": 5,
         "push_auth": PushAuth.OIDC,
+        # Outside Cloud Run; these tests send what its front would pass on.
+        "push_allow_claims_outside_cloud_run": True,
         "push_audience": audience(service) if service in PUSHED else "",
         "push_service_accounts": CALLER.get(service, ""),
         **changes,
@@ -219,3 +221,71 @@ def test_a_w3c_traceparent_is_read_too(
     assert line["logging.googleapis.com/trace"] == trace
     assert line["logging.googleapis.com/spanId"] == "00f067aa0ba902b7"
     assert line["logging.googleapis.com/trace_sampled"] is False
+
+
+# --- which header Cloud Run validated -------------------------------------------------
+
+INVOKER = "someone-with-run-invoker@proj.iam.gserviceaccount.com"
+PUSH_PATHS = [("worker", "/tasks/grade"), ("worker", "/tasks/recover")] + [
+    (s, PUSHED[s]) for s in ("notification", "analytics")
+]
+
+
+def push_to(app: Flask, service: str, path: str, headers: dict[str, str]) -> Any:
+    body: Any = {"job_id": "j-unknown"}
+    if service != "worker":
+        body = pubsub_push_body(sample_event(), service, "301")
+    return app.test_client().post(path, json=body, headers=headers)
+
+
+@pytest.mark.parametrize(("service", "path"), PUSH_PATHS)
+def test_a_hand_written_token_beside_the_validated_one_is_refused(
+    service: str, path: str, tmp_path: Path, stores: Stores
+) -> None:
+    # Anyone allowed to invoke the service gets their own token validated in
+    # X-Serverless-Authorization; Cloud Run then passes Authorization on unread, so a
+    # hand-written "forwarded" token for the push account can ride along there.
+    app = build(service, tmp_path, stores)
+    headers = {
+        "X-Serverless-Authorization": f"Bearer {forwarded(service, email=INVOKER)}",
+        "Authorization": f"Bearer {forwarded(service)}",
+    }
+    response = push_to(app, service, path, headers)
+    assert response.status_code == 401
+    assert response.json["type"] == PROBLEM_BASE + "unauthenticated"
+
+
+@pytest.mark.parametrize(("service", "path"), PUSH_PATHS)
+def test_the_identity_is_read_from_x_serverless_authorization_when_present(
+    service: str, path: str, tmp_path: Path, stores: Stores
+) -> None:
+    app = build(service, tmp_path, stores)
+    allowed = {"X-Serverless-Authorization": f"Bearer {forwarded(service)}"}
+    assert push_to(app, service, path, allowed).status_code != 401
+    intruder = {"X-Serverless-Authorization": f"Bearer {forwarded(service, email=INVOKER)}"}
+    assert push_to(app, service, path, intruder).status_code == 401
+    # Authorization alone is what Cloud Run validated when no X-Serverless-Authorization came.
+    assert (
+        push_to(app, service, path, {"Authorization": f"Bearer {forwarded(service)}"}).status_code
+        != 401
+    )
+
+
+@pytest.mark.parametrize("service", sorted(PUSHED))
+def test_claims_mode_outside_cloud_run_refuses_to_start_unless_allowed(
+    service: str, tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("K_SERVICE", raising=False)
+    with pytest.raises(ValueError, match="K_SERVICE"):
+        build(service, tmp_path, stores, push_allow_claims_outside_cloud_run=False)
+    # On Cloud Run it starts; so does a service that verifies signatures anywhere.
+    monkeypatch.setenv("K_SERVICE", service)
+    build(service, tmp_path, stores, push_allow_claims_outside_cloud_run=False)
+    monkeypatch.delenv("K_SERVICE")
+    build(
+        service,
+        tmp_path,
+        stores,
+        push_allow_claims_outside_cloud_run=False,
+        push_verify_signature=True,
+    )

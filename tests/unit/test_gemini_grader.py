@@ -16,10 +16,11 @@ from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
 from shared.adapters.graders.llm import ModelGrader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.domain.errors import (
+    GraderMisconfigured,
     GradingError,
     GradingRefused,
     GradingTimeout,
-    MalformedModelAnswer,
+    ModelAnswerTruncated,
     ProviderRateLimited,
     ProviderRejected,
     ProviderUnavailable,
@@ -99,11 +100,30 @@ def test_the_exact_request_sent_to_vertex_ai_with_adc() -> None:
         "generationConfig": {
             "responseMimeType": "application/json",
             "responseJsonSchema": rendered.schema,
-            "temperature": 0.0,
             "maxOutputTokens": 1024,
-            "candidateCount": 1,
+            # Thinking counts against maxOutputTokens: a 2.x model gets a budget.
+            # (the SDK sends this object's fields as named in Python; the API reads both)
+            "thinkingConfig": {"thinking_budget": 1024},
         },
     }
+
+
+def test_gemini_3_gets_a_thinking_level_and_a_configured_temperature() -> None:
+    recorder = Recorder(answers(ok(GOOD)))
+    client = genai.Client(
+        api_key=API_KEY,
+        http_options=types.HttpOptions(
+            httpx_client=httpx2.Client(transport=httpx2.MockTransport(recorder))
+        ),
+    )
+    chat = GeminiChat(
+        client, "gemini-3.5-flash", max_output_tokens=8192, temperature=0.2, thinking_level="low"
+    )
+    chat.complete(GradingPrompt.load().render(REQUEST), timeout_s=30)
+    config = json.loads(recorder.requests[0].content)["generationConfig"]
+    assert config["thinkingConfig"] == {"thinking_level": "LOW"}
+    assert config["temperature"] == 0.2 and config["maxOutputTokens"] == 8192
+    assert "candidateCount" not in config
 
 
 def test_the_gemini_api_with_an_api_key() -> None:
@@ -150,9 +170,9 @@ RETRY_INFO = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay"
         (status(500, "INTERNAL"), ProviderUnavailable, None),
         (status(504, "DEADLINE_EXCEEDED"), ProviderUnavailable, None),
         (status(400, "INVALID_ARGUMENT"), ProviderRejected, None),
-        (status(401, "UNAUTHENTICATED"), ProviderRejected, None),
-        (status(403, "PERMISSION_DENIED"), ProviderRejected, None),
-        (status(404, "NOT_FOUND"), ProviderRejected, None),
+        (status(401, "UNAUTHENTICATED"), GraderMisconfigured, None),
+        (status(403, "PERMISSION_DENIED"), GraderMisconfigured, None),
+        (status(404, "NOT_FOUND"), GraderMisconfigured, None),
         (httpx2.ReadTimeout("slow"), GradingTimeout, None),
         (httpx2.ConnectError("refused"), ProviderUnavailable, None),
     ],
@@ -170,7 +190,7 @@ def test_every_error_class(
 
 def test_permission_denied_names_the_status() -> None:
     grader, _ = build(answers(status(403, "PERMISSION_DENIED")))
-    with pytest.raises(ProviderRejected) as caught:
+    with pytest.raises(GraderMisconfigured) as caught:
         grade(grader)
     assert caught.value.detail == "gemini answered HTTP 403 PERMISSION_DENIED"
 
@@ -189,12 +209,15 @@ def test_safety_blocks_are_permanent(reply: dict[str, Any]) -> None:
         grade(grader)
 
 
-def test_a_truncated_answer_is_asked_again_then_fails_the_attempt() -> None:
+def test_a_truncated_answer_is_its_own_outcome_and_not_asked_again() -> None:
     truncated = httpx2.Response(200, json=generated('{"criteria": [', finish_reason="MAX_TOKENS"))
     grader, recorder = build(answers(truncated))
-    with pytest.raises(MalformedModelAnswer):
+    with pytest.raises(ModelAnswerTruncated) as caught:
         grade(grader)
-    assert len(recorder.requests) == 3
+    # Asked again with the same limit it would end the same way, at the same cost.
+    assert len(recorder.requests) == 1
+    assert "max_output_tokens (1024)" in caught.value.detail
+    assert "10 of them thinking" in caught.value.detail
 
 
 def test_the_injected_answer_stays_in_the_data() -> None:

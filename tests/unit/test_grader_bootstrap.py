@@ -68,7 +68,7 @@ def test_gemini_on_vertex_and_on_the_gemini_api_are_built_without_network() -> N
         Settings(grader="gemini", grader_gemini_api="developer", grader_api_key="k")  # type: ignore[arg-type]
     )
     assert isinstance(keyed, ModelGrader)
-    assert Settings(grader="gemini", project_id="p").grader_model_name == "gemini-2.5-flash"  # type: ignore[arg-type]
+    assert Settings(grader="gemini", project_id="p").grader_model_name == "gemini-3.5-flash"  # type: ignore[arg-type]
 
 
 def test_the_instance_share_comes_from_the_project_quota_and_max_instances() -> None:

@@ -7,11 +7,14 @@ from datetime import timedelta
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
+from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
+from services.intake.rate_limit import SubmissionRateLimiter
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from tests.unit.conftest import API_KEY, OTHER_KEY
 from tests.unit.test_intake_api import assert_problem, post, queue_of
+from tests.unit.test_intake_firebase_auth import PROJECT, FakeCertEndpoint, token
 
 
 def client_with(
@@ -75,3 +78,57 @@ def test_submissions_carry_ratelimit_headers_and_past_the_burst_get_429(
     assert post(client, key="k-3", api_key=OTHER_KEY).status_code == 202
     clock.advance(timedelta(seconds=2))
     assert post(client, key="k-3").status_code == 202
+
+
+def firebase_client(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, **limits: object
+) -> FlaskClient:
+    firebase = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {}, CachingRequest(FakeCertEndpoint())
+    )
+    tuned = settings.model_copy(update=limits)
+    return create_app(tuned, adapters, clock, firebase=firebase).test_client()
+
+
+def as_user(uid: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(gradeq_client='client-a', sub=uid)}"}
+
+
+def test_signed_in_users_draw_on_their_clients_rate_limit(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    client = firebase_client(settings, adapters, clock, submit_burst=2, submit_rate_per_s=0.01)
+    assert post(client, key="k-1", headers=as_user("u1")).status_code == 202
+    assert post(client, key="k-1", headers=as_user("u2")).status_code == 202
+    # A third user of the same client has no bucket of their own; the client's is empty.
+    assert_problem(post(client, key="k-1", headers=as_user("u3")), 429, "rate-limited")
+    assert_problem(post(client, key="k-9"), 429, "rate-limited")  # the client's key too
+    assert post(client, key="k-1", api_key=OTHER_KEY).status_code == 202
+
+
+def test_signed_in_users_share_their_clients_active_job_ceiling(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    client = firebase_client(settings, adapters, clock, max_active_jobs_per_client=2)
+    assert post(client, key="k-1").status_code == 202  # the client's server
+    assert post(client, key="k-1", headers=as_user("u1")).status_code == 202
+    problem = assert_problem(
+        post(client, key="k-1", headers=as_user("u2")), 429, "too-many-active-jobs"
+    )
+    assert problem["limit"] == 2
+    assert post(client, key="k-1", api_key=OTHER_KEY).status_code == 202
+
+
+def test_refilled_buckets_are_dropped(clock: FrozenClock) -> None:
+    limiter = SubmissionRateLimiter(burst=5, rate_per_s=1.0, clock=clock)
+    for n in range(1000):
+        limiter.take(f"client-{n}")
+    assert len(limiter) == 1000
+    clock.advance(timedelta(seconds=4))  # not yet refilled: kept
+    limiter.take("client-0")
+    assert len(limiter) == 1000
+    clock.advance(timedelta(seconds=4.5))  # every bucket but client-0's has refilled
+    limiter.take("client-1")
+    assert len(limiter) == 2
+    # A dropped bucket starts full again, as it would have been.
+    assert limiter.take("client-2").remaining == 4

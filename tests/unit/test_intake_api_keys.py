@@ -83,3 +83,32 @@ def test_the_admin_command_creates_lists_and_revokes(
     assert json.loads(capsys.readouterr().out)["revoked_at"] is not None
     assert_problem(post(client, api_key=created["key"], key="k-2"), 401, "unauthenticated")
     assert keys.main(["revoke", "unknown"], store) == 1
+
+
+@pytest.mark.parametrize("days", ["0", "-1", "0.0", "-0.5", "nan", "1e12"])
+def test_the_admin_command_refuses_an_expiry_that_is_not_ahead(
+    store: SqliteApiKeyStore, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    # "0" used to make a key that never expires.
+    assert keys.main(["create", "--client", "acme", "--expires-in-days", days], store) == 2
+    assert "--expires-in-days" in capsys.readouterr().err
+    assert store.list("acme") == []
+
+
+@pytest.mark.parametrize("client_id", ["acme:user:alice", ":user:", " "])
+def test_the_admin_command_refuses_a_client_id_that_is_blank_or_a_user_scope(
+    store: SqliteApiKeyStore, capsys: pytest.CaptureFixture[str], client_id: str
+) -> None:
+    before = store.list()
+    assert keys.main(["create", "--client", client_id], store) == 2
+    assert capsys.readouterr().out == ""
+    assert store.list() == before
+
+
+def test_a_stored_key_that_names_a_user_scope_is_refused(
+    store: SqliteApiKeyStore, client: FlaskClient, clock: FrozenClock
+) -> None:
+    # A record written before ":user:" was reserved must not act as that user.
+    good, record = ApiKey.issue("acme", clock.now(), key_id="old1")
+    store.add(ApiKey(record.key_id, "acme:user:alice", record.digest, record.created_at))
+    assert_problem(post(client, api_key=good), 401, "unauthenticated")

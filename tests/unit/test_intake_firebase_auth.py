@@ -10,22 +10,31 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from flask.testing import FlaskClient
 from google.auth import crypt, jwt
+from google.oauth2 import id_token
 
 from services.intake.app import create_app
-from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
+from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator, SignInPolicy
+from services.intake.firebase_revocation import Account, IdentityToolkitLookup
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.errors import DependencyUnavailable
+from tests.support.http_target import RecordingTarget, Reply
+from tests.unit.conftest import API_KEY
 from tests.unit.test_intake_api import BODY, assert_problem
 
 PROJECT = "demo-frontend"
 KID = "test-key-1"
+FIREBASE_CERTS_URL = (
+    "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
+)
 
 
 def _keypair() -> tuple[bytes, bytes]:
@@ -81,6 +90,9 @@ def token(**overrides: Any) -> str:
         "iat": now - 10,
         "exp": now + 3600,
         "auth_time": now - 10,
+        "email": "someone@school.example",
+        "email_verified": True,
+        "firebase": {"sign_in_provider": "password"},
         "gradeq_client": "school-a",
         **overrides,
     }
@@ -155,10 +167,71 @@ def test_a_tampered_token_is_401(client: FlaskClient) -> None:
 
 
 def test_the_tenant_maps_to_a_client_when_there_is_no_claim(client: FlaskClient) -> None:
-    tenant_token = token(gradeq_client=None, firebase={"tenant": "tenant-b"})
+    tenant_token = token(
+        gradeq_client=None, firebase={"tenant": "tenant-b", "sign_in_provider": "password"}
+    )
     assert submit(client, tenant_token).status_code == 202
-    unknown = token(gradeq_client=None, firebase={"tenant": "tenant-x"})
+    unknown = token(
+        gradeq_client=None, firebase={"tenant": "tenant-x", "sign_in_provider": "password"}
+    )
     assert_problem(submit(client, unknown, key="k-2"), 403, "no-client-for-user")
+
+
+def bearer(credential: str, **headers: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {credential}", **headers}
+
+
+def test_without_a_role_a_signed_in_user_sees_only_their_own_jobs(client: FlaskClient) -> None:
+    # The school's server submits with its key; a student of the same client signs in.
+    server_job = submit(client, API_KEY, key="server-1").get_json()
+    student = token(gradeq_client="client-a", sub="student-1")
+    own = submit(client, student, key="own-1").get_json()
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    # No header: the server decides, and the student only has their own scope.
+    assert_problem(client.get(url, headers=bearer(student)), 404, "job-not-found")
+    assert_problem(client.post(f"{url}/cancel", headers=bearer(student)), 404, "job-not-found")
+    listed = client.get("/v1/grading-jobs", headers=bearer(student)).get_json()
+    assert [j["id"] for j in listed["jobs"]] == [own["id"]]
+    # Another student of the client does not see it either; the server's key does not mix.
+    other = token(gradeq_client="client-a", sub="student-2")
+    assert_problem(
+        client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(other)), 404, "job-not-found"
+    )
+    assert client.get(url, headers=bearer(API_KEY)).status_code == 200
+
+
+@pytest.mark.parametrize("roles", ["teacher", ["admin", "x"]])
+def test_a_client_wide_role_claim_sees_the_whole_client(client: FlaskClient, roles: Any) -> None:
+    server_job = submit(client, API_KEY, key="server-1").get_json()
+    teacher = token(gradeq_client="client-a", sub="teacher-1", gradeq_role=roles)
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    assert client.get(url, headers=bearer(teacher)).status_code == 200
+    # The scope header narrows a client-wide user to their own jobs; it never widens.
+    assert_problem(
+        client.get(url, headers=bearer(teacher, **{"Gradeq-Scope": "user"})), 404, "job-not-found"
+    )
+    student = token(gradeq_client="client-a", sub="s-1", gradeq_role="student")
+    for scope in ("client", "CLIENT", ""):
+        assert_problem(
+            client.get(url, headers=bearer(student, **{"Gradeq-Scope": scope})),
+            404,
+            "job-not-found",
+        )
+
+
+def test_the_client_wide_roles_and_their_claim_are_settings(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, endpoint: FakeCertEndpoint
+) -> None:
+    policy = SignInPolicy(role_claim="school_role", client_wide_roles=frozenset({"staff"}))
+    firebase = FirebaseAuthenticator(PROJECT, "gradeq_client", {}, CachingRequest(endpoint), policy)
+    app = create_app(settings, adapters, clock, firebase=firebase).test_client()
+    server_job = submit(app, API_KEY, key="server-1").get_json()
+    url = f"/v1/grading-jobs/{server_job['id']}"
+    staff = token(gradeq_client="client-a", school_role="staff")
+    assert app.get(url, headers=bearer(staff)).status_code == 200
+    # The default claim and roles mean nothing under this policy.
+    teacher = token(gradeq_client="client-a", gradeq_role="teacher")
+    assert_problem(app.get(url, headers=bearer(teacher)), 404, "job-not-found")
 
 
 def test_a_frontend_may_scope_jobs_to_the_user(client: FlaskClient) -> None:
@@ -174,8 +247,178 @@ def test_a_frontend_may_scope_jobs_to_the_user(client: FlaskClient) -> None:
     assert seen.status_code == 200
 
 
+def test_anonymous_sign_ins_are_refused_unless_allowed(
+    client: FlaskClient,
+    endpoint: FakeCertEndpoint,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+) -> None:
+    anonymous = token(email=None, email_verified=None, firebase={"sign_in_provider": "anonymous"})
+    assert_problem(submit(client, anonymous), 403, "sign-in-not-accepted")
+    allowing = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {}, CachingRequest(endpoint), SignInPolicy(allow_anonymous=True)
+    )
+    app = create_app(settings, adapters, clock, firebase=allowing).test_client()
+    assert submit(app, anonymous).status_code == 202
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"email_verified": False},
+        {"email_verified": None},
+        {"email_verified": "true"},
+        {"email_verified": False, "firebase": {"sign_in_provider": "google.com"}},
+    ],
+)
+def test_unverified_sign_ins_are_refused_unless_allowed(
+    client: FlaskClient,
+    endpoint: FakeCertEndpoint,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    claims: dict[str, Any],
+) -> None:
+    unverified = token(**claims)
+    assert_problem(submit(client, unverified), 403, "sign-in-not-accepted")
+    allowing = FirebaseAuthenticator(
+        PROJECT, "gradeq_client", {}, CachingRequest(endpoint), SignInPolicy(allow_unverified=True)
+    )
+    app = create_app(settings, adapters, clock, firebase=allowing).test_client()
+    assert submit(app, unverified).status_code == 202
+
+
+@pytest.mark.parametrize("provider", ["phone", "custom"])
+def test_providers_that_verify_the_user_need_no_email(client: FlaskClient, provider: str) -> None:
+    signed_in = token(email=None, email_verified=None, firebase={"sign_in_provider": provider})
+    assert submit(client, signed_in).status_code == 202
+
+
+def test_a_client_claim_naming_a_user_scope_is_refused(client: FlaskClient) -> None:
+    alice = submit(client, token(gradeq_client="client-a", sub="alice"), key="a-1").get_json()
+    # Were ":user:" allowed in a client, this claim would be Alice's own scope.
+    posing = token(gradeq_client="client-a:user:alice", sub="mallory", gradeq_role="teacher")
+    assert_problem(
+        client.get(f"/v1/grading-jobs/{alice['id']}", headers=bearer(posing)),
+        403,
+        "no-client-for-user",
+    )
+    with pytest.raises(ValueError, match=":user:"):
+        FirebaseAuthenticator(PROJECT, "gradeq_client", {"t": "client-a:user:alice"})
+
+
 def test_tokens_are_refused_when_no_firebase_project_is_configured(
     settings: Settings, adapters: Adapters, clock: FrozenClock
 ) -> None:
     plain = create_app(settings, adapters, clock).test_client()
     assert_problem(submit(plain, token()), 401, "unauthenticated")
+
+
+# --- revocation, where the settings ask for it --------------------------------------
+
+
+@dataclass
+class FakeAccounts:
+    """Stands in for the account lookup; records whom it was asked about."""
+
+    account_of: dict[str, Account]
+    asked: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def account(self, uid: str, tenant: str | None) -> Account | None:
+        self.asked.append((uid, tenant))
+        return self.account_of.get(uid)
+
+
+def checking(
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    endpoint: FakeCertEndpoint,
+    accounts: FakeAccounts,
+) -> FlaskClient:
+    firebase = FirebaseAuthenticator(
+        PROJECT,
+        "gradeq_client",
+        {"tenant-b": "school-b"},
+        CachingRequest(endpoint),
+        accounts=accounts,
+    )
+    return create_app(settings, adapters, clock, firebase=firebase).test_client()
+
+
+def test_a_sign_in_revoked_since_is_refused_when_checked(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, endpoint: FakeCertEndpoint
+) -> None:
+    now = int(time.time())
+    accounts = FakeAccounts(
+        {
+            "kept": Account(valid_since_s=now - 3600, disabled=False),
+            "revoked": Account(valid_since_s=now, disabled=False),
+            "disabled": Account(valid_since_s=0, disabled=True),
+        }
+    )
+    client = checking(settings, adapters, clock, endpoint, accounts)
+    signed_in = {"auth_time": now - 60, "iat": now - 10}
+    assert submit(client, token(sub="kept", **signed_in)).status_code == 202
+    # Its token is still within its hour, but the sign-in predates the revocation.
+    assert_problem(submit(client, token(sub="revoked", **signed_in)), 401, "unauthenticated")
+    assert_problem(submit(client, token(sub="disabled", **signed_in)), 401, "unauthenticated")
+    assert_problem(submit(client, token(sub="deleted", **signed_in)), 401, "unauthenticated")
+    tenant = token(
+        sub="kept",
+        gradeq_client=None,
+        firebase={"tenant": "tenant-b", "sign_in_provider": "password"},
+        **signed_in,
+    )
+    assert submit(client, tenant, key="k-2").status_code == 202
+    assert accounts.asked[-1] == ("kept", "tenant-b")
+    # Unchecked (the default), the same revoked token is accepted: the check is opt-in.
+    unchecked = FirebaseAuthenticator(PROJECT, "gradeq_client", {}, CachingRequest(endpoint))
+    app = create_app(settings, adapters, clock, firebase=unchecked).test_client()
+    assert submit(app, token(sub="revoked", **signed_in), key="k-3").status_code == 202
+
+
+def test_the_identity_toolkit_lookup_asks_for_the_user_in_its_tenant() -> None:
+    answers = iter(
+        [
+            Reply(
+                200,
+                {"Content-Type": "application/json"},
+                body=json.dumps(
+                    {"users": [{"localId": "u1", "validSince": "1700000000", "disabled": True}]}
+                ).encode(),
+            ),
+            Reply(200, {"Content-Type": "application/json"}, body=b"{}"),
+            Reply(500, body=b"{}"),
+        ]
+    )
+    with RecordingTarget(lambda _request: next(answers)) as toolkit:
+        lookup = IdentityToolkitLookup(PROJECT, session=requests.Session, base_url=toolkit.url)
+        assert lookup.account("u1", "tenant-b") == Account(1_700_000_000, disabled=True)
+        assert lookup.account("u2", None) is None
+        with pytest.raises(DependencyUnavailable):
+            lookup.account("u3", None)
+    first, second, _ = toolkit.requests
+    assert (first.method, first.path) == ("POST", f"/v1/projects/{PROJECT}/accounts:lookup")
+    assert first.json == {"localId": ["u1"], "tenantId": "tenant-b"}
+    assert second.json == {"localId": ["u2"]}
+
+
+def test_the_issuer_is_checked_whatever_google_auth_checks(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # google-auth before 2.4x verified a Firebase token's signature and audience only.
+    def audience_only(token: str, request: Any, audience: str, clock_skew_in_seconds: int) -> Any:
+        return id_token.verify_token(
+            token,
+            request,
+            audience=audience,
+            certs_url=FIREBASE_CERTS_URL,
+            clock_skew_in_seconds=clock_skew_in_seconds,
+        )
+
+    monkeypatch.setattr(id_token, "verify_firebase_token", audience_only)
+    assert submit(client, token()).status_code == 202
+    for issuer in ("https://accounts.google.com", "https://securetoken.google.com/other"):
+        assert_problem(submit(client, token(iss=issuer), key="k-2"), 401, "unauthenticated")

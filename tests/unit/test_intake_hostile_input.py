@@ -1,4 +1,8 @@
-"""Hostile bodies and headers: every one is refused with a problem document, never a 500."""
+"""Hostile bodies and headers: every one is refused with a problem document, never a 500.
+
+Every request goes through a CPU-bounded client (tests/support/cpu_budget.py): a refusal
+that takes long to reach fails too.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,14 @@ from services.intake.body import MAX_JSON_DEPTH, nesting_depth
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from tests.support.cpu_budget import budgeted_client
 from tests.unit.conftest import API_KEY
 from tests.unit.test_intake_api import BODY, assert_problem, post, queue_of
 
 
 @pytest.fixture
 def client(settings: Settings, adapters: Adapters, clock: FrozenClock) -> FlaskClient:
-    return create_app(settings, adapters, clock).test_client()
+    return budgeted_client(create_app(settings, adapters, clock))
 
 
 def test_fifty_thousand_nested_brackets_are_400_not_500(
@@ -52,6 +57,13 @@ def test_brackets_inside_strings_do_not_count() -> None:
     assert nesting_depth(b'{"a": "[[[[{{{{\\"[[["}') == 1
     assert nesting_depth(b"[[1], [[2]]]") == 3
     assert nesting_depth(b'"just a string"') == 0
+    assert nesting_depth(b'[["a\\\\"], ["\\\\\\"["]]') == 2  # escaped backslashes, then quotes
+
+
+def test_brackets_after_an_unterminated_string_do_not_count() -> None:
+    # Not JSON (the parser refuses it); the count reads the rest as the string's.
+    assert nesting_depth(b'[{"a": "\\"[[[[' + b'\\"' * 1000) == 2
+    assert nesting_depth(b'["\\') == 1
 
 
 @pytest.mark.parametrize("rubric", [" ", ";;", [" "], "\n - \n", ["-", " * "]])

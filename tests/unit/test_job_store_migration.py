@@ -70,3 +70,19 @@ def test_an_old_table_gets_the_listing_columns_filled_from_each_record(tmp_path:
     assert [j.id for j in window] == ["done"]
     SqliteJobStore(SqliteDatabase(path))  # a second start finds the columns in place
     assert len(store.find_jobs(JobFilter(), limit=10)) == 2
+
+
+def test_counters_seeded_from_old_jobs_count_user_scopes_as_their_client(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    now = FrozenClock().now()
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    store = SqliteJobStore(SqliteDatabase(path))
+    for n, client in enumerate(["c", "c:user:u1", "c:user:u2", "d"]):
+        store.create(Job.new(f"j{n}", client, request, "fp", now))
+    # As if the database predated the counters.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM job_counters")
+    seeded = SqliteJobStore(SqliteDatabase(path))
+    assert seeded.active_counts("c").client == 3
+    assert seeded.active_counts("c:user:u1").client == 3
+    assert seeded.active_counts("d").client == 1

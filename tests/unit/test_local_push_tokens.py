@@ -5,25 +5,36 @@ Each token a stand-in sends is checked by the verifier the services run in produ
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import jwt
 import requests
+from flask import Flask
+from werkzeug.serving import make_server
 
-from localcloud.cloudrun import CloudRunFront
+from localcloud.cloudrun import CloudRunFront, forwarded_id_token
 from localcloud.pubsub.push_bus import Bus, Endpoint
+from services.worker.app import create_app as worker_app
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.task_table import NewTask, TaskTable
+from shared.bootstrap import Adapters
+from shared.clock import FrozenClock
 from shared.codecs.task_body import encode_task_body
+from shared.config.settings import PushAuth, Settings
 from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from shared.http.push_auth import FORWARDED_SIGNATURE, ForwardedTokenVerifier
 from shared.ports import TaskSpec
 from tests.contract.harness import fast_queue, running_dispatcher
 from tests.contract.harness_events import sample_event
+from tests.fakes import ScriptedGrader
 from tests.support.http_target import ReceivedRequest, RecordingTarget, Reply
 
 TASKS_SA = "tasks-invoker@demo-gradeq.iam.gserviceaccount.com"
@@ -150,3 +161,81 @@ def test_the_cloud_run_front_answers_503_when_the_service_does_not() -> None:
     finally:
         front.stop()
     assert response.status_code == 503
+
+
+def test_the_cloud_run_front_validates_x_serverless_authorization_and_passes_the_rest() -> None:
+    # Cloud Run's own precedence: that header is validated, Authorization passes unread.
+    audience = "https://worker-abc-ew.a.run.app"
+    with RecordingTarget(lambda _request: Reply(200)) as service:
+        front = CloudRunFront(service.url, audience, TASKS_SA).start()
+        try:
+            requests.post(
+                front.url + "/tasks/grade",
+                json={},
+                headers={
+                    "X-Serverless-Authorization": "Bearer caller-token",
+                    "Authorization": "Bearer hand-written",
+                },
+                timeout=5,
+            )
+        finally:
+            front.stop()
+    [request] = service.requests
+    assert request.header("Authorization") == "Bearer hand-written"
+    validated = request.header("X-Serverless-Authorization") or ""
+    assert validated.startswith("Bearer ")
+    assert_forwarded(validated.removeprefix("Bearer "), audience, TASKS_SA)
+
+
+@contextmanager
+def served(app: Flask) -> Iterator[str]:
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+def test_a_token_forged_behind_the_front_does_not_pass_for_the_tasks_account(
+    tmp_path: Path, adapters: Adapters
+) -> None:
+    # Someone allowed to invoke the worker (not the tasks account) sends their own token
+    # where Cloud Run validates it, and a hand-written one for the tasks account beside it.
+    audience = "https://worker-abc-ew.a.run.app"
+    settings = Settings(
+        data_dir=tmp_path,
+        push_auth=PushAuth.OIDC,
+        push_allow_claims_outside_cloud_run=True,
+        push_audience=audience,
+        push_service_accounts=TASKS_SA,
+    )
+    worker = worker_app(settings, adapters, ScriptedGrader(), FrozenClock())
+    forged = forwarded_id_token(audience, TASKS_SA)
+    with served(worker) as url:
+        front = CloudRunFront(url, audience, "editor@demo-gradeq.iam.gserviceaccount.com").start()
+        try:
+            for path in ("/tasks/grade", "/tasks/recover"):
+                response = requests.post(
+                    front.url + path,
+                    json={"job_id": "j-unknown"},
+                    headers={
+                        "X-Serverless-Authorization": "Bearer the-editor's-own-token",
+                        "Authorization": f"Bearer {forged}",
+                    },
+                    timeout=10,
+                )
+                assert response.status_code == 401, (path, response.text)
+            # The tasks account's own push through the same front still passes.
+            tasks_front = CloudRunFront(url, audience, TASKS_SA).start()
+            try:
+                ok = requests.post(
+                    tasks_front.url + "/tasks/grade", json={"job_id": "j-unknown"}, timeout=10
+                )
+            finally:
+                tasks_front.stop()
+            assert ok.status_code == 200, ok.text
+        finally:
+            front.stop()

@@ -113,3 +113,39 @@ def test_trace_headers_are_parsed(headers: dict[str, str], expected: TraceContex
 
 def test_no_trace_without_a_project() -> None:
     assert parse_trace_headers({"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"}, "") is None
+
+
+def test_gunicorns_lines_are_json_and_cut_after_configure_logging(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gunicorn.config import Config
+
+    from shared.http.gunicorn_logging import MAX_MESSAGE_CHARS, JsonLogger, service_name
+
+    cfg = Config()
+    cfg.set("default_proc_name", "services.worker.app:create_app()")
+    gunicorn_log = JsonLogger(cfg)  # its handler writes to the captured stderr
+    configure_logging("worker")  # the app's process stops gathering process ids
+    try:
+        gunicorn_log.warning("Invalid request from ip=%s: %s", "127.0.0.1", "x" * 5000)
+        gunicorn_log.critical("WORKER TIMEOUT (pid:%s)", 42)
+        err = capsys.readouterr().err
+    finally:
+        for handler in list(gunicorn_log.error_log.handlers):
+            gunicorn_log.error_log.removeHandler(handler)
+    assert "Logging error" not in err
+    warning, timeout = (json.loads(line) for line in err.splitlines())
+    assert warning["severity"] == "WARNING" and warning["service"] == "worker"
+    assert warning["logger"] == "gunicorn.error"
+    assert len(warning["message"]) <= MAX_MESSAGE_CHARS + len(" [cut]")
+    assert warning["message"].endswith(" [cut]")
+    assert timeout == {
+        "message": "WORKER TIMEOUT (pid:42)",
+        "service": "worker",
+        "job_id": None,
+        "logger": "gunicorn.error",
+        "severity": "CRITICAL",
+    }
+    assert service_name("localcloud.frontend.app:create_app()") == (
+        "localcloud.frontend.app:create_app()"
+    )

@@ -1,10 +1,11 @@
-"""The notification subscriber: signed webhooks, dedup on the event id, redelivery on failure."""
+"""The notification subscriber: webhooks signed per client, dedup on the event id,
+redelivery on failure."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,20 @@ from flask.testing import FlaskClient
 from standardwebhooks.webhooks import Webhook
 
 from services.notification.app import create_app
+from services.notification.client_secrets import ClientSecrets
+from services.notification.sealing import Sealer, new_sealing_key
+from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
+from shared.clock import SystemClock
 from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE
 from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
+from shared.domain.job import Job
+from shared.domain.webhook_secrets import new_signing_secret
 from shared.http.callback_guard import CallbackGuard
-from tests.contract.harness_events import CALLBACK_URL, sample_event
+from tests.contract.harness_events import CALLBACK_URL, sample_job
 from tests.support.push import (
     AUTH,
     PUSH_TOKEN,
@@ -28,7 +37,7 @@ from tests.support.push import (
     restored_root_logger,
 )
 
-SECRET = "whsec_" + base64.b64encode(b"gradeq-test-webhook-secret-32byt").decode()
+SEALING_KEY = new_sealing_key()
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +52,38 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(
         data_dir=tmp_path,
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
-        webhook_secret=SECRET,  # type: ignore[arg-type]
+        webhook_secrets_key=SEALING_KEY,  # type: ignore[arg-type]
         webhook_timeout_s=0.5,
     )
+
+
+@pytest.fixture
+def jobs(settings: Settings) -> SqliteJobStore:
+    return SqliteJobStore(SqliteDatabase(settings.database_path))
+
+
+@pytest.fixture
+def client_secrets(settings: Settings) -> ClientSecrets:
+    store = SqliteWebhookSecretStore(SqliteDatabase(settings.database_path))
+    return ClientSecrets(store, Sealer.from_setting(SEALING_KEY), SystemClock())
+
+
+@pytest.fixture
+def secret(client_secrets: ClientSecrets) -> str:
+    """client-a's webhook secret, as `create` showed it once."""
+    return client_secrets.create("client-a").secret
+
+
+def stored(jobs: SqliteJobStore, job: Job) -> GradingCompleted:
+    """Store the final job (where the notifier reads the callback URL); return its event."""
+    jobs.create(job)
+    return GradingCompleted.from_job(job)
+
+
+@pytest.fixture
+def event(jobs: SqliteJobStore, secret: str) -> GradingCompleted:
+    """client-a's succeeded job with a callback URL, stored; client-a has a secret."""
+    return stored(jobs, sample_job())
 
 
 #: The callback host's addresses as a test resolver reports them (no DNS is asked; the
@@ -77,15 +115,18 @@ def push_body(event: GradingCompleted, message_id: str = "101") -> dict[str, Any
 
 
 def test_the_webhook_is_signed_and_carries_the_cloudevent(
-    client: FlaskClient, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    requests_mock: rm.Mocker,
+    event: GradingCompleted,
+    secret: str,
 ) -> None:
-    event = sample_event()
     hook = requests_mock.post(CALLBACK_URL, status_code=200)
     response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     assert response.status_code == 204
     [sent] = hook.request_history
     headers = dict(sent.headers)
-    document = Webhook(SECRET).verify(sent.body, headers)
+    document = Webhook(secret).verify(sent.body, headers)
     assert headers["webhook-id"] == event.event_id
     assert headers["Content-Type"] == "application/cloudevents+json"
     assert document["specversion"] == "1.0"
@@ -96,22 +137,106 @@ def test_the_webhook_is_signed_and_carries_the_cloudevent(
     )
     assert document["time"] == "2025-03-04T05:06:12.373456Z"
     assert document["data"] == event.data()
+    assert document["data"]["client_id"] == "client-a"
     assert processed.contains("notification", event.event_id)
 
 
-def test_a_tampered_webhook_does_not_verify(client: FlaskClient, requests_mock: rm.Mocker) -> None:
-    hook = requests_mock.post(CALLBACK_URL, status_code=204)
-    client.post("/pubsub/push", json=push_body(sample_event()), headers=AUTH)
-    [sent] = hook.request_history
-    other = "whsec_" + base64.b64encode(b"another-secret-another-secret-32").decode()
+def test_each_client_s_webhooks_verify_only_with_its_own_secret(
+    client: FlaskClient,
+    jobs: SqliteJobStore,
+    client_secrets: ClientSecrets,
+    requests_mock: rm.Mocker,
+) -> None:
+    """Client a's receiver holds a's secret only: b's webhook must not verify with it."""
+    secret_a = client_secrets.create("client-a").secret
+    secret_b = client_secrets.create("client-b").secret
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    for who in ("client-a", "client-b"):
+        event = stored(jobs, sample_job(client_id=who, key=f"key-{who}"))
+        assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    sent_a, sent_b = hook.request_history
+    assert Webhook(secret_a).verify(sent_a.body, dict(sent_a.headers))
+    assert Webhook(secret_b).verify(sent_b.body, dict(sent_b.headers))
     with pytest.raises(Exception, match="No matching signature"):
-        Webhook(other).verify(sent.body, dict(sent.headers))
+        Webhook(secret_a).verify(sent_b.body, dict(sent_b.headers))
+    with pytest.raises(Exception, match="No matching signature"):
+        Webhook(secret_b).verify(sent_a.body, dict(sent_a.headers))
+
+
+def test_during_a_rotation_both_secrets_verify_and_after_it_only_the_new(
+    client: FlaskClient,
+    jobs: SqliteJobStore,
+    client_secrets: ClientSecrets,
+    requests_mock: rm.Mocker,
+) -> None:
+    old = client_secrets.create("client-a").secret
+    new = client_secrets.rotate("client-a", timedelta(hours=1)).secret
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    event = stored(jobs, sample_job(key="during"))
+    client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    [during] = hook.request_history
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):
+        assert Webhook(secret).verify(during.body, dict(during.headers))
+    newest = client_secrets.rotate("client-a", timedelta(0)).secret
+    event = stored(jobs, sample_job(key="after"))
+    client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    after = hook.request_history[1]
+    assert Webhook(newest).verify(after.body, dict(after.headers))
+    for retired in (old, new):
+        with pytest.raises(Exception, match="No matching signature"):
+            Webhook(retired).verify(after.body, dict(after.headers))
+
+
+def test_a_client_without_a_secret_gets_no_webhook_and_the_reason_is_recorded(
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    jobs: SqliteJobStore,
+    requests_mock: rm.Mocker,
+) -> None:
+    event = stored(jobs, sample_job(client_id="client-without-secret"))
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 204  # acknowledged: the client polls, nothing unsigned
+    assert requests_mock.call_count == 0
+    [record] = processed.records("notification")
+    assert record["callback_refused"] == "the client has no webhook secret"
+
+
+def test_a_revoked_secret_no_longer_signs(
+    client: FlaskClient,
+    jobs: SqliteJobStore,
+    client_secrets: ClientSecrets,
+    requests_mock: rm.Mocker,
+) -> None:
+    issued = client_secrets.create("client-a")
+    client_secrets.revoke(issued.record.secret_id)
+    event = stored(jobs, sample_job())
+    client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert requests_mock.call_count == 0
+
+
+def test_the_callback_url_is_read_from_the_job_not_the_event(
+    client: FlaskClient, event: GradingCompleted, requests_mock: rm.Mocker
+) -> None:
+    assert event.data()["callback_url"] is None
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert hook.call_count == 1
+
+
+def test_a_tampered_webhook_does_not_verify(
+    client: FlaskClient, event: GradingCompleted, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=204)
+    client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    [sent] = hook.request_history
+    with pytest.raises(Exception, match="No matching signature"):
+        Webhook(new_signing_secret()).verify(sent.body, dict(sent.headers))
 
 
 def test_a_redelivered_event_is_not_sent_again(
-    client: FlaskClient, requests_mock: rm.Mocker
+    client: FlaskClient, event: GradingCompleted, requests_mock: rm.Mocker
 ) -> None:
-    event = sample_event()
     hook = requests_mock.post(CALLBACK_URL, status_code=202)
     first = client.post("/pubsub/push", json=push_body(event, "1"), headers=AUTH)
     again = client.post("/pubsub/push", json=push_body(event, "2"), headers=AUTH)
@@ -134,9 +259,9 @@ def test_a_client_failure_is_answered_non_2xx_and_not_recorded(
     client: FlaskClient,
     processed: SqliteProcessedEvents,
     requests_mock: rm.Mocker,
+    event: GradingCompleted,
     failure: dict[str, Any],
 ) -> None:
-    event = sample_event()
     requests_mock.post(CALLBACK_URL, [failure, {"status_code": 200}])
     failed = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     assert failed.status_code == 502
@@ -150,9 +275,13 @@ def test_a_client_failure_is_answered_non_2xx_and_not_recorded(
 
 
 def test_an_event_without_callback_is_only_recorded(
-    client: FlaskClient, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    jobs: SqliteJobStore,
+    requests_mock: rm.Mocker,
+    secret: str,
 ) -> None:
-    event = sample_event(callback_url=None)
+    event = stored(jobs, sample_job(callback_url=None))
     response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     assert response.status_code == 204
     assert requests_mock.call_count == 0
@@ -166,9 +295,9 @@ def test_pushes_without_the_token_are_refused(
     client: FlaskClient,
     processed: SqliteProcessedEvents,
     requests_mock: rm.Mocker,
+    event: GradingCompleted,
     headers: dict[str, str],
 ) -> None:
-    event = sample_event()
     response = client.post("/pubsub/push", json=push_body(event), headers=headers)
     assert response.status_code == 401
     assert response.mimetype == "application/problem+json"
@@ -200,9 +329,10 @@ def test_log_lines_carry_the_job_id_and_no_secret(
     processed: SqliteProcessedEvents,
     guard: CallbackGuard,
     requests_mock: rm.Mocker,
+    event: GradingCompleted,
+    secret: str,
 ) -> None:
     client = create_app(settings, processed, guard).test_client()
-    event = sample_event()
     requests_mock.post(CALLBACK_URL, status_code=500)
     client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     requests_mock.post(CALLBACK_URL, status_code=200)
@@ -214,28 +344,62 @@ def test_log_lines_carry_the_job_id_and_no_secret(
         "event notified",
     }
     assert all(line["job_id"] == event.job_id for line in lines)
-    assert SECRET not in output and PUSH_TOKEN not in output
+    for private in (secret, SEALING_KEY, PUSH_TOKEN, "token=abc"):
+        assert private not in output
 
 
-@pytest.mark.parametrize("secret", ["", "whsec_***not-base64***"])
-def test_the_app_needs_a_valid_webhook_secret(
-    tmp_path: Path, processed: SqliteProcessedEvents, secret: str
+@pytest.mark.parametrize("key", ["", "not-base64!", "c2hvcnQ="])
+def test_the_app_needs_a_valid_sealing_key(
+    tmp_path: Path, processed: SqliteProcessedEvents, key: str
 ) -> None:
-    broken = Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secret=secret)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="GRADEQ_WEBHOOK_SECRET") as caught:
+    broken = Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secrets_key=key)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="GRADEQ_WEBHOOK_SECRETS_KEY") as caught:
         create_app(broken, processed, CallbackGuard(fixed_resolver(PUBLIC_DNS)))
-    assert "not-base64" not in str(caught.value)
+    assert not key or key not in str(caught.value)
+
+
+def test_secrets_sealed_by_a_key_no_longer_configured_are_a_server_error(
+    settings: Settings,
+    processed: SqliteProcessedEvents,
+    guard: CallbackGuard,
+    event: GradingCompleted,
+    requests_mock: rm.Mocker,
+) -> None:
+    other = Settings(
+        data_dir=settings.data_dir,
+        push_token=PUSH_TOKEN,  # type: ignore[arg-type]
+        webhook_secrets_key=new_sealing_key(),  # type: ignore[arg-type]
+    )
+    client = create_app(other, processed, guard).test_client()
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 500  # redelivered once the key is configured again
+    assert response.json is not None
+    assert response.json["type"].endswith("/webhook-secret-unreadable")
+    assert requests_mock.call_count == 0
+    assert not processed.contains("notification", event.event_id)
 
 
 def test_a_callback_resolving_to_loopback_at_send_time_is_recorded_not_sent(
-    settings: Settings, processed: SqliteProcessedEvents, requests_mock: rm.Mocker
+    settings: Settings,
+    processed: SqliteProcessedEvents,
+    requests_mock: rm.Mocker,
+    event: GradingCompleted,
 ) -> None:
     # The name was public when the job was submitted; now it points inside.
     rebound = CallbackGuard(fixed_resolver({"client.example": ["127.0.0.1"]}))
     client = create_app(settings, processed, rebound).test_client()
-    event = sample_event()
     response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
     assert response.status_code == 204  # acknowledged: redelivery cannot help
     assert requests_mock.call_count == 0
     record = processed.records("notification")[0]
     assert "loopback" in str(record["callback_refused"])
+
+
+def test_a_signed_in_users_job_is_signed_with_its_clients_secret(
+    client: FlaskClient, jobs: SqliteJobStore, secret: str, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    event = stored(jobs, sample_job(client_id="client-a:user:uid-7"))
+    assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    [sent] = hook.request_history
+    assert Webhook(secret).verify(sent.body, dict(sent.headers))

@@ -15,6 +15,7 @@ from shared.adapters.graders.llm import ModelGrader
 from shared.adapters.graders.openai_compat import OpenAICompatChat
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.domain.errors import (
+    GraderMisconfigured,
     GradingError,
     GradingRefused,
     GradingTimeout,
@@ -156,12 +157,29 @@ def test_the_exact_request_sent() -> None:
             "type": "json_schema",
             "json_schema": {"name": "grading_v1", "strict": True, "schema": schema},
         },
-        "temperature": 0.0,
-        "max_tokens": 512,
+        # Reasoning models refuse max_tokens and any temperature but their default.
+        "max_completion_tokens": 512,
         "n": 1,
     }
     # The SDK's own retries are off: the queue owns retries.
     assert request.headers.get("x-stainless-retry-count") == "0"
+
+
+def test_older_servers_get_max_tokens_and_a_configured_temperature() -> None:
+    recorder = Recorder(answers(ok(GOOD)))
+    client = openai.OpenAI(
+        base_url=BASE_URL,
+        api_key=API_KEY,
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(recorder)),
+    )
+    chat = OpenAICompatChat(
+        client, MODEL, max_output_tokens=512, temperature=0.0, token_limit_param="max_tokens"
+    )
+    chat.complete(GradingPrompt.load().render(REQUEST), timeout_s=30)
+    [body] = recorder.bodies()
+    assert (body["max_tokens"], body["temperature"]) == (512, 0.0)
+    assert "max_completion_tokens" not in body
 
 
 def test_a_good_answer_is_parsed_into_the_result() -> None:
@@ -222,12 +240,22 @@ def test_retry_after_as_an_http_date_is_passed_on() -> None:
     assert caught.value.retry_after_s == 0.0  # a date in the past: retry at once
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 422])
 def test_client_errors_are_permanent_and_never_echo_the_provider_message(status: int) -> None:
     grader, _ = build(answers(error(status)))
     with pytest.raises(ProviderRejected) as caught:
         grade(grader)
     assert caught.value.slug == "grading-provider-rejected"
+    assert f"HTTP {status}" in caught.value.detail
+    assert API_KEY not in caught.value.detail and "STUDENT-TEXT" not in caught.value.detail
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_a_refused_key_or_model_is_a_configuration_fault_not_the_jobs(status: int) -> None:
+    grader, _ = build(answers(error(status)))
+    with pytest.raises(GraderMisconfigured) as caught:
+        grade(grader)
+    assert caught.value.slug == "grader-misconfigured"
     assert f"HTTP {status}" in caught.value.detail
     assert API_KEY not in caught.value.detail and "STUDENT-TEXT" not in caught.value.detail
 
@@ -339,3 +367,12 @@ def test_a_model_swayed_into_full_marks_is_caught_as_inconsistent() -> None:
     grader, _ = build(answers(ok(swayed)))
     with pytest.raises(MalformedModelAnswer):
         grade(grader, GradingRequest("s3", INJECTION, REQUEST.rubric, max_score=9))
+
+
+def test_a_429_on_a_re_ask_counts_the_attempt_since_an_answer_was_paid_for() -> None:
+    # Deferred uncounted, a paid unusable answer and a 429 could repeat without end.
+    grader, recorder = build(answers(ok("not json"), error(429, {"Retry-After": "7"})))
+    with pytest.raises(MalformedModelAnswer) as caught:
+        grade(grader)
+    assert len(recorder.requests) == 2
+    assert caught.value.retry_after_s == 7.0

@@ -242,6 +242,7 @@ def oidc_settings(**changes: Any) -> Settings:
         "push_auth": PushAuth.OIDC,
         "push_audience": AUDIENCE,
         "push_service_accounts": f"{TASKS_SA}, scheduler@proj.iam.gserviceaccount.com",
+        "push_allow_claims_outside_cloud_run": True,
     }
     values.update(changes)
     return Settings(**values)
@@ -290,3 +291,29 @@ def test_full_verification_names_the_setting_when_cloud_run_removed_the_signatur
     verifier = OidcVerifier(AUDIENCE, frozenset({TASKS_SA}), transport=FakeCertsTransport("k1", ""))
     with pytest.raises(Unauthenticated, match="GRADEQ_PUSH_VERIFY_SIGNATURE=false"):
         verifier.verify(minted_by_local_callers(AUDIENCE, TASKS_SA))
+
+
+def test_claims_only_mode_outside_cloud_run_needs_the_explicit_setting() -> None:
+    outside: dict[str, str] = {}
+    with pytest.raises(ValueError, match="K_SERVICE"):
+        build_verifier(oidc_settings(push_allow_claims_outside_cloud_run=False), outside)
+    on_cloud_run = {"K_SERVICE": "worker"}
+    verifier = build_verifier(
+        oidc_settings(push_allow_claims_outside_cloud_run=False), on_cloud_run
+    )
+    assert isinstance(verifier, ForwardedTokenVerifier)
+    assert isinstance(build_verifier(oidc_settings(), outside), ForwardedTokenVerifier)
+
+
+def test_the_outside_cloud_run_setting_is_refused_on_google_cloud(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "CLOUD_TASKS_EMULATOR_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="local runs only"):
+        Settings(
+            backend=Backend.GOOGLE,
+            project_id="p",
+            push_auth=PushAuth.OIDC,
+            push_allow_claims_outside_cloud_run=True,
+        )

@@ -73,8 +73,8 @@ def _restore_logging() -> Iterator[None]:
 
 @pytest.fixture
 def subscriber_settings(tmp_path: Path) -> Settings:
-    secret = "whsec_" + base64.b64encode(b"fuzz-webhook-secret-32-bytes-ok!").decode()
-    return Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secret=secret)  # type: ignore[arg-type]
+    key = base64.b64encode(b"fuzz-webhook-sealing-key-32bytes").decode()
+    return Settings(data_dir=tmp_path, push_token=PUSH_TOKEN, webhook_secrets_key=key)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -93,11 +93,11 @@ def test_transient_error_retries_then_succeeds_with_attempts_3(
     client = build(settings, adapters, clock, grader).test_client()
     job_id = seed(adapters, clock)
     first = deliver(client, job_id, retry=0)
-    assert first.status_code == 503
+    assert first.status_code == 500
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.RETRYING
     assert job.error is not None and job.error.type == "grading-transient"
-    assert deliver(client, job_id, retry=1).status_code == 503
+    assert deliver(client, job_id, retry=1).status_code == 500
     assert deliver(client, job_id, retry=2).status_code == 200
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 3
@@ -110,7 +110,7 @@ def test_retry_after_from_the_provider_is_passed_on(
     grader = ScriptedGrader(TransientGradingError("429", retry_after_s=42))
     client = build(settings, adapters, clock, grader).test_client()
     response = deliver(client, seed(adapters, clock))
-    assert response.status_code == 503
+    assert response.status_code == 500
     assert response.headers["Retry-After"] == "42"
 
 

@@ -30,10 +30,25 @@ def test_every_verdict_has_the_status_cloud_tasks_acts_on() -> None:
     assert STATUS == {
         Verdict.DONE: 200,
         Verdict.DROPPED: 200,
-        Verdict.RETRY: 503,
+        Verdict.RETRY: 500,
         Verdict.LOCKED: 409,
         Verdict.THROTTLED: 429,
+        Verdict.DEFERRED: 200,
+        Verdict.SUSPENDED: 503,
     }
+
+
+def test_only_what_holds_for_every_job_asks_the_whole_queue_to_slow_down() -> None:
+    # Cloud Tasks backs the whole queue off on 429 and 503: one job's failure must not.
+    slowing = {verdict for verdict, status in STATUS.items() if status in (429, 503)}
+    assert slowing == {Verdict.THROTTLED, Verdict.SUSPENDED}
+
+
+def test_suspended_answers_503_with_the_wait_until_the_next_probe(app: Flask) -> None:
+    with app.app_context():
+        response = reply("job-1", DeliveryResult(Verdict.SUSPENDED, None, retry_after_s=30))
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "30"
 
 
 def test_done_names_the_job_and_its_status(app: Flask) -> None:
@@ -68,7 +83,7 @@ def test_retry_passes_on_retry_after_rounded_and_at_least_one_second(
 ) -> None:
     with app.app_context():
         response = reply("job-1", DeliveryResult(Verdict.RETRY, _job(), retry_after_s=seconds))
-    assert response.status_code == 503
+    assert response.status_code == 500
     assert response.headers["Retry-After"] == header
 
 
@@ -82,7 +97,7 @@ def test_throttled_answers_429_with_retry_after(app: Flask) -> None:
 def test_retry_without_a_hint_sends_no_retry_after(app: Flask) -> None:
     with app.app_context():
         response = reply("job-1", DeliveryResult(Verdict.RETRY, _job()))
-    assert response.status_code == 503
+    assert response.status_code == 500
     assert "Retry-After" not in response.headers
 
 

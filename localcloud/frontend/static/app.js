@@ -3,12 +3,6 @@
 // so a lost answer never creates a second job; then poll at Retry-After until final.
 "use strict";
 
-const RUBRIC = [
-  "mentions the chloroplast",
-  "explains that chlorophyll absorbs light",
-  "states that oxygen is released",
-  "describes the Calvin cycle",
-];
 const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
 const MAX_TRIES = 6;
 const $ = (id) => document.getElementById(id);
@@ -29,13 +23,9 @@ function retryAfterMs(response, fallbackMs) {
 }
 
 async function submit(submission) {
-  const body = JSON.stringify({
-    submission_id: submission.id,
-    assignment_id: "bio-101-hw3",
-    answer: submission.answer,
-    rubric: RUBRIC,
-    max_score: 10,
-  });
+  // The server adds the assignment, its rubric and maximum score: the page sends only
+  // what a student decides.
+  const body = JSON.stringify({ submission_id: submission.id, answer: submission.answer });
   for (let attempt = 1; ; attempt++) {
     let response = null;
     try {

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
-from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
 from shared.ports import JobCursor, JobFilter, JobQuery
@@ -95,11 +96,16 @@ _UNANNOUNCED = (
 #: The counter of every client's jobs not yet final; a client's is "client:<id>".
 ALL_SCOPE = "all"
 _FINAL_JSON = json.dumps(list(_FINAL))
-# A database made before the counters existed starts them from its jobs, once.
+# A database made before the counters existed starts them from its jobs, once; a user
+# scope's jobs count as its client's (`counted_as`).
 _SEED_COUNTERS = """
 INSERT OR IGNORE INTO job_counters (scope, active)
-SELECT 'client:' || client_id, COUNT(*) FROM jobs
-WHERE status NOT IN (SELECT value FROM json_each(?)) GROUP BY client_id
+SELECT 'client:' || owner, COUNT(*) FROM (
+  SELECT CASE WHEN instr(client_id, :mark) > 0
+              THEN substr(client_id, 1, instr(client_id, :mark) - 1)
+              ELSE client_id END AS owner
+  FROM jobs WHERE status NOT IN (SELECT value FROM json_each(:final))
+) GROUP BY owner
 """
 _SEED_TOTAL = """
 INSERT OR IGNORE INTO job_counters (scope, active)
@@ -121,7 +127,7 @@ LIMIT :limit
 
 
 def _client_scope(client_id: str) -> str:
-    return "client:" + client_id
+    return "client:" + counted_as(client_id)
 
 
 def _sortable(moment: datetime) -> str:
@@ -160,7 +166,7 @@ class SqliteJobStore:
         with unavailable_on_error("seed counters"), db.transaction() as conn:
             if conn.execute("SELECT 1 FROM job_counters WHERE scope = ?", (ALL_SCOPE,)).fetchone():
                 return
-            conn.execute(_SEED_COUNTERS, (_FINAL_JSON,))
+            conn.execute(_SEED_COUNTERS, {"mark": USER_SCOPE_MARK, "final": _FINAL_JSON})
             conn.execute(_SEED_TOTAL, (_FINAL_JSON,))
 
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:

@@ -22,7 +22,7 @@ from google.cloud import firestore
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
-from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import FINAL_STATUSES, Job, JobStatus
 from shared.ports import JobCursor, JobFilter, JobQuery
@@ -52,7 +52,7 @@ WriteHook = Callable[[Any, Job | None, Job], None]
 
 
 def _client_counter_id(client_id: str) -> str:
-    return "client:" + client_id.replace("/", "%2F")
+    return "client:" + counted_as(client_id).replace("/", "%2F")
 
 
 class FirestoreJobStore:

@@ -22,6 +22,7 @@ from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import RollingLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
 from shared.domain.errors import (
+    GraderMisconfigured,
     GradingError,
     GradingTimeout,
     MalformedModelAnswer,
@@ -80,9 +81,14 @@ class ChatModel(Protocol):
         """Send one request; raise a GradingError subclass for every provider failure.
 
         429 -> ProviderRateLimited, 5xx and connection errors -> ProviderUnavailable,
-        timeouts -> GradingTimeout, other 4xx -> ProviderRejected, a safety block or
-        refusal -> GradingRefused.
+        timeouts -> GradingTimeout, 401/403/404 and refused parameters ->
+        GraderMisconfigured, other 4xx -> ProviderRejected, a safety block or refusal ->
+        GradingRefused, an answer cut at the output token limit -> ModelAnswerTruncated.
         """
+        ...
+
+    def probe(self, *, timeout_s: float) -> None:
+        """Ask the provider about the model (no tokens spent); raise as `complete` does."""
         ...
 
 
@@ -109,6 +115,27 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+#: Statuses that refuse the grader's configuration (model, key, API), not the request.
+CONFIGURATION_STATUSES = frozenset({401, 403, 404})
+#: Error codes that refuse what every request carries, so every job would be refused
+#: alike: OpenAI's codes, and for Gemini a google.rpc status name or ErrorInfo reason
+#: (the Gemini API answers an invalid key with 400 API_KEY_INVALID).
+CONFIGURATION_CODES = frozenset(
+    {
+        "unsupported_parameter",
+        "unsupported_value",
+        "model_not_found",
+        "invalid_api_key",
+        "FAILED_PRECONDITION",
+        "API_KEY_INVALID",
+        "SERVICE_DISABLED",
+        "BILLING_DISABLED",
+        "API_KEY_SERVICE_BLOCKED",
+        "CONSUMER_INVALID",
+    }
+)
+
+
 def error_for_status(
     provider: str, status: int, retry_after: float | None, code: str | None = None
 ) -> GradingError:
@@ -118,6 +145,8 @@ def error_for_status(
         return ProviderRateLimited(detail, retry_after)
     if status >= 500 or status == 408:
         return ProviderUnavailable(detail, retry_after)
+    if status in CONFIGURATION_STATUSES or code in CONFIGURATION_CODES:
+        return GraderMisconfigured(detail)
     return ProviderRejected(detail)
 
 
@@ -153,6 +182,10 @@ class ModelGrader:
         except ValueError as exc:
             raise PermanentGradingError(f"unknown prompt version {version!r}") from exc
 
+    def probe(self) -> None:
+        """Check that the provider accepts the model and credentials (see `ChatModel.probe`)."""
+        self._chat.probe(timeout_s=min(30.0, self._request_timeout_s))
+
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         deadline = self._clock() + timeout_s
         rendered = self._prompt_for(request).render(request)
@@ -176,7 +209,17 @@ class ModelGrader:
             if remaining <= 0:
                 raise GradingTimeout(f"no usable answer within {timeout_s:g}s")
             timeout = min(remaining, self._request_timeout_s)
-            completion = self._chat.complete(rendered, timeout_s=timeout)
+            try:
+                completion = self._chat.complete(rendered, timeout_s=timeout)
+            except ProviderRateLimited as exc:
+                if ask == 1:
+                    raise  # nothing was spent: the worker gives the job back uncounted
+                # An unusable answer was already paid for: this attempt counts.
+                raise MalformedModelAnswer(
+                    f"the model's answer was unusable ({problem}); the provider's quota "
+                    "refused asking again",
+                    exc.retry_after_s,
+                ) from None
             reservation.settle(completion.usage.total_tokens or estimate)
             usage += completion.usage
             try:

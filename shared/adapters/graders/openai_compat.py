@@ -4,6 +4,11 @@ Point `base_url` at OpenAI, a hosted compatible provider, or a self-hosted model
 llama.cpp server, Ollama: all serve `/v1/chat/completions`). The answer is requested
 with the `json_schema` response format (strict), the same schema as every provider.
 
+The output limit goes as `max_completion_tokens` (OpenAI's reasoning models refuse
+`max_tokens` with 400; older compatible servers may only know `max_tokens`, which
+`token_limit_param` selects), and `temperature` only when one is configured (reasoning
+models refuse any value but their default).
+
 The client is built with `max_retries=0`: the queue owns retries, with its backoff and
 the provider's Retry-After, and each attempt is one request unless the answer was
 unusable.
@@ -11,15 +16,24 @@ unusable.
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
 from shared.adapters.graders.prompt import RenderedPrompt
-from shared.domain.errors import GradingRefused, GradingTimeout, ProviderUnavailable
+from shared.domain.errors import (
+    GradingRefused,
+    GradingTimeout,
+    ModelAnswerTruncated,
+    ProviderUnavailable,
+)
 
 PROVIDER = "openai-compatible"
 #: Finish reasons that mean the model declined to answer.
 _REFUSED = frozenset({"content_filter"})
+#: The request field that limits the answer's tokens (reasoning included).
+TOKEN_LIMIT_PARAMS = ("max_completion_tokens", "max_tokens")
 
 
 class OpenAICompatChat:
@@ -33,14 +47,21 @@ class OpenAICompatChat:
         model: str,
         *,
         max_output_tokens: int,
-        temperature: float = 0.0,
+        temperature: float | None = None,
+        token_limit_param: str = TOKEN_LIMIT_PARAMS[0],
     ) -> None:
+        if token_limit_param not in TOKEN_LIMIT_PARAMS:
+            raise ValueError(f"token_limit_param must be one of {TOKEN_LIMIT_PARAMS}")
         self.model = model
         self._client = client
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
+        self._token_limit_param = token_limit_param
 
     def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        options: dict[str, Any] = {self._token_limit_param: self._max_output_tokens}
+        if self._temperature is not None:
+            options["temperature"] = self._temperature
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
@@ -56,10 +77,9 @@ class OpenAICompatChat:
                         "schema": prompt.schema,
                     },
                 },
-                temperature=self._temperature,
-                max_tokens=self._max_output_tokens,
                 n=1,
                 timeout=timeout_s,
+                **options,
             )
         except openai.APITimeoutError:
             raise GradingTimeout(f"{PROVIDER} gave no answer within {timeout_s:.0f}s") from None
@@ -76,6 +96,12 @@ class OpenAICompatChat:
         choice = response.choices[0] if response.choices else None
         if choice is not None and (choice.finish_reason in _REFUSED or choice.message.refusal):
             raise GradingRefused(f"{self.model} refused to grade the answer")
+        if choice is not None and choice.finish_reason == "length":
+            raise ModelAnswerTruncated(
+                f"{self.model} reached its {self._token_limit_param} "
+                f"({self._max_output_tokens}) before finishing its answer: raise "
+                "GRADEQ_GRADER_MAX_OUTPUT_TOKENS"
+            )
         usage = response.usage
         return Completion(
             text=(choice.message.content or "") if choice is not None else "",
@@ -86,6 +112,18 @@ class OpenAICompatChat:
                 requests=1,
             ),
         )
+
+    def probe(self, *, timeout_s: float) -> None:
+        try:
+            self._client.models.retrieve(self.model, timeout=timeout_s)
+        except openai.APITimeoutError:
+            raise GradingTimeout(f"{PROVIDER} gave no answer within {timeout_s:.0f}s") from None
+        except openai.APIConnectionError:
+            raise ProviderUnavailable(f"{PROVIDER} server could not be reached") from None
+        except openai.APIStatusError as exc:
+            raise error_for_status(
+                PROVIDER, exc.status_code, retry_after_s(exc.response.headers), _code(exc.body)
+            ) from None
 
 
 def _code(body: object) -> str | None:

@@ -5,7 +5,8 @@
 const API = new URL("v1/", document.baseURI.replace(/\/admin\/?.*$/, "/admin/"));
 const STATUSES = ["PENDING", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
 const REFRESH_MS = 5000;
-let key = sessionStorage.getItem("gradeq.operatorKey") || "";
+// The operator key stays in this variable only: never in storage, so a reload asks again.
+let key = "";
 let timer = null;
 let shownJob = null;
 
@@ -151,7 +152,7 @@ async function refresh() {
 async function connect() {
   try {
     await refresh();
-    sessionStorage.setItem("gradeq.operatorKey", key);
+    document.getElementById("key").value = "";
     say("");
     document.getElementById("board").hidden = false;
     clearInterval(timer);
@@ -166,4 +167,3 @@ document.getElementById("login").addEventListener("submit", (event) => {
   key = document.getElementById("key").value;
   connect();
 });
-if (key) connect();

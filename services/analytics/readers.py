@@ -1,0 +1,79 @@
+"""Who may read the analytics reports, and whose records they see.
+
+An operator key (GRADEQ_OPERATOR_KEYS) reads every client's records. An API key of a
+client listed in GRADEQ_ANALYTICS_READERS reads that client's records only. Any other
+credential is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from shared.domain.client_ids import owning_client
+from shared.domain.errors import GradeqError
+from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
+
+_HASHED = "sha256:"
+
+
+class NotAReader(GradeqError):
+    slug = "not-an-analytics-reader"
+    title = "This client may not read analytics"
+    status = 403
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A reader of the reports: one client's, or (client_id None) an operator's view."""
+
+    client_id: str | None
+
+    def sees(self, record: Mapping[str, Any]) -> bool:
+        """Operators see every record; a client its own and its signed-in users'."""
+        if self.client_id is None:
+            return True
+        owner = record.get("client_id")
+        return isinstance(owner, str) and owning_client(owner) == self.client_id
+
+    def visible(self, records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return [r for r in records if self.sees(r)]
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class ReaderAuthenticator:
+    """Map the request's bearer credential to a Reader, or raise Unauthenticated/NotAReader.
+
+    The API key store is opened on the first client read, so pushes never wait for it.
+    """
+
+    def __init__(
+        self,
+        operator_keys: Mapping[str, str],
+        keys: Callable[[], ApiKeyAuthenticator],
+        readers: frozenset[str],
+    ) -> None:
+        self._operators = [
+            bytes.fromhex(k.removeprefix(_HASHED)) if k.startswith(_HASHED) else _digest(k)
+            for k in operator_keys
+        ]
+        self._keys = cache(keys)
+        self._readers = readers
+
+    def reader(self) -> Reader:
+        credential = bearer_credential()
+        digest = _digest(credential)
+        # Every digest is compared (constant time), whichever matches.
+        if sum(hmac.compare_digest(known, digest) for known in self._operators):
+            return Reader(None)
+        client_id = self._keys().client_for(credential)
+        if client_id not in self._readers:
+            raise NotAReader(f"client {client_id} is not in GRADEQ_ANALYTICS_READERS")
+        return Reader(client_id)
