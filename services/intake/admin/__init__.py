@@ -15,14 +15,24 @@ from shared.bootstrap import Adapters
 from shared.config.settings import Settings
 from shared.ports import Clock
 from shared.service_layer.admin import AdminService
+from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.queue_health import QueueHealth
 
 
 def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -> None:
     """Register the admin API and dashboard on the intake app."""
     app.extensions["gradeq.operator_auth"] = OperatorAuthenticator(settings.operator_key_map())
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     app.extensions["gradeq.admin"] = AdminService(
-        adapters.store, adapters.queue, adapters.publisher, clock
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        on_final=completion.on_final if completion else None,
     )
     app.extensions["gradeq.queue_health"] = QueueHealth(adapters.store, clock)
     app.register_blueprint(api)
