@@ -19,7 +19,7 @@ from datetime import datetime
 
 from shared.domain.agreement import quadratic_weighted_kappa
 from shared.domain.assignment import Assignment, Rubric
-from shared.domain.errors import AssignmentBusy, GradeqError, JobLocked
+from shared.domain.errors import AssignmentBusy, GradeqError, JobLocked, ValidationFailed
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
 from shared.ports import AssignmentStore, Clock, JobStore, TaskQueue, TaskSpec
@@ -90,6 +90,11 @@ class Regrader:
         tally = self._assignments.tally(assignment.id, assignment.round)
         resuming = assignment.round > 0 and tally.total < assignment.expected
         if not resuming:
+            if sum(tally.counts.get(s, 0) for s in _REGRADABLE) == 0 and tally.final == tally.total:
+                raise ValidationFailed(
+                    "the assignment has no graded submission to regrade",
+                    errors=[{"field": "", "message": "nothing to regrade"}],
+                )
             if not tally.done:
                 raise AssignmentBusy(
                     f"round {assignment.round} has {tally.total - tally.final} submissions"

@@ -72,3 +72,23 @@ def test_a_regrade_resumes_and_its_round_ends_once(
     assert [(e.round, e.submissions, e.mean_score) for e in graded] == [(0, 3, 6.0), (1, 3, 9.0)]
     report = regrader.report("c", assignment.id, threshold=2.5)
     assert (report.compared, report.mean_shift, report.changed) == (3, 3.0, 2)
+
+
+def test_an_assignment_with_nothing_graded_has_nothing_to_regrade(tmp_path: Path) -> None:
+    from shared.domain.errors import ValidationFailed
+
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    store = SqliteAssignmentStore(db)
+    queue, clock = FakeTaskQueue(), FrozenClock()
+    service = AssignmentService(store, jobs, SqliteJobBatch(db, jobs), queue, clock)
+    regrader = Regrader(service, store, jobs, queue, clock)
+    assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")
+    with pytest.raises(ValidationFailed):
+        regrader.regrade("c", assignment.id)  # no submission at all
+    service.submit_batch("c", assignment.id, [Answer("s", "a")])
+    [task] = queue.tasks
+    jobs.update(task.job_id, lambda j: j.cancel(clock.now()))
+    with pytest.raises(ValidationFailed):
+        regrader.regrade("c", assignment.id)  # only a cancelled one
+    assert store.get(assignment.id).round == 0  # type: ignore[union-attr]
