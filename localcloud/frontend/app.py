@@ -1,6 +1,8 @@
 """The frontend's backend: serves the page and relays it to the intake with the API key.
 
 The browser decides only what a student may: the answer text and a submission reference.
+A class page (`/class?assignment=ID`) follows an assignment of this server's client: its
+progress, mean score and score histogram, never one student's answer.
 The assignment, its rubric and maximum score come from this server's configuration, and
 nothing else the page sends (a callback URL, another score) reaches the intake. A browser
 session (a signed cookie) remembers the jobs it submitted, and only those are relayed.
@@ -131,6 +133,22 @@ def create_app(
             return _problem(404, "job-not-found", "this browser submitted no such job")
         answer = http.get(
             f"{intake}/v1/grading-jobs/{job_id}",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=TIMEOUT_S,
+        )
+        return relay(answer)
+
+    @app.get("/class")
+    def class_page() -> Response:
+        return app.send_static_file("class.html")
+
+    @app.get("/api/assignments/<assignment_id>")
+    def assignment_progress(assignment_id: str) -> Response:
+        # A class's progress: counts, mean score and histogram, never one student's answer.
+        if not _REFERENCE.match(assignment_id):
+            return _problem(404, "assignment-not-found", "no such assignment")
+        answer = http.get(
+            f"{intake}/v1/assignments/{assignment_id}",
             headers={"Authorization": f"Bearer {key}"},
             timeout=TIMEOUT_S,
         )
