@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin
+from services.intake import admin, blobs, uploads
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
@@ -25,6 +25,7 @@ from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.uploads import UploadService
 
 MAX_BODY_BYTES = 160 * 1024
 
@@ -74,6 +75,12 @@ def create_app(
         settings.fair_spacing(),
         uow=adapters.uow,
     )
+    blob_store = family.blob_store(clock)
+    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.register_blueprint(uploads.bp)
+    if isinstance(blob_store, blobs.SignedPutReceiver):  # the embedded store's PUT endpoint
+        app.extensions["gradeq.blob_receiver"] = blob_store
+        app.register_blueprint(blobs.bp)
     register_error_handlers(app)
     app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)

@@ -14,6 +14,7 @@ from shared.clock import SystemClock
 from shared.config.settings import Backend, Settings
 from shared.ports import (
     ApiKeyStore,
+    BlobStore,
     Clock,
     EventPublisher,
     EventRecords,
@@ -44,6 +45,8 @@ class AdapterFamily(Protocol):
     def webhook_secret_store(self) -> WebhookSecretStore: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
+
+    def blob_store(self, clock: Clock | None = None) -> BlobStore: ...
 
 
 @dataclass(frozen=True)

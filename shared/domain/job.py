@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.ids import task_name_for
+from shared.domain.uploads import FileRef
 
 
 class JobStatus(StrEnum):
@@ -77,6 +78,8 @@ class GradingRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Not to be graded before this moment (RFC 3339, UTC); None: as soon as possible.
     not_before: str | None = None
+    #: Uploaded files to grade, beside or instead of the text answer.
+    files: tuple[FileRef, ...] = ()
 
     @property
     def scheduled_for(self) -> datetime | None:
@@ -96,6 +99,8 @@ class GradingRequest:
         }
         if self.not_before is not None:  # the fingerprint of an unscheduled request is unchanged
             data["not_before"] = self.not_before
+        if self.files:  # likewise for a request without files
+            data["files"] = [f.to_dict() for f in self.files]
         return data
 
     @classmethod
@@ -110,6 +115,7 @@ class GradingRequest:
             callback_url=data.get("callback_url"),
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
+            files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
         )
 
 
