@@ -107,7 +107,7 @@ class GoogleFamily:
         # The client library honours STORAGE_EMULATOR_HOST; signed URLs point there too.
         emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
         return GcsBlobStore(
-            self._storage,
+            lambda: self._storage,
             s.uploads_bucket or f"{s.project_id}-gradeq-uploads",
             signer_email=s.upload_signer_email,
             api_access_endpoint=emulator,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from shared.domain.errors import GradeqError
+from shared.domain.errors import GradeqError, PermanentGradingError
 
 
 class FileKind(StrEnum):
@@ -169,3 +169,10 @@ class UploadSignatureInvalid(GradeqError):
     slug = "upload-signature-invalid"
     title = "The upload URL is invalid, expired, or not for this request"
     status = 403
+
+
+class FileUnusable(PermanentGradingError):
+    """A job's file the grader cannot read or send to its model: no retry can help."""
+
+    slug = "grading-file-unusable"
+    title = "A file of the answer cannot be used by the grader"

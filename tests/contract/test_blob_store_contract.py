@@ -33,9 +33,9 @@ from shared.domain.uploads import (
 from shared.http.problems import register_error_handlers
 from shared.ports import BlobStore, SignedUpload
 from shared.service_layer.uploads import UploadService
-from tests.support import gcs_emulator
+from tests.support import files, gcs_emulator
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 200
+PNG = files.png(8, 8)
 LIMITS = UploadLimits(max_file_bytes=4096)
 
 

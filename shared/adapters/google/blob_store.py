@@ -9,7 +9,9 @@ needs roles/iam.serviceAccountTokenCreator on itself).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import google.auth.transport.requests
@@ -26,21 +28,30 @@ class GcsBlobStore:
 
     def __init__(
         self,
-        client: storage.Client,
+        client: storage.Client | Callable[[], storage.Client],
         bucket: str,
         *,
         signer_email: str = "",
         signing_credentials: Credentials | None = None,
         api_access_endpoint: str | None = None,
     ) -> None:
-        self._client = client
-        self._bucket = client.bucket(bucket)
+        # A factory defers the client (and its credentials lookup) to the first call.
+        self._client_source = client
         self._bucket_name = bucket
         self._signer_email = signer_email
         # Credentials holding a private key (tests); None: the client's own.
         self._signing = signing_credentials
         # The emulator's address in tests; None: https://storage.googleapis.com.
         self._endpoint = api_access_endpoint
+
+    @cached_property
+    def _client(self) -> storage.Client:
+        source = self._client_source
+        return source if isinstance(source, storage.Client) else source()
+
+    @cached_property
+    def _bucket(self) -> storage.Bucket:
+        return self._client.bucket(self._bucket_name)
 
     def signed_put(
         self, name: str, content_type: str, size: int, expires_at: datetime
