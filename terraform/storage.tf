@@ -4,6 +4,8 @@
 # place (gs:// parts) as the worker's account.
 
 resource "google_storage_bucket" "uploads" {
+  #checkov:skip=CKV_GCP_62:Access is audited by Cloud Audit Logs (data access logs can be enabled for storage); usage logs to another bucket add cost without a reader.
+  #checkov:skip=CKV_GCP_78:Objects are written once and must go with their job (erasure, TTL); noncurrent versions would outlive a deletion.
   name     = "${var.project_id}-${var.name_prefix}-uploads"
   location = var.region
 
