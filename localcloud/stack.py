@@ -154,6 +154,10 @@ class LocalStack:
             # Local runs may call back to a receiver on this machine.
             "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }
+        if name == "intake" and FRONTEND in cfg.ports:
+            # The page PUTs files to the intake's signed upload URLs (Cloud Storage's CORS
+            # in production): the frontend's origin may.
+            env["GRADEQ_CORS_ORIGINS"] = cfg.url(FRONTEND)
         if name == FRONTEND:
             # The frontend's backend holds the first client's key; browsers never see it.
             env["GRADEQ_FRONTEND_API_KEY"] = self.api_key
