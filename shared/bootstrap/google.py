@@ -106,10 +106,18 @@ class GoogleFamily:
         s = self._settings
         # The client library honours STORAGE_EMULATOR_HOST; signed URLs point there too.
         emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
+        signing = None
+        if s.upload_signing_key_file:  # emulator runs: no IAM to sign through
+            from google.oauth2 import service_account
+
+            signing = service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+                str(s.upload_signing_key_file)
+            )
         return GcsBlobStore(
             lambda: self._storage,
             s.uploads_bucket or f"{s.project_id}-gradeq-uploads",
             signer_email=s.upload_signer_email,
+            signing_credentials=signing,
             api_access_endpoint=emulator,
         )
 

@@ -240,6 +240,9 @@ class Settings(BaseSettings):
     uploads_bucket: str = ""
     upload_signer_email: str = ""
     upload_signing_key: SecretStr = SecretStr("")
+    # Emulator runs only: a service-account key file that signs upload URLs locally (on
+    # Google Cloud there is no key file: URLs are signed through IAM signBlob).
+    upload_signing_key_file: Path | None = None
 
     log_level: str = "INFO"
 
@@ -261,6 +264,8 @@ class Settings(BaseSettings):
         ):
             raise ValueError("GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN is for local runs only")
         self.callback_port_set()
+        if self.upload_signing_key_file and self.backend is Backend.GOOGLE and not emulated:
+            raise ValueError("GRADEQ_UPLOAD_SIGNING_KEY_FILE is for the emulators only")
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._check_grader()
