@@ -1,7 +1,7 @@
 # Uploaded answer files (docs/uploads.md): one private bucket. Browsers PUT to V4 signed
 # URLs the intake signs through IAM signBlob on its own account (no key file); the worker
 # reads objects for providers that take bytes, and Gemini on Vertex AI reads them in
-# place (gs:// parts) as the worker's account.
+# place (gs:// parts), as the worker's account or the Vertex AI service agent.
 
 resource "google_storage_bucket" "uploads" {
   #checkov:skip=CKV_GCP_62:Access is audited by Cloud Audit Logs (data access logs can be enabled for storage); usage logs to another bucket add cost without a reader.
@@ -61,4 +61,24 @@ resource "google_storage_bucket_iam_member" "worker_reads_uploads" {
   bucket = google_storage_bucket.uploads.name
   role   = "roles/storage.objectViewer"
   member = "serviceAccount:${google_service_account.worker.email}"
+}
+
+# Gemini on Vertex AI may read gs:// parts through the project's Vertex AI service agent:
+# it may read the uploads too (generated here, so it exists before the grant).
+resource "google_project_service_identity" "aiplatform" {
+  count    = local.grader_on_vertex ? 1 : 0
+  provider = google-beta
+
+  project = var.project_id
+  service = "aiplatform.googleapis.com"
+
+  depends_on = [time_sleep.apis]
+}
+
+resource "google_storage_bucket_iam_member" "vertex_agent_reads_uploads" {
+  count = local.grader_on_vertex ? 1 : 0
+
+  bucket = google_storage_bucket.uploads.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_project_service_identity.aiplatform[0].email}"
 }

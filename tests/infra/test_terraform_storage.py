@@ -58,3 +58,10 @@ def test_the_worker_reads_and_the_services_know_the_bucket(tf: Terraform) -> Non
     assert grant["role"] == "roles/storage.objectViewer"
     assert grant["member"] == "serviceAccount:${google_service_account.worker.email}"
     assert "GRADEQ_UPLOADS_BUCKET" in (tfconfig.TERRAFORM_DIR / "main.tf").read_text()
+
+
+def test_on_vertex_ai_the_service_agent_may_read_too(tf: Terraform) -> None:
+    grant = tf.resource("google_storage_bucket_iam_member", "vertex_agent_reads_uploads")
+    assert grant["count"] == "${local.grader_on_vertex ? 1 : 0}"
+    assert grant["role"] == "roles/storage.objectViewer"
+    assert "google_project_service_identity.aiplatform[0].email" in grant["member"]
