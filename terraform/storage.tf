@@ -31,7 +31,7 @@ resource "google_storage_bucket" "uploads" {
   cors {
     origin          = var.cors_origins
     method          = ["PUT"]
-    response_header = ["Content-Type", "x-goog-content-length-range"]
+    response_header = ["Content-Type", "x-goog-content-length-range", "x-goog-if-generation-match"]
     max_age_seconds = 600
   }
 

@@ -37,6 +37,7 @@ from shared.domain.errors import (
 )
 from shared.domain.uploads import (
     UnsafeArchive,
+    UploadAlreadySent,
     UploadMismatch,
     UploadNotFound,
     UploadSignatureInvalid,
@@ -251,6 +252,7 @@ def _paths() -> dict[str, Any]:
                     **_problems(
                         (
                             UploadSignatureInvalid,
+                            UploadAlreadySent,
                             UploadMismatch,
                             UploadTooLarge,
                             InternalError,

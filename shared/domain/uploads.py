@@ -163,6 +163,14 @@ class UnsafeArchive(UploadRefused):
     status = 422
 
 
+class UploadAlreadySent(UploadRefused):
+    """A second PUT to an upload: objects are written once, so what was checked stays."""
+
+    slug = "upload-already-sent"
+    title = "This upload has already been sent"
+    status = 409
+
+
 class UploadSignatureInvalid(GradeqError):
     """A PUT to the embedded blob store whose signature, expiry or limits do not hold."""
 

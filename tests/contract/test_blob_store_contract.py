@@ -173,6 +173,20 @@ def test_another_clients_upload_is_unknown(harness: BlobHarness) -> None:
     assert harness.service.verify("client-a", (_ref(upload.upload_id),))
 
 
+def test_an_upload_is_written_once(harness: BlobHarness) -> None:
+    upload = harness.service.create("client-a", "image/png", len(PNG))
+    assert harness.put(upload.signed, PNG) == 200
+    if not harness.enforces_signed_urls:
+        # Cloud Storage refuses a second PUT: the URL only creates, and that is signed.
+        assert upload.signed.headers["x-goog-if-generation-match"] == "0"
+        assert "x-goog-if-generation-match" in _signed_headers(upload.signed)
+        pytest.skip("the Cloud Storage emulator does not check preconditions on signed PUTs")
+    swapped = files.png(8, 8)[:-12] + b"\x00" * 12  # same size and type, other bytes
+    assert harness.put(upload.signed, swapped) == 409
+    [checked] = harness.service.verify("client-a", (_ref(upload.upload_id),))
+    assert harness.blobs.read(checked.object, len(PNG)) == PNG
+
+
 def test_a_url_cannot_be_pointed_at_another_object(harness: BlobHarness) -> None:
     upload = harness.service.create("client-a", "image/png", len(PNG))
     if not harness.enforces_signed_urls:

@@ -2,9 +2,11 @@
 
 Signed URLs are V4, for one PUT bound to the content type and, through
 `x-goog-content-length-range`, to the exact size: Cloud Storage refuses any other PUT.
-On Cloud Run there is no key file: when the credentials cannot sign, the URL is signed
-through IAM signBlob with the service account's email and access token (the account
-needs roles/iam.serviceAccountTokenCreator on itself).
+The URL only creates the object (`x-goog-if-generation-match: 0`), so the object
+checked at submit cannot be replaced before it is graded. On Cloud Run there is no key
+file: when the credentials cannot sign, the URL is signed through IAM signBlob with the
+service account's email and access token (the account needs
+roles/iam.serviceAccountTokenCreator on itself).
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ class GcsBlobStore:
     def signed_put(
         self, name: str, content_type: str, size: int, expires_at: datetime
     ) -> SignedUpload:
-        headers = {"x-goog-content-length-range": f"{size},{size}"}
+        headers = {
+            "x-goog-content-length-range": f"{size},{size}",
+            # Created once: a second PUT cannot swap the object checked at submit.
+            "x-goog-if-generation-match": "0",
+        }
         # The client keeps its credentials private; the signer needs them.
         credentials = self._signing or self._client._credentials
         signer: dict[str, Any]
