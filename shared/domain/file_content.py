@@ -89,6 +89,8 @@ def read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
         raise UnsafeArchive("the file is not a readable zip archive") from None
     with archive:
         entries = [i for i in archive.infolist() if not i.is_dir()]
+        if not entries:
+            raise UnsafeArchive("the archive holds no files")
         if len(entries) > limits.max_archive_entries:
             raise UnsafeArchive(
                 f"the archive has {len(entries)} entries, at most "
@@ -106,8 +108,12 @@ def read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
             path = _safe_path(info)
             # Read one byte past what the header declares: a lying header cannot
             # expand further than the budget.
-            with archive.open(info) as entry:
-                content = entry.read(min(info.file_size, budget) + 1)
+            try:
+                with archive.open(info) as entry:
+                    content = entry.read(min(info.file_size, budget) + 1)
+            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError) as exc:
+                # A damaged entry, or a compression method zipfile does not read.
+                raise UnsafeArchive(f"{path} cannot be read ({type(exc).__name__})") from None
             if len(content) > info.file_size or len(content) > budget:
                 raise UnsafeArchive(f"{path} expands past its declared size")
             budget -= len(content)

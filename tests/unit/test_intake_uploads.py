@@ -191,3 +191,24 @@ def test_a_tampered_url_is_refused(client: FlaskClient) -> None:
 def test_text_that_is_not_text_is_refused(client: FlaskClient) -> None:
     ref = _uploaded(client, "text/plain", b"\x00\x01binary\xff")
     _problem(_submit(client, ref), 422, "upload-mismatch")
+
+
+def test_a_zip_with_an_unreadable_compression_method_is_a_4xx(client: FlaskClient) -> None:
+    archive = bytearray(files.zip_of({"main.py": b"print(1)\n"}))
+    # Deflate64 (method 9), which zipfile cannot read, in the local and central headers.
+    for signature in (b"PK\x03\x04", b"PK\x01\x02"):
+        at = archive.index(signature)
+        offset = at + (8 if signature == b"PK\x03\x04" else 10)
+        archive[offset : offset + 2] = (9).to_bytes(2, "little")
+    ref = _uploaded(client, "application/zip", bytes(archive))
+    _problem(_submit(client, ref), 422, "upload-archive-refused")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"PK\x03\x04" + b"\x00" * 40, b"PK\x05\x06" + b"\x00" * 18, b"not a zip at all"],
+)
+def test_broken_zips_are_4xx_not_5xx(client: FlaskClient, data: bytes) -> None:
+    ref = _uploaded(client, "application/zip", data)
+    response = _submit(client, ref)
+    assert response.status_code == 422, response.get_data(as_text=True)
