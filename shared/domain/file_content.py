@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import io
 import posixpath
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -76,16 +77,37 @@ class SourceFile:
     text: str
 
 
+#: What zipfile raises on a damaged or hostile archive (found by tests/unit/test_upload_fuzz.py).
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    NotImplementedError,  # a zip version or compression method zipfile does not read
+    EOFError,
+    ValueError,
+    IndexError,
+    KeyError,
+    OverflowError,
+    struct.error,
+)
+
+
 def read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
     """The archive's source files, checked against the limits before anything is expanded.
 
     Refused: more entries than allowed, a declared or actual expanded size over the
     limit (a zip bomb), absolute or `..` paths, links, encrypted entries, non-source
-    entries, and text that is not UTF-8.
+    entries, text that is not UTF-8, and archives zipfile cannot read.
     """
     try:
+        return _read_archive(data, limits)
+    except _ZIP_ERRORS as exc:
+        raise UnsafeArchive(f"the archive cannot be read ({type(exc).__name__})") from None
+
+
+def _read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
+    try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError):
+    except zipfile.BadZipFile:
         raise UnsafeArchive("the file is not a readable zip archive") from None
     with archive:
         entries = [i for i in archive.infolist() if not i.is_dir()]
@@ -108,12 +130,8 @@ def read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
             path = _safe_path(info)
             # Read one byte past what the header declares: a lying header cannot
             # expand further than the budget.
-            try:
-                with archive.open(info) as entry:
-                    content = entry.read(min(info.file_size, budget) + 1)
-            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError) as exc:
-                # A damaged entry, or a compression method zipfile does not read.
-                raise UnsafeArchive(f"{path} cannot be read ({type(exc).__name__})") from None
+            with archive.open(info) as entry:
+                content = entry.read(min(info.file_size, budget) + 1)
             if len(content) > info.file_size or len(content) > budget:
                 raise UnsafeArchive(f"{path} expands past its declared size")
             budget -= len(content)
