@@ -94,7 +94,16 @@ def test_a_job_names_an_uploaded_photo_and_keeps_its_object(
     ref = _uploaded(client, "image/png", files.png())
     response = _submit(client, {**ref, "name": "page1.png"})
     assert response.status_code == 202, response.json
+    assert response.json["files"] == [{**ref, "name": "page1.png"}]
     assert _stored(settings, ref["upload_id"]).read_bytes() == files.png()
+
+
+def test_a_text_job_shows_no_files(client: FlaskClient) -> None:
+    body = {"submission_id": "s1", "rubric": ["r"], "answer": "a"}
+    response = client.post(
+        "/v1/grading-jobs", json=body, headers={**_auth(), "Idempotency-Key": "t"}
+    )
+    assert response.status_code == 202 and "files" not in response.json
 
 
 def test_a_job_needs_an_answer_or_files(client: FlaskClient) -> None:
