@@ -176,6 +176,16 @@ def test_the_gemini_api_gets_the_bytes_inline() -> None:
     assert base64.b64decode(inline["data"]) == files.png()
 
 
+def test_files_too_large_for_the_gemini_apis_inline_limit_fail_before_sending() -> None:
+    blobs = MemoryBlobs(cloud=False)
+    big = files.pdf(padding=8 * 1024 * 1024)
+    refs = (blobs.add("a", big, "application/pdf"), blobs.add("b", big, "application/pdf"))
+    grader, recorder = _gemini(blobs, vertex=False)
+    with pytest.raises(FileUnusable, match="inline"):
+        grader.grade(_with(*refs), attempt=1, timeout_s=30)
+    assert recorder.requests == []
+
+
 def test_openai_compatible_gets_image_url_and_file_parts() -> None:
     blobs = MemoryBlobs(cloud=False)
     page = blobs.add("page", files.png(), "image/png")

@@ -109,6 +109,10 @@ def _file_heading(attachment: Attachment) -> str:
 
 # --- Gemini (google-genai) --------------------------------------------------------------
 
+#: The Gemini API takes at most 20 MB per request; inline bytes travel base64-encoded
+#: (4/3 larger), beside the prompt.
+GEMINI_INLINE_LIMIT_BYTES = 14 * 1024 * 1024
+
 
 def gemini_contents(user: str, attachments: tuple[Attachment, ...]) -> Any:
     """`contents` for generate_content: the prompt's text, then each file as a Part."""
@@ -116,6 +120,12 @@ def gemini_contents(user: str, attachments: tuple[Attachment, ...]) -> Any:
         return user
     from google.genai import types
 
+    inline = sum(len(a.data) for a in attachments if not a.uri)
+    if inline > GEMINI_INLINE_LIMIT_BYTES:
+        raise FileUnusable(
+            f"the files add up to {inline} bytes, more than the Gemini API takes inline "
+            f"({GEMINI_INLINE_LIMIT_BYTES}); lower GRADEQ_UPLOAD_MAX_JOB_BYTES or use Vertex AI"
+        )
     parts = [types.Part.from_text(text=user)]
     for item in attachments:
         if item.kind is FileKind.TEXT:
