@@ -79,7 +79,7 @@ class GcsBlobStore:
             expiration=expires_at,
             method="PUT",
             content_type=content_type,
-            headers=headers,
+            headers=dict(headers),  # the library adds Host to the dict it is given
             **signer,
             **extra,
         )
