@@ -77,6 +77,9 @@ def create_app(
     )
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.upload_rate_limiter"] = SubmissionRateLimiter(
+        settings.upload_burst, settings.upload_rate_per_s, clock
+    )
     app.register_blueprint(uploads.bp)
     if isinstance(blob_store, blobs.SignedPutReceiver):  # the embedded store's PUT endpoint
         app.extensions["gradeq.blob_receiver"] = blob_store

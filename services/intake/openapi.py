@@ -224,6 +224,7 @@ def _paths() -> dict[str, Any]:
                             UploadTooLarge,
                             UploadTypeNotAllowed,
                             UploadMismatch,
+                            RateLimited,
                         )
                     ),
                 },

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from services.intake.body import read_json_body
 from services.intake.client_auth import ClientAuthenticator
+from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.schemas import _failed
 from shared.domain.errors import ValidationFailed
 from shared.http.errors import UnsupportedMediaType
@@ -46,6 +47,9 @@ def uploads_service() -> UploadService:
 def create_upload() -> Response:
     auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
     client_id = auth.client_id()
+    # Each upload may store a file: its own bucket of tokens keeps storage bounded.
+    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.upload_rate_limiter"]
+    limiter.take(client_id)
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     payload = read_json_body(_BODY_LIMIT)

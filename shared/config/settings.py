@@ -235,6 +235,9 @@ class Settings(BaseSettings):
     upload_max_archive_entries: int = Field(default=200, ge=1)
     upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
+    # Upload URLs per client: a token bucket of this size, refilled at this rate.
+    upload_burst: int = Field(default=60, ge=1)
+    upload_rate_per_s: float = Field(default=2.0, gt=0)
     # Google: the bucket, and the account that signs URLs through IAM signBlob (empty:
     # the credentials' own). Embedded: the HMAC key (empty: one kept in the data dir).
     uploads_bucket: str = ""

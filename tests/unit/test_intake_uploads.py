@@ -30,7 +30,11 @@ LIMIT = 64 * 1024
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return settings.model_copy(
-        update={"upload_max_file_bytes": LIMIT, "upload_max_archive_expanded_bytes": 16 * 1024}
+        update={
+            "upload_max_file_bytes": LIMIT,
+            "upload_max_archive_expanded_bytes": 16 * 1024,
+            "upload_burst": 30,
+        }
     )
 
 
@@ -221,3 +225,13 @@ def test_broken_zips_are_4xx_not_5xx(client: FlaskClient, data: bytes) -> None:
     ref = _uploaded(client, "application/zip", data)
     response = _submit(client, ref)
     assert response.status_code == 422, response.get_data(as_text=True)
+
+
+def test_upload_urls_are_rate_limited_per_client(client: FlaskClient) -> None:
+    for _ in range(30):
+        assert _upload(client, "image/png", 100).status_code == 201
+    refused = _upload(client, "image/png", 100)
+    _problem(refused, 429, "rate-limited")
+    assert int(refused.headers["Retry-After"]) >= 1
+    # Another client's bucket is its own.
+    assert _upload(client, "image/png", 100, key=OTHER_KEY).status_code == 201
