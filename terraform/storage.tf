@@ -27,12 +27,16 @@ resource "google_storage_bucket" "uploads" {
     }
   }
 
-  # A browser on an allowed frontend origin PUTs the file straight to the bucket.
-  cors {
-    origin          = var.cors_origins
-    method          = ["PUT"]
-    response_header = ["Content-Type", "x-goog-content-length-range", "x-goog-if-generation-match"]
-    max_age_seconds = 600
+  # A browser on an allowed frontend origin PUTs the file straight to the bucket (no
+  # origins: no CORS, only server clients upload).
+  dynamic "cors" {
+    for_each = length(var.cors_origins) > 0 ? [var.cors_origins] : []
+    content {
+      origin          = cors.value
+      method          = ["PUT"]
+      response_header = ["Content-Type", "x-goog-content-length-range", "x-goog-if-generation-match"]
+      max_age_seconds = 600
+    }
   }
 
   labels = { app = "gradeq" }

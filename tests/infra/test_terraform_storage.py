@@ -38,10 +38,19 @@ def test_files_are_deleted_a_day_after_their_jobs_expire(tf: Terraform) -> None:
 
 
 def test_browsers_on_the_frontend_origins_may_put_files(tf: Terraform) -> None:
-    [cors] = _bucket(tf)["cors"]  # type: ignore[misc]
-    assert cors["origin"] == "${var.cors_origins}"
-    assert cors["method"] == ["PUT"]
-    assert cors["max_age_seconds"] >= UploadLimits().url_ttl_s
+    [dynamic] = _bucket(tf)["dynamic"]  # type: ignore[misc]
+    cors = dynamic["cors"]
+    assert cors["for_each"] == "${length(var.cors_origins) > 0 ? [var.cors_origins] : []}"
+    [content] = cors["content"]
+    assert content["origin"] == "${cors.value}"
+    assert content["method"] == ["PUT"]
+    # Every header the signed URL binds may be sent from the page.
+    assert set(content["response_header"]) == {
+        "Content-Type",
+        "x-goog-content-length-range",
+        "x-goog-if-generation-match",
+    }
+    assert content["max_age_seconds"] >= UploadLimits().url_ttl_s
 
 
 def test_the_intake_signs_with_its_own_account_and_no_key(tf: Terraform) -> None:
