@@ -63,6 +63,14 @@ class InternalError(GradeqError):
     """What an unexpected failure answers with (see `shared.http.problems`)."""
 
 
+class NoSuchRoute(GradeqError):
+    """What a path no route matches answers with (an object name with line breaks)."""
+
+    slug = "not-found"
+    title = "Not Found"
+    status = 404
+
+
 #: Every operation that needs a credential can also answer with these.
 COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     Unauthenticated,
@@ -253,6 +261,7 @@ def _paths() -> dict[str, Any]:
                     **_problems(
                         (
                             UploadSignatureInvalid,
+                            NoSuchRoute,
                             UploadAlreadySent,
                             UploadMismatch,
                             UploadTooLarge,
