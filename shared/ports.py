@@ -324,3 +324,47 @@ class WebhookSecretStore(Protocol):
         """Let the secret sign until `at` (an earlier expiry stays); raise
         WebhookSecretNotFound if unknown."""
         ...
+
+
+@dataclass(frozen=True)
+class SignedUpload:
+    """A URL a browser PUTs one file to, and the headers it must send with it."""
+
+    url: str
+    headers: dict[str, str]
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What the blob store holds under one name."""
+
+    size: int
+    content_type: str
+
+
+class BlobStore(Protocol):
+    """Uploaded files: signed URLs for direct PUTs, then bounded reads by the services."""
+
+    def signed_put(
+        self, name: str, content_type: str, size: int, expires_at: datetime
+    ) -> SignedUpload:
+        """A URL that accepts one PUT of exactly `size` bytes of `content_type` at `name`
+        until `expires_at`; anything else sent to it is refused by the store."""
+        ...
+
+    def stat(self, name: str) -> BlobInfo | None:
+        """The stored object's size and content type, or None when there is none."""
+        ...
+
+    def read(self, name: str, max_bytes: int) -> bytes:
+        """At most the first `max_bytes` bytes of the object (raise KeyError if absent)."""
+        ...
+
+    def uri(self, name: str) -> str:
+        """How a model provider reaches the object in place (gs://bucket/name), or ""."""
+        ...
+
+    def delete(self, names: list[str]) -> None:
+        """Remove these objects; names already gone are ignored."""
+        ...

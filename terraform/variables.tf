@@ -449,3 +449,14 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "uploads_retention_days" {
+  description = "Days an uploaded answer file is kept (the bucket's lifecycle rule): the jobs' TTL (GRADEQ_JOB_TTL_DAYS, 30 by default) plus one, so a file outlives no job by more than a day."
+  type        = number
+  default     = 31
+
+  validation {
+    condition     = var.uploads_retention_days >= 1
+    error_message = "uploads_retention_days must be at least 1."
+  }
+}

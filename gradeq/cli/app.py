@@ -106,6 +106,15 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Reuse this key (a retry); generated when absent.")
     ] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            help="A file of the answer (photo, PDF, text or a zip of sources); repeatable.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Submit a grading request; prints the Idempotency-Key so a retry can reuse it."""
@@ -113,7 +122,7 @@ def submit(
     key = idempotency_key or new_idempotency_key()
     if not as_json:
         err.print(f"Idempotency-Key: {key}")
-    job = _client(ctx).submit(body, key)
+    job = _client(ctx).submit(body, key, files=file or [])
     if as_json:
         _emit({"idempotency_key": key, "replayed": job.replayed, "job": job.data})
         return

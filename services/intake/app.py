@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin
+from services.intake import admin, blobs, uploads
 from services.intake.assignments import bp as assignments_bp
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
@@ -29,6 +29,7 @@ from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.uploads import UploadService
 
 MAX_BODY_BYTES = 160 * 1024
 
@@ -104,6 +105,15 @@ def create_app(
             adapters.enqueue_parallelism,
         )
         app.register_blueprint(assignments_bp)
+    blob_store = family.blob_store(clock)
+    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.upload_rate_limiter"] = SubmissionRateLimiter(
+        settings.upload_burst, settings.upload_rate_per_s, clock
+    )
+    app.register_blueprint(uploads.bp)
+    if isinstance(blob_store, blobs.SignedPutReceiver):  # the embedded store's PUT endpoint
+        app.extensions["gradeq.blob_receiver"] = blob_store
+        app.register_blueprint(blobs.bp)
     register_error_handlers(app)
     app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)

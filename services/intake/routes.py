@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
@@ -11,6 +12,7 @@ from services.intake.body import read_json_body
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
 from services.intake.schemas import parse_grading_request, parse_list_query
+from services.intake.uploads import uploads_service
 from services.intake.views import JobPage, job_model, job_view
 from shared.domain.job import Job
 from shared.http.callback_guard import CallbackGuard
@@ -76,6 +78,9 @@ def create_job() -> Response:
         if grading_request.callback_url is not None:
             guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
             guard.check(grading_request.callback_url)
+        if grading_request.files:
+            checked = uploads_service().verify(client_id, grading_request.files)
+            grading_request = dataclasses.replace(grading_request, files=checked)
         submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)
     if not submission.created:

@@ -15,6 +15,7 @@ from shared.config.settings import Backend, Settings
 from shared.ports import (
     ApiKeyStore,
     AssignmentStore,
+    BlobStore,
     Clock,
     EventPublisher,
     EventRecords,
@@ -53,6 +54,8 @@ class AdapterFamily(Protocol):
 
     #: Task creations in flight at once for one batch (1: one after another, in-thread).
     enqueue_parallelism: int
+
+    def blob_store(self, clock: Clock | None = None) -> BlobStore: ...
 
 
 @dataclass(frozen=True)

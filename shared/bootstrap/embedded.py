@@ -10,6 +10,7 @@ from shared.adapters.embedded.assignment_store import (
     SqliteJobBatch,
     SqliteTally,
 )
+from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -17,8 +18,9 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
 from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
+from shared.clock import SystemClock
 from shared.config.settings import Settings
-from shared.ports import EventRecords
+from shared.ports import Clock, EventRecords
 
 
 class EmbeddedFamily:
@@ -57,6 +59,13 @@ class EmbeddedFamily:
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)
+
+    def blob_store(self, clock: Clock | None = None) -> FileBlobStore:
+        """Files under the data dir; `clock` checks the signed URLs' expiry."""
+        s = self._settings
+        secret = s.upload_signing_key.get_secret_value()
+        key = bytes.fromhex(secret) if secret else s.data_dir / "upload-signing.key"
+        return FileBlobStore(s.data_dir / "uploads", key, clock or SystemClock())
 
     def unit_of_work(self) -> SqliteUnitOfWork:
         return SqliteUnitOfWork(self._db)

@@ -2,19 +2,23 @@
 
 Emulators are honoured through the standard variables: `FIRESTORE_EMULATOR_HOST` and
 `PUBSUB_EMULATOR_HOST` (read by the client libraries themselves) and
-`CLOUD_TASKS_EMULATOR_HOST` (read in `shared.adapters.google.clients`).
+`CLOUD_TASKS_EMULATOR_HOST` (read in `shared.adapters.google.clients`), and
+`STORAGE_EMULATOR_HOST` (the storage client's own).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from functools import cached_property
 
+import google.cloud.storage as storage  # untyped: no py.typed
 from google.cloud import firestore, tasks_v2
 from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
+from shared.adapters.google.blob_store import GcsBlobStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
@@ -24,6 +28,7 @@ from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
 from shared.config.settings import Settings
+from shared.ports import Clock
 
 #: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
 #: lets Cloud Tasks retry the job); well inside the task's dispatch deadline.
@@ -124,6 +129,30 @@ class GoogleFamily:
             client,
             client.topic_path(self._settings.project_id, self._settings.topic),
             timeout_s=PUBLISH_TIMEOUT_S,
+        )
+
+    @cached_property
+    def _storage(self) -> storage.Client:
+        return storage.Client(project=self._settings.project_id)
+
+    def blob_store(self, clock: Clock | None = None) -> GcsBlobStore:
+        """The uploads bucket (Cloud Storage checks the signed URLs: `clock` is unused)."""
+        s = self._settings
+        # The client library honours STORAGE_EMULATOR_HOST; signed URLs point there too.
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
+        signing = None
+        if s.upload_signing_key_file:  # emulator runs: no IAM to sign through
+            from google.oauth2 import service_account
+
+            signing = service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+                str(s.upload_signing_key_file)
+            )
+        return GcsBlobStore(
+            lambda: self._storage,
+            s.uploads_bucket or f"{s.project_id}-gradeq-uploads",
+            signer_email=s.upload_signer_email,
+            signing_credentials=signing,
+            api_access_endpoint=emulator,
         )
 
     def unit_of_work(self) -> SeparateCommits:

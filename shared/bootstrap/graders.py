@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime
 from shared.adapters.graders.lifecycle import check_model
 from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
 from shared.adapters.graders.llm import ChatModel, ModelGrader
+from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
 from shared.config.settings import GeminiApi, GraderKind, Settings
@@ -28,7 +29,9 @@ def grader_for(settings: Settings, today: date | None = None) -> Grader:
     """
     if settings.grader is GraderKind.RUBRIC:
         return RubricGrader(
-            latency_s=settings.grader_latency_s, simulate=settings.simulation_enabled
+            latency_s=settings.grader_latency_s,
+            simulate=settings.simulation_enabled,
+            files=file_reader(settings, by_reference=False),
         )
     for name in _CHATTY_LOGGERS:
         # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
@@ -43,11 +46,26 @@ def grader_for(settings: Settings, today: date | None = None) -> Grader:
     return ModelGrader(
         chat,
         limiter=RollingLimiter(quota_share(settings)),
-        prompt=GradingPrompt.load(settings.grader_prompt_version),
+        prompt=GradingPrompt.load(settings.grader_prompt_version).with_files(
+            file_reader(settings, by_reference=_reads_cloud_storage(settings))
+        ),
         max_output_tokens=settings.grader_max_output_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
     )
+
+
+def file_reader(settings: Settings, *, by_reference: bool) -> FileReader:
+    """Reads jobs' uploaded files from the backend's blob store."""
+    from shared.bootstrap import adapter_family
+
+    blobs = adapter_family(settings).blob_store()
+    return FileReader(blobs, settings.upload_limits(), by_reference=by_reference)
+
+
+def _reads_cloud_storage(settings: Settings) -> bool:
+    """Gemini on Vertex AI reads gs:// objects itself; every other provider gets bytes."""
+    return settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
 
 
 def quota_share(settings: Settings) -> QuotaShare:

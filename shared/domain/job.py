@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.ids import task_name_for
+from shared.domain.uploads import FileRef
 
 
 class JobStatus(StrEnum):
@@ -86,6 +87,8 @@ class GradingRequest:
     rubric_version: int | None = None
     prompt_version: str | None = None
     assignment_round: int = 0
+    #: Uploaded files to grade, beside or instead of the text answer.
+    files: tuple[FileRef, ...] = ()
 
     @property
     def tallied(self) -> bool:
@@ -114,6 +117,8 @@ class GradingRequest:
             data["rubric_version"] = self.rubric_version
             data["prompt_version"] = self.prompt_version
             data["assignment_round"] = self.assignment_round
+        if self.files:  # likewise for a request without files
+            data["files"] = [f.to_dict() for f in self.files]
         return data
 
     @classmethod
@@ -131,6 +136,7 @@ class GradingRequest:
             rubric_version=data.get("rubric_version"),
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
+            files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
         )
 
 

@@ -38,6 +38,7 @@ ROLE_FOR = {
     "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
     "google_pubsub_": "roles/pubsub.admin",
     "google_firestore_": "roles/datastore.owner",
+    "google_storage_bucket": "roles/storage.admin",
     "google_bigquery_": "roles/bigquery.dataOwner",
     "google_secret_manager_secret": "roles/secretmanager.admin",
     "google_logging_metric": "roles/logging.configWriter",
