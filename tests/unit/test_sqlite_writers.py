@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,134 @@ def test_a_writer_gives_up_when_another_process_holds_the_turn_too_long(tmp_path
             conn.execute("INSERT INTO t VALUES ('late', 1)")
         assert time.monotonic() - begun < 1.5
     assert _keys(impatient) == ["held"]
+
+
+# --- group commit ------------------------------------------------------------------------
+
+
+def _queued_writers(
+    db: SqliteDatabase, bodies: list[Callable[[sqlite3.Connection], None]]
+) -> list[BaseException | None]:
+    """Run `bodies[0]` first and hold it until every other body waits, then let all go."""
+    outcomes: list[BaseException | None] = [None] * len(bodies)
+    release = threading.Event()
+
+    def write(i: int) -> None:
+        try:
+            with db.transaction() as conn:
+                if i == 0:
+                    started.set()
+                    assert release.wait(30)
+                bodies[i](conn)
+        except BaseException as exc:
+            outcomes[i] = exc
+
+    started = threading.Event()
+    first = threading.Thread(target=write, args=(0,))
+    first.start()
+    assert started.wait(30)
+    others = [threading.Thread(target=write, args=(i,)) for i in range(1, len(bodies))]
+    for thread in others:
+        thread.start()
+    give_up = time.monotonic() + 30
+    while db.writers_waiting < len(others) and time.monotonic() < give_up:
+        time.sleep(0.001)
+    release.set()
+    for thread in [first, *others]:
+        thread.join(30)
+    return outcomes
+
+
+def _insert(key: str) -> Callable[[sqlite3.Connection], None]:
+    return lambda conn: conn.execute("INSERT INTO t VALUES (?, 1)", (key,)) and None
+
+
+@pytest.fixture
+def patient(tmp_path: Path) -> SqliteDatabase:
+    """Groups close only when nobody waits, so a test can tell exactly what one commit holds."""
+    database = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_window_s=60.0)
+    database.ensure_schema(TABLE)
+    return database
+
+
+def test_writers_that_arrive_together_share_one_commit(patient: SqliteDatabase) -> None:
+    before = patient.commits
+    outcomes = _queued_writers(patient, [_insert(f"k{i:02}") for i in range(20)])
+    assert outcomes == [None] * 20
+    assert patient.commits - before == 1
+    assert _keys(patient) == [f"k{i:02}" for i in range(20)]
+
+
+def test_a_group_holds_at_most_group_max_writers(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_max=3, group_window_s=60.0)
+    db.ensure_schema(TABLE)
+    before = db.commits
+    assert _queued_writers(db, [_insert(f"k{i}") for i in range(7)]) == [None] * 7
+    assert db.commits - before == 3  # 3 + 3 + 1
+    assert len(_keys(db)) == 7
+
+
+def test_a_failed_write_fails_only_its_caller(patient: SqliteDatabase) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('bad', 1)")
+        raise ValueError("the caller's own failure")
+
+    def duplicate(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('dup', 1)")
+        conn.execute("INSERT INTO t VALUES ('k0', 1)")  # primary key taken by writer 0
+
+    bodies = [_insert("k0"), _insert("k1"), broken, _insert("k3"), duplicate, _insert("k5")]
+    outcomes = _queued_writers(patient, bodies)
+    assert isinstance(outcomes[2], ValueError)
+    assert isinstance(outcomes[4], sqlite3.IntegrityError)
+    assert [o for i, o in enumerate(outcomes) if i not in (2, 4)] == [None] * 4
+    assert _keys(patient) == ["k0", "k1", "k3", "k5"]
+
+
+def test_every_writer_of_a_group_learns_that_its_commit_failed(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_window_s=60.0)
+    # A deferred foreign key is checked only at COMMIT: one orphan fails the whole group.
+    db.ensure_schema(
+        "CREATE TABLE parent (k TEXT PRIMARY KEY);"
+        "CREATE TABLE child (k TEXT PRIMARY KEY, p TEXT"
+        " REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    seen: list[str] = []
+
+    def ok(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO parent VALUES ('p1')")
+        db.after_commit(lambda: seen.append("committed"))
+
+    def orphan(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO child VALUES ('c1', 'missing')")
+
+    outcomes = _queued_writers(db, [ok, orphan, ok])
+    assert all(isinstance(o, sqlite3.OperationalError) for o in outcomes[:2])
+    assert "group commit failed" in str(outcomes[0])
+    assert seen == []
+    assert db.connection().execute("SELECT COUNT(*) FROM parent").fetchone()[0] == 0
+    # The file is usable at once afterwards.
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO parent VALUES ('p2')")
+    assert seen == []
+    assert db.connection().execute("SELECT k FROM parent").fetchall()[0][0] == "p2"
+
+
+def test_a_writer_killed_inside_its_group_neither_blocks_the_others_nor_leaves_a_write(
+    db: SqliteDatabase,
+) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    held = spawn.Event()
+    child = spawn.Process(target=_hold_the_write_turn, args=(str(db.path), held, 60.0))
+    child.start()
+    try:
+        assert held.wait(30)
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(30)
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES ('after', 1)")
+    finally:
+        if child.is_alive():
+            child.kill()
+    assert _keys(db) == ["after"]
