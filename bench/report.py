@@ -110,7 +110,7 @@ def _figures(workload: Workload) -> list[Figure]:
             0,
         ),
         Figure("in flight: all gradings started after s", INFLIGHT, "all_held_after_s", 1),
-        Figure("in flight: deliveries answered 5xx (503)", INFLIGHT, "refused", 0, (GRADEQ,)),
+        Figure("in flight: deliveries refused (503)", INFLIGHT, "refused", 0, (GRADEQ,)),
         Figure("in flight: RSS MB of that process", INFLIGHT, "rss_mb", 0),
         Figure(
             f"idle, {w.idle_jobs} jobs one by one: POST answered ms p50", IDLE, "post_p50_ms", 1

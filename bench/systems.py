@@ -217,10 +217,13 @@ class GradeqSystem(System):
         return int(self._query("SELECT count(*) FROM jobs WHERE status = 'RUNNING'")[0][0])
 
     def refused(self) -> int:
-        """Deliveries since `begin()` that the worker answered with 5xx (queue retries)."""
+        """Replies to deliveries of the tasks made since `begin()`.
+
+        Asked before any grading can have ended, every reply is a refusal (a 503 the queue
+        retries after its backoff). The code itself is not kept: a new attempt clears it.
+        """
         rows = self._query(
-            "SELECT COALESCE(SUM(response_count), 0) FROM tasks"
-            " WHERE created_at >= ? AND last_response_code >= 500",
+            "SELECT COALESCE(SUM(response_count), 0) FROM tasks WHERE created_at >= ?",
             (epoch(self._since),),
         )
         return int(rows[0][0])
