@@ -277,3 +277,35 @@ def test_a_writer_killed_inside_its_group_neither_blocks_the_others_nor_leaves_a
         if child.is_alive():
             child.kill()
     assert _keys(db) == ["after"]
+
+
+def _write_when_free(path: str, wrote: multiprocessing.synchronize.Event) -> None:
+    other = SqliteDatabase(path, busy_timeout_s=30.0)
+    with other.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('child', 1)")
+    wrote.set()
+
+
+def test_a_process_that_waited_writes_before_the_one_that_just_wrote_writes_again(
+    db: SqliteDatabase,
+) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    wrote = spawn.Event()
+    child = spawn.Process(target=_write_when_free, args=(str(db.path), wrote))
+    file_lock = db._committer.file_lock
+    try:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES ('first', 1)")
+            child.start()
+            give_up = time.monotonic() + 30
+            while not file_lock.others_waiting() and time.monotonic() < give_up:
+                time.sleep(0.01)
+            assert file_lock.others_waiting()
+        # The turn is free; this process asks again at once, and lets the waiter go first.
+        with db.transaction() as conn:
+            assert conn.execute("SELECT k FROM t WHERE k = 'child'").fetchone() is not None
+            conn.execute("INSERT INTO t VALUES ('second', 1)")
+    finally:
+        child.join(30)
+    assert wrote.is_set()
+    assert _keys(db) == ["child", "first", "second"]

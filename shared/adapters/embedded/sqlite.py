@@ -40,8 +40,7 @@ from shared.domain.errors import DependencyUnavailable
 #: across a fork), shared by its SqliteDatabases.
 _COMMITTERS: dict[tuple[Path, int], _Committer] = {}
 _COMMITTERS_GUARD = threading.Lock()
-# Polling steps for the cross-process lock: flock has no timed wait, so a contended
-# writer retries with a short, growing sleep until its budget is spent.
+# Polling steps for the cross-process lock (see _FileLock).
 _FIRST_STEP_S = 0.0001
 _LAST_STEP_S = 0.001
 #: A group closes at this many writers or after this long open, whichever comes first.
@@ -59,39 +58,74 @@ def unavailable_on_error(what: str) -> Iterator[None]:
 
 
 class _FileLock:
-    """An exclusive advisory lock on a file, shared by nobody across processes."""
+    """An exclusive advisory lock on a file, taken in turn by the processes that want it.
+
+    flock has no timed wait, so a contended process polls with a short, growing sleep.
+    Polling alone favours the process that just released the lock (its next writer asks
+    at once, the others are asleep), so a process that finds the lock taken registers as
+    waiting (a shared lock on a second file) while it polls, and a process about to take
+    the lock first lets the registered waiters have it (up to half its budget).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        self._waiting_path = path.with_name(path.name + "-waiting")
+        self._fds: tuple[int, int] | None = None
         self._pid = 0
 
-    def _descriptor(self) -> int:
+    def _descriptors(self) -> tuple[int, int]:
         # A descriptor inherited over fork shares its lock with the parent: reopen.
-        if self._fd is None or self._pid != os.getpid():
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        if self._fds is None or self._pid != os.getpid():
+            self._fds = (
+                os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600),
+                os.open(self._waiting_path, os.O_RDWR | os.O_CREAT, 0o600),
+            )
             self._pid = os.getpid()
-        return self._fd
+        return self._fds
+
+    @staticmethod
+    def _try(fd: int, operation: int) -> bool:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            return False
+
+    def others_waiting(self) -> bool:
+        """Whether another process is registered as waiting for the lock."""
+        waiting = self._descriptors()[1]
+        if self._try(waiting, fcntl.LOCK_EX):
+            fcntl.flock(waiting, fcntl.LOCK_UN)
+            return False
+        return True
 
     def acquire(self, timeout_s: float) -> bool:
-        fd = self._descriptor()
-        give_up = time.monotonic() + timeout_s
-        step = _FIRST_STEP_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() + step > give_up:
-                return False
-            time.sleep(step)
-            step = min(step * 2, _LAST_STEP_S)
+        fd, waiting = self._descriptors()
+        now = time.monotonic()
+        give_up, patience = now + timeout_s, now + timeout_s / 2
+        while self.others_waiting() and time.monotonic() < patience:
+            time.sleep(_LAST_STEP_S)
+        if self._try(fd, fcntl.LOCK_EX):
+            return True
+        # Held by another process only for as long as a checker looks (see others_waiting).
+        fcntl.flock(waiting, fcntl.LOCK_SH)
+        try:
+            step = _FIRST_STEP_S
+            while True:
+                if time.monotonic() + step > give_up:
+                    return False
+                time.sleep(step)
+                step = min(step * 2, _LAST_STEP_S)
+                if self._try(fd, fcntl.LOCK_EX):
+                    return True
+        finally:
+            fcntl.flock(waiting, fcntl.LOCK_UN)
 
     def release(self) -> None:
-        if self._fd is not None and self._pid == os.getpid():
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._fds is not None and self._pid == os.getpid():
+            fcntl.flock(self._fds[0], fcntl.LOCK_UN)
 
 
 class _Group:
@@ -234,6 +268,19 @@ class _Committer:
         group.done.set()
 
 
+#: Bumped in a forked child, so a database object made before the fork finds its
+#: process's own committer (os.getpid on every call costs a system call).
+_forks = 0
+
+
+def _after_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def _committer(path: Path, busy_timeout_s: float) -> _Committer:
     key = (path.resolve(), os.getpid())
     with _COMMITTERS_GUARD:
@@ -270,9 +317,9 @@ class SqliteDatabase:
 
     @property
     def _committer(self) -> _Committer:
-        own, pid = self._own, os.getpid()
-        if own is None or own[0] != pid:
-            own = self._own = (pid, _committer(self.path, self._busy_timeout_s))
+        own = self._own
+        if own is None or own[0] != _forks:
+            own = self._own = (_forks, _committer(self.path, self._busy_timeout_s))
         return own[1]
 
     @property
