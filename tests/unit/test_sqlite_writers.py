@@ -309,3 +309,30 @@ def test_a_process_that_waited_writes_before_the_one_that_just_wrote_writes_agai
         child.join(30)
     assert wrote.is_set()
     assert _keys(db) == ["child", "first", "second"]
+
+
+def test_many_writers_at_once_share_commits_and_none_gives_up(tmp_path: Path) -> None:
+    # The shape of 1,000 deliveries arriving together: each claim is one write.
+    db = SqliteDatabase(tmp_path / "burst.db", busy_timeout_s=30.0)
+    db.ensure_schema(TABLE)
+    writers = 300
+    start = threading.Barrier(writers)
+    failures: list[BaseException] = []
+
+    def claim(i: int) -> None:
+        start.wait()
+        try:
+            with db.transaction() as conn:
+                conn.execute("INSERT INTO t VALUES (?, ?)", (f"job{i:03}", i))
+        except BaseException as exc:
+            failures.append(exc)
+
+    before = db.commits
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    assert len(_keys(db)) == writers
+    assert db.commits - before <= writers // 2
