@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -336,3 +337,20 @@ def test_many_writers_at_once_share_commits_and_none_gives_up(tmp_path: Path) ->
     assert failures == []
     assert len(_keys(db)) == writers
     assert db.commits - before <= writers // 2
+
+
+def test_the_last_database_object_of_a_file_takes_its_connection_and_locks_with_it(
+    tmp_path: Path,
+) -> None:
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    gc.collect()
+    before = open_descriptors()
+    for i in range(50):
+        db = SqliteDatabase(tmp_path / f"{i}.db")
+        with db.transaction() as conn:
+            conn.execute(TABLE)
+        del db, conn
+    gc.collect()
+    assert open_descriptors() <= before + 2

@@ -29,6 +29,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,8 +38,10 @@ from pathlib import Path
 from shared.domain.errors import DependencyUnavailable
 
 #: The committer of each database file in this process (keyed by pid: never shared
-#: across a fork), shared by its SqliteDatabases.
-_COMMITTERS: dict[tuple[Path, int], _Committer] = {}
+#: across a fork), shared by its SqliteDatabases and closed with the last of them.
+_COMMITTERS: weakref.WeakValueDictionary[tuple[Path, int], _Committer] = (
+    weakref.WeakValueDictionary()
+)
 _COMMITTERS_GUARD = threading.Lock()
 # Polling steps for the cross-process lock (see _FileLock).
 _FIRST_STEP_S = 0.0001
@@ -127,6 +130,12 @@ class _FileLock:
         if self._fds is not None and self._pid == os.getpid():
             fcntl.flock(self._fds[0], fcntl.LOCK_UN)
 
+    def close(self) -> None:
+        fds, self._fds = self._fds, None
+        if fds is not None and self._pid == os.getpid():
+            for fd in fds:
+                os.close(fd)
+
 
 class _Group:
     """The writers of one SQLite transaction; `done` is set once it committed or failed."""
@@ -169,6 +178,8 @@ class _Committer:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
+        # Closed with the last database object of the file (tests make thousands).
+        weakref.finalize(self, _close, self._conn, self.file_lock)
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -266,6 +277,11 @@ class _Committer:
         self._group = None
         group.error = error
         group.done.set()
+
+
+def _close(conn: sqlite3.Connection, file_lock: _FileLock) -> None:
+    conn.close()
+    file_lock.close()
 
 
 #: Bumped in a forked child, so a database object made before the fork finds its
