@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.adapters.embedded import sqlite as sqlite_module
 from shared.adapters.embedded.sqlite import SqliteDatabase
 
 TABLE = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
@@ -288,8 +289,10 @@ def _write_when_free(path: str, wrote: multiprocessing.synchronize.Event) -> Non
 
 
 def test_a_process_that_waited_writes_before_the_one_that_just_wrote_writes_again(
-    db: SqliteDatabase,
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # However slowly the waiting process is scheduled (the bound is for stopped ones).
+    monkeypatch.setattr(sqlite_module, "_COURTESY_S", 30.0)
     spawn = multiprocessing.get_context("spawn")
     wrote = spawn.Event()
     child = spawn.Process(target=_write_when_free, args=(str(db.path), wrote))

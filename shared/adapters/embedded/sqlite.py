@@ -46,6 +46,10 @@ _COMMITTERS_GUARD = threading.Lock()
 # Polling steps for the cross-process lock (see _FileLock).
 _FIRST_STEP_S = 0.0001
 _LAST_STEP_S = 0.001
+#: The longest a process lets registered waiters go first: they poll every millisecond,
+#: so a live one takes the lock well within it; one that is stopped (SIGSTOP) or starved
+#: of CPU costs the others no more than this per turn.
+_COURTESY_S = 0.02
 #: A group closes at this many writers or after this long open, whichever comes first.
 GROUP_MAX = 128
 GROUP_WINDOW_S = 0.02
@@ -67,7 +71,7 @@ class _FileLock:
     Polling alone favours the process that just released the lock (its next writer asks
     at once, the others are asleep), so a process that finds the lock taken registers as
     waiting (a shared lock on a second file) while it polls, and a process about to take
-    the lock first lets the registered waiters have it (up to half its budget).
+    the lock first lets the registered waiters have it (for up to _COURTESY_S).
     """
 
     def __init__(self, path: Path) -> None:
@@ -107,7 +111,7 @@ class _FileLock:
     def acquire(self, timeout_s: float) -> bool:
         fd, waiting = self._descriptors()
         now = time.monotonic()
-        give_up, patience = now + timeout_s, now + timeout_s / 2
+        give_up, patience = now + timeout_s, now + min(timeout_s / 2, _COURTESY_S)
         while self.others_waiting() and time.monotonic() < patience:
             time.sleep(_LAST_STEP_S)
         if self._try(fd, fcntl.LOCK_EX):
