@@ -232,6 +232,19 @@ def test_a_failed_write_fails_only_its_caller(patient: SqliteDatabase) -> None:
     assert _keys(patient) == ["k0", "k1", "k3", "k5"]
 
 
+def test_a_failed_first_writer_of_a_group_leaves_the_others_theirs(
+    patient: SqliteDatabase,
+) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('bad', 1)")
+        raise ValueError("the first writer's failure")
+
+    outcomes = _queued_writers(patient, [broken, _insert("k1"), _insert("k2")])
+    assert isinstance(outcomes[0], ValueError)
+    assert outcomes[1:] == [None, None]
+    assert _keys(patient) == ["k1", "k2"]
+
+
 def test_every_writer_of_a_group_learns_that_its_commit_failed(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_window_s=60.0)
     # A deferred foreign key is checked only at COMMIT: one orphan fails the whole group.

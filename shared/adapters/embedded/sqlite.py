@@ -142,12 +142,12 @@ class _FileLock:
 
 
 class _Group:
-    """The writers of one SQLite transaction; `done` is set once it committed or failed."""
+    """The writers of one SQLite transaction; `settled` once it committed or failed."""
 
     def __init__(self) -> None:
         self.opened = time.monotonic()
-        self.members = 0
-        self.done = threading.Event()
+        self.members = 1
+        self.settled = False
         self.error: sqlite3.Error | None = None
 
 
@@ -173,6 +173,8 @@ class _Committer:
         self.local = _ThreadState()
         self.commits = 0
         self._guard = threading.Lock()
+        # Writers whose block is done wait here for their group to be settled.
+        self._settled = threading.Condition(self._guard)
         self._busy = False
         self._waiting: deque[threading.Event] = deque()
         self._group: _Group | None = None
@@ -182,6 +184,7 @@ class _Committer:
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
+        self._busy_ms = int(busy_timeout_s * 1000)
         # Closed with the last database object of the file (tests make thousands).
         weakref.finalize(self, _close, self._conn, self.file_lock)
 
@@ -225,7 +228,7 @@ class _Committer:
 
     # --- a group -------------------------------------------------------------------------
 
-    def join_group(self, deadline: float, group_max: int, window_s: float) -> _Group:
+    def join_group(self, deadline: float) -> _Group:
         """With the turn held: the open group, or a new one (file lock, BEGIN IMMEDIATE)."""
         group = self._group
         if group is not None and self._conn.in_transaction:
@@ -237,8 +240,7 @@ class _Committer:
             if not self.file_lock.acquire(max(0.0, deadline - time.monotonic())):
                 raise sqlite3.OperationalError("database is locked (another process)")
             try:
-                wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                self._conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+                self._limit_busy_wait(deadline)
                 self._conn.execute("BEGIN IMMEDIATE")
             except BaseException:
                 self.file_lock.release()
@@ -246,13 +248,24 @@ class _Committer:
         except BaseException:
             self._pass_turn()
             raise
-        group = _Group()
-        group.members = 1
-        self._group = group
+        group = self._group = _Group()
         return group
 
+    def _limit_busy_wait(self, deadline: float) -> None:
+        """SQLite's own wait (for a writer that bypasses the turns) ends at `deadline`."""
+        wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        if abs(wait_ms - self._busy_ms) > 50:  # a statement saved on every uncontended turn
+            self._conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            self._busy_ms = wait_ms
+
+    def await_settled(self, group: _Group) -> None:
+        """Wait until the group's transaction is committed or has failed."""
+        with self._settled:
+            while not group.settled:
+                self._settled.wait()
+
     def leave(self, group: _Group, group_max: int, window_s: float) -> None:
-        """With the turn held and the block's savepoint closed: commit or pass the turn."""
+        """With the turn held and the block closed: commit the group or pass the turn."""
         still_open = self._conn.in_transaction
         if (
             still_open
@@ -279,8 +292,11 @@ class _Committer:
     def _settle(self, group: _Group, error: sqlite3.Error | None) -> None:
         self.file_lock.release()
         self._group = None
-        group.error = error
-        group.done.set()
+        with self._settled:
+            group.error = error
+            group.settled = True
+            if group.members > 1:
+                self._settled.notify_all()
 
 
 def _close(conn: sqlite3.Connection, file_lock: _FileLock) -> None:
@@ -410,10 +426,14 @@ class SqliteDatabase:
             return
         deadline = time.monotonic() + self._busy_timeout_s
         committer.take_turn(deadline)
-        group = committer.join_group(deadline, self._group_max, self._group_window_s)
+        group = committer.join_group(deadline)
         conn = committer.connection
+        # The group's first writer needs no savepoint: nothing precedes its writes, so a
+        # failure rolls the whole transaction back (and the next writer opens another).
+        savepoint = group.members > 1
         try:
-            conn.execute("SAVEPOINT writer")
+            if savepoint:
+                conn.execute("SAVEPOINT writer")
         except BaseException:
             committer.leave(group, self._group_max, self._group_window_s)
             raise
@@ -422,19 +442,23 @@ class SqliteDatabase:
             yield conn
             if state.doomed:
                 raise sqlite3.OperationalError("a joined write failed; rolled back")
-            conn.execute("RELEASE writer")
+            if savepoint:
+                conn.execute("RELEASE writer")
         except BaseException:
             state.after_commit.clear()
             # Only this block's writes go; the group's earlier writers keep theirs (unless
             # SQLite already rolled the whole transaction back, which `leave` reports).
             if conn.in_transaction:
-                conn.execute("ROLLBACK TO writer")
-                conn.execute("RELEASE writer")
+                if savepoint:
+                    conn.execute("ROLLBACK TO writer")
+                    conn.execute("RELEASE writer")
+                else:
+                    conn.execute("ROLLBACK")
             raise
         finally:
             state.depth, state.doomed = 0, False
             committer.leave(group, self._group_max, self._group_window_s)
-        group.done.wait()
+        committer.await_settled(group)
         if group.error is not None:
             state.after_commit.clear()
             raise sqlite3.OperationalError(f"the group commit failed: {group.error}")
