@@ -70,24 +70,25 @@ class _FileLock:
     flock has no timed wait, so a contended process polls with a short, growing sleep.
     Polling alone favours the process that just released the lock (its next writer asks
     at once, the others are asleep), so a process that finds the lock taken registers as
-    waiting (a shared lock on a second file) while it polls, and a process about to take
-    the lock first lets the registered waiters have it (for up to _COURTESY_S).
+    waiting (a shared lock on a second file) while it polls, and a process asking again
+    right after its own turn first lets the registered waiters have it (for up to
+    _COURTESY_S).
+
+    One per database file and process (see _Committer): the descriptors are opened once.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._waiting_path = path.with_name(path.name + "-waiting")
         self._fds: tuple[int, int] | None = None
-        self._pid = 0
+        self._released_at = float("-inf")
 
     def _descriptors(self) -> tuple[int, int]:
-        # A descriptor inherited over fork shares its lock with the parent: reopen.
-        if self._fds is None or self._pid != os.getpid():
+        if self._fds is None:
             self._fds = (
                 os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600),
                 os.open(self._waiting_path, os.O_RDWR | os.O_CREAT, 0o600),
             )
-            self._pid = os.getpid()
         return self._fds
 
     @staticmethod
@@ -111,9 +112,11 @@ class _FileLock:
     def acquire(self, timeout_s: float) -> bool:
         fd, waiting = self._descriptors()
         now = time.monotonic()
-        give_up, patience = now + timeout_s, now + min(timeout_s / 2, _COURTESY_S)
-        while self.others_waiting() and time.monotonic() < patience:
-            time.sleep(_LAST_STEP_S)
+        give_up = now + timeout_s
+        if now - self._released_at < _COURTESY_S:
+            patience = now + min(timeout_s / 2, _COURTESY_S)
+            while self.others_waiting() and time.monotonic() < patience:
+                time.sleep(_LAST_STEP_S)
         if self._try(fd, fcntl.LOCK_EX):
             return True
         # Held by another process only for as long as a checker looks (see others_waiting).
@@ -131,14 +134,14 @@ class _FileLock:
             fcntl.flock(waiting, fcntl.LOCK_UN)
 
     def release(self) -> None:
-        if self._fds is not None and self._pid == os.getpid():
+        if self._fds is not None:
             fcntl.flock(self._fds[0], fcntl.LOCK_UN)
+            self._released_at = time.monotonic()
 
     def close(self) -> None:
         fds, self._fds = self._fds, None
-        if fds is not None and self._pid == os.getpid():
-            for fd in fds:
-                os.close(fd)
+        for fd in fds or ():
+            os.close(fd)
 
 
 class _Group:
@@ -186,7 +189,7 @@ class _Committer:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._busy_ms = int(busy_timeout_s * 1000)
         # Closed with the last database object of the file (tests make thousands).
-        weakref.finalize(self, _close, self._conn, self.file_lock)
+        weakref.finalize(self, _close, self._conn, self.file_lock, os.getpid())
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -299,9 +302,12 @@ class _Committer:
                 self._settled.notify_all()
 
 
-def _close(conn: sqlite3.Connection, file_lock: _FileLock) -> None:
-    conn.close()
-    file_lock.close()
+def _close(conn: sqlite3.Connection, file_lock: _FileLock, pid: int) -> None:
+    # A forked child leaves its parent's copies alone: closing them there could drop
+    # locks SQLite holds in the child on the same file.
+    if os.getpid() == pid:
+        conn.close()
+        file_lock.close()
 
 
 #: Bumped in a forked child, so a database object made before the fork finds its
