@@ -371,3 +371,29 @@ def test_the_last_database_object_of_a_file_takes_its_connection_and_locks_with_
         del db, conn
     gc.collect()
     assert open_descriptors() <= before + 2
+
+
+def test_a_writer_that_gives_up_waiting_leaves_the_turn_and_the_file_free(
+    patient: SqliteDatabase,
+) -> None:
+    impatient = SqliteDatabase(patient.path, busy_timeout_s=0.1)
+    gave_up: list[BaseException] = []
+
+    def late_writer() -> None:
+        try:
+            with impatient.transaction() as conn:
+                conn.execute("INSERT INTO t VALUES ('late', 1)")
+        except sqlite3.OperationalError as exc:
+            gave_up.append(exc)
+
+    with patient.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('holder', 1)")
+        late = threading.Thread(target=late_writer)
+        late.start()
+        late.join(30)
+        assert patient.writers_waiting == 0
+    assert [str(e) for e in gave_up] == ["database is locked (writers of this process)"]
+    # The holder's group committed alone, and every process may write again.
+    with another_process_writing(patient, 0.0):
+        pass
+    assert _keys(patient) == ["held", "holder"]

@@ -23,6 +23,7 @@ atomic block. Callbacks registered with `after_commit` run once that block is co
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -32,7 +33,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from shared.domain.errors import DependencyUnavailable
@@ -55,7 +55,7 @@ GROUP_MAX = 128
 GROUP_WINDOW_S = 0.02
 
 
-@contextmanager
+@contextlib.contextmanager
 def unavailable_on_error(what: str) -> Iterator[None]:
     """Turn any SQLite error (locked, unreadable, gone) into DependencyUnavailable (503)."""
     try:
@@ -225,10 +225,6 @@ class _Committer:
         with self._guard:
             return len(self._waiting)
 
-    def _others_waiting(self) -> bool:
-        with self._guard:
-            return bool(self._waiting)
-
     # --- a group -------------------------------------------------------------------------
 
     def join_group(self, deadline: float) -> _Group:
@@ -270,27 +266,28 @@ class _Committer:
     def leave(self, group: _Group, group_max: int, window_s: float) -> None:
         """With the turn held and the block closed: commit the group or pass the turn."""
         still_open = self._conn.in_transaction
-        if (
-            still_open
-            and group.members < group_max
-            and time.monotonic() - group.opened < window_s
-            and self._others_waiting()
-        ):
-            self._pass_turn()
-            return
+        if still_open and group.members < group_max and time.monotonic() - group.opened < window_s:
+            with self._guard:  # checked and handed over at once: a waiter may give up
+                if self._waiting:
+                    self._waiting.popleft().set()
+                    return
         error: sqlite3.Error | None = None
-        if still_open:
-            try:
+        try:
+            if still_open:
                 self._conn.execute("COMMIT")
                 self.commits += 1
-            except sqlite3.Error as exc:
-                error = exc
+            else:
+                error = sqlite3.OperationalError("the group's transaction was lost")
+        except sqlite3.Error as exc:
+            error = exc
+            with contextlib.suppress(sqlite3.Error):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-        else:
-            error = sqlite3.OperationalError("the group's transaction was lost")
-        self._settle(group, error)
-        self._pass_turn()
+        finally:
+            # Whatever happened, the group ends and the turn moves on: a writer left
+            # waiting here would hold the file from every process.
+            self._settle(group, error)
+            self._pass_turn()
 
     def _settle(self, group: _Group, error: sqlite3.Error | None) -> None:
         self.file_lock.release()
@@ -408,7 +405,7 @@ class SqliteDatabase:
         else:
             callback()
 
-    @contextmanager
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """Run a write block, committed with the others waiting; inside another, join it.
 
