@@ -12,7 +12,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
-from shared.ports import JobCursor, JobFilter, JobQuery
+from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -158,15 +158,21 @@ class SqliteJobStore:
             conn.execute(_SEED_TOTAL, (_FINAL_JSON,))
 
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
+        admission = self.admit(job, limits)
+        return admission.job, admission.created
+
+    def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
+        # BEGIN IMMEDIATE: the counts checked are the counts the job is added to.
         with unavailable_on_error("create job"), self._db.transaction() as conn:
+            counts = self._counts(conn, job.client_id)
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
             if row is not None:
-                return _decode(row["record"]), False
+                return Admission(_decode(row["record"]), False, counts.client)
             if limits is not None:
-                limits.check(self._counts(conn, job.client_id))
+                limits.check(counts)
             self._write(conn, job, insert=True)
             self._count(conn, job.client_id, +1)
-        return job, True
+        return Admission(job, True, counts.client)
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
         after_at, after_id = (
