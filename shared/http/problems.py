@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from shared.domain.errors import PROBLEM_BASE, GradeqError
 from shared.http.errors import PayloadTooLarge
+from shared.logs import job_id_of
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -60,7 +61,11 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(GradeqError)
     def _gradeq_error(error: GradeqError) -> Response:
         if error.status >= 500:
-            log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
+            log.error(
+                "request failed: %s",
+                error.detail,
+                extra={"error_type": error.slug, "job_id": job_id_of(error)},
+            )
         response = problem_for(error)
         if error.status == 503 and "Retry-After" not in response.headers:
             # A busy or unreachable dependency: tell the client (or the queue) when to retry.
@@ -80,5 +85,5 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
-        log.exception("unhandled error")
+        log.exception("unhandled error", extra={"job_id": job_id_of(error)})
         return problem(500, "internal-error", "Internal error", "an unexpected error occurred")
