@@ -24,6 +24,7 @@ durations (lease 2 s, grader timeout 4 s, queue backoff 0.2..2 s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -34,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +43,15 @@ from typing import Any
 
 import requests
 
-from localcloud.stack import HTTP_SERVICES, LocalStack, StackConfig
+from localcloud.stack import (
+    EMBEDDED,
+    EMULATOR_PROJECT,
+    GOOGLE_EMULATORS,
+    HTTP_SERVICES,
+    SUBSCRIBERS,
+    LocalStack,
+    StackConfig,
+)
 
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0
@@ -119,6 +129,124 @@ class Planned:
     cancel_after: float | None
 
 
+class EmbeddedObserver:
+    """What the embedded backend holds: everything is in the stack's SQLite file."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        self._path = stack.config.data_dir / "gradeq.sqlite3"
+
+    def _db(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT id, record FROM jobs").fetchall()
+        return {r["id"]: json.loads(r["record"]) for r in rows}
+
+    def pending_tasks(self) -> int:
+        with self._db() as conn:
+            return int(conn.execute(_PENDING_TASKS).fetchone()[0])
+
+    def bus_backlog(self, final: bool = False) -> tuple[int, int]:
+        """Deliveries not yet acknowledged, and dead letters."""
+        with self._db() as conn:
+            deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries").fetchone()[0]
+            dead = conn.execute("SELECT COUNT(*) FROM bus_dead_letters").fetchone()[0]
+        return int(deliveries), int(dead)
+
+    def events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT subscriber, event_id, record FROM processed_events")
+            return [(r["subscriber"], r["event_id"], json.loads(r["record"])) for r in rows]
+
+
+class GoogleObserver:
+    """What the google-emulators backend holds: Firestore and Pub/Sub emulators, tasks in SQLite.
+
+    Pub/Sub has no call that counts a push subscription's backlog; at the end
+    (`bus_backlog(final=True)`) each push subscription is turned into a pull one and its
+    backlog pulled (not acknowledged), with the dead-letter subscription's.
+    """
+
+    def __init__(self, stack: LocalStack) -> None:
+        from google.cloud import firestore
+
+        self._stack = stack
+        self._tasks = EmbeddedObserver(stack)
+        host = stack.emulator_env["FIRESTORE_EMULATOR_HOST"]
+        with _env("FIRESTORE_EMULATOR_HOST", host):
+            self._firestore = firestore.Client(project=EMULATOR_PROJECT)
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        from shared.adapters.google.firestore_codec import from_document
+
+        jobs = {}
+        for snapshot in self._firestore.collection("grading_jobs").stream():
+            record = from_document(snapshot.id, snapshot.to_dict() or {}).to_record()
+            jobs[snapshot.id] = {
+                k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in record.items()
+            }
+        return jobs
+
+    def pending_tasks(self) -> int:
+        return self._tasks.pending_tasks()
+
+    def bus_backlog(self, final: bool = False) -> tuple[int, int]:
+        if not final:
+            return 0, 0
+        from google.cloud import pubsub_v1
+
+        from localcloud.topology import dead_letter_name
+        from shared.config.subscriptions import load_subscriptions
+
+        topic = load_subscriptions()
+        host = self._stack.emulator_env["PUBSUB_EMULATOR_HOST"]
+        with _env("PUBSUB_EMULATOR_HOST", host):
+            subscriber = pubsub_v1.SubscriberClient()
+        try:
+
+            def pull(name: str) -> int:
+                path = subscriber.subscription_path(EMULATOR_PROJECT, name)
+                response = subscriber.pull(subscription=path, max_messages=1000, timeout=10)
+                return len(response.received_messages)
+
+            left = 0
+            for name in topic.subscriptions:
+                path = subscriber.subscription_path(EMULATOR_PROJECT, name)
+                subscriber.modify_push_config(subscription=path, push_config={})
+                left += pull(name)
+            return left, pull(dead_letter_name(topic))
+        finally:
+            subscriber.close()
+
+    def events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        events = []
+        for snapshot in self._firestore.collection("processed_events").stream():
+            data: dict[str, Any] = snapshot.to_dict() or {}
+            events.append((str(data["subscriber"]), str(data["event_id"]), dict(data["record"])))
+        return events
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """Set an emulator variable while a client is built (clients read it then)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+
+
+Observer = EmbeddedObserver | GoogleObserver
+_PENDING_TASKS = "SELECT COUNT(*) FROM tasks WHERE state = 'pending'"
+
+
 @dataclass
 class Soak:
     """One seeded run: the plan, what happened, and what was checked."""
@@ -143,18 +271,10 @@ class Soak:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-
-    # --- the database, read as an observer ---------------------------------------------
-
-    def _db(self) -> sqlite3.Connection:
-        path = self.stack.config.data_dir / "gradeq.sqlite3"
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def _jobs(self, conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-        rows = conn.execute("SELECT id, record FROM jobs").fetchall()
-        return {r["id"]: json.loads(r["record"]) for r in rows}
+        google = self.stack.config.backend == GOOGLE_EMULATORS
+        self.observer: Observer = (
+            GoogleObserver(self.stack) if google else EmbeddedObserver(self.stack)
+        )
 
     # --- the plan ----------------------------------------------------------------------
 
@@ -246,15 +366,14 @@ class Soak:
     # --- faults ------------------------------------------------------------------------
 
     def _running_jobs(self) -> list[tuple[str, int]]:
-        with self._db() as conn:
-            return [
-                (job_id, int(r["attempts"]))
-                for job_id, r in self._jobs(conn).items()
-                if r["status"] == "RUNNING"
-            ]
+        return [
+            (job_id, int(r["attempts"]))
+            for job_id, r in self.observer.jobs().items()
+            if r["status"] == "RUNNING"
+        ]
 
     def _fault(self) -> None:
-        name = self.rng.choice(PROCESSES)
+        name = self.rng.choice([p for p in PROCESSES if p in self.stack.processes])
         kind = self.rng.choice(("SIGKILL", "SIGSTOP"))
         process = self.stack.processes[name]
         if process.poll() is not None:
@@ -280,8 +399,7 @@ class Soak:
             with self._lock:
                 watched = list(self._watch)
             if watched:
-                with self._db() as conn:
-                    jobs = self._jobs(conn)
+                jobs = self.observer.jobs()
                 now = time.monotonic()
                 for entry in watched:
                     job_id, attempts, at = entry
@@ -321,36 +439,35 @@ class Soak:
         """Wait until every accepted job is final and nothing is left in flight."""
         deadline = time.monotonic() + self.settle_s
         while time.monotonic() < deadline:
-            with self._db() as conn:
-                jobs = self._jobs(conn)
-                open_jobs = [j for j in jobs.values() if j["status"] not in FINAL]
-                unannounced = [j for j in jobs.values() if not j["event_published"]]
-                tasks = conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'pending'")
-                deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries")
-                busy = tasks.fetchone()[0] + deliveries.fetchone()[0]
-            if not open_jobs and not unannounced and busy == 0:
+            jobs = self.observer.jobs()
+            open_jobs = [j for j in jobs.values() if j["status"] not in FINAL]
+            unannounced = [j for j in jobs.values() if not j["event_published"]]
+            busy = self.observer.pending_tasks() + self.observer.bus_backlog()[0]
+            # Every final job's event at every subscriber (what the bus has in flight is
+            # not countable on every backend; what arrived is).
+            arrived = {(sub, r["job_id"]) for sub, _, r in self.observer.events()}
+            missing = [
+                (sub, job_id)
+                for job_id in jobs
+                for sub in SUBSCRIBERS
+                if (sub, job_id) not in arrived
+            ]
+            if not open_jobs and not unannounced and busy == 0 and not missing:
                 return
             time.sleep(0.5)
 
     def _check(self) -> None:
-        with self._db() as conn:
-            jobs = self._jobs(conn)
-            pending_tasks = conn.execute(
-                "SELECT COUNT(*) FROM tasks WHERE state = 'pending'"
-            ).fetchone()[0]
-            deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries").fetchone()[0]
-            dead = conn.execute("SELECT COUNT(*) FROM bus_dead_letters").fetchone()[0]
-            events = conn.execute(
-                "SELECT subscriber, event_id, record FROM processed_events"
-            ).fetchall()
+        jobs = self.observer.jobs()
+        pending_tasks = self.observer.pending_tasks()
+        events = self.observer.events()
+        deliveries, dead = self.observer.bus_backlog(final=True)
         for job_id in set(jobs) - set(self.accepted):
             self._violation(f"{job_id}: stored but never accepted")
         per_subscriber: dict[tuple[str, str], set[str]] = {}
         outcomes: dict[tuple[str, str], str] = {}
-        for row in events:
-            record = json.loads(row["record"])
-            key = (row["subscriber"], record["job_id"])
-            per_subscriber.setdefault(key, set()).add(row["event_id"])
+        for subscriber, event_id, record in events:
+            key = (subscriber, record["job_id"])
+            per_subscriber.setdefault(key, set()).add(event_id)
             outcomes[key] = record.get("outcome", "")
         for job_id in self.accepted:
             job = jobs.get(job_id)
@@ -366,7 +483,7 @@ class Soak:
                 self._violation(f"{job_id}: final state changed after a client saw it")
             if job["attempts"] > MAX_ATTEMPTS:
                 self._violation(f"{job_id}: {job['attempts']} attempts > {MAX_ATTEMPTS}")
-            for subscriber in ("notification", "analytics"):
+            for subscriber in SUBSCRIBERS:
                 ids = per_subscriber.get((subscriber, job_id), set())
                 if len(ids) != 1:
                     self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}")
@@ -400,6 +517,7 @@ class Soak:
         calls = self._grader_calls()
         return {
             "seed": self.seed,
+            "backend": self.stack.config.backend,
             "elapsed_s": round(elapsed_s, 1),
             "jobs": {
                 "accepted": len(self.accepted),
@@ -431,13 +549,14 @@ def _percentile(values: list[float], pct: float) -> float | None:
     return round(values[int(rank) - 1], 2)
 
 
-def soak_stack(data_dir: Path, output: Any) -> LocalStack:
-    """The local stack (embedded backend) on free ports with the soak's durations."""
+def soak_stack(data_dir: Path, output: Any, backend: str = EMBEDDED) -> LocalStack:
+    """The local stack on free ports with the soak's durations."""
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.json"
     queues.write_text(json.dumps(QUEUES))
     config = StackConfig.on_free_ports(
         data_dir / "data",
+        backend=backend,
         recover_every_s=3.0,
         bus_args=BUS_ARGS,
         env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
@@ -452,11 +571,12 @@ def run_soak(
     data_dir: Path,
     fault_every_s: float = 2.0,
     settle_s: float = 120.0,
+    backend: str = EMBEDDED,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir / "stack.log").open("w") as log:
-        stack = soak_stack(data_dir, log)
+        stack = soak_stack(data_dir, log, backend)
         stack.start()
         try:
             soak = Soak(seed, jobs, duration_s, fault_every_s, settle_s, stack)
@@ -532,6 +652,12 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
     parser.add_argument(
+        "--backend",
+        choices=(EMBEDDED, GOOGLE_EMULATORS),
+        default=EMBEDDED,
+        help="the stack's backend (google-emulators: the official emulators)",
+    )
+    parser.add_argument(
         "--shipped-rescue",
         type=int,
         metavar="N",
@@ -542,9 +668,17 @@ def main() -> None:
     if args.shipped_rescue:
         print(json.dumps(shipped_rescue(args.shipped_rescue, data_dir), indent=2), flush=True)
         return
-    print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s; logs in "
-          f"{data_dir}/stack.log", flush=True)  # fmt: skip
-    figures = run_soak(args.seed, args.jobs, args.duration, data_dir, args.fault_every, args.settle)
+    print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s on the "
+          f"{args.backend} backend; logs in {data_dir}/stack.log", flush=True)  # fmt: skip
+    figures = run_soak(
+        args.seed,
+        args.jobs,
+        args.duration,
+        data_dir,
+        args.fault_every,
+        args.settle,
+        args.backend,
+    )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)
     if args.report:

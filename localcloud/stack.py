@@ -119,6 +119,11 @@ class LocalStack:
         #: A working API key of `config.client_id`, issued when the stack starts.
         self.api_key = ""
 
+    @property
+    def emulator_env(self) -> dict[str, str]:
+        """The emulator hosts the services are given (google-emulators backend; else empty)."""
+        return dict(self._emulator_env)
+
     # --- process management ------------------------------------------------------------
 
     def process_names(self) -> tuple[str, ...]:
