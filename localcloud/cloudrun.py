@@ -15,6 +15,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -88,11 +89,20 @@ class CloudRunFront:
     `email` and `audience` (whatever Authorization it came with is replaced).
     """
 
-    def __init__(self, upstream: str, audience: str, email: str, timeout_s: float = 600) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        audience: str,
+        email: str,
+        timeout_s: float = 600,
+        on_answer: Callable[[str], None] | None = None,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.audience = audience
         self.email = email
         self.timeout_s = timeout_s
+        #: Given one JSON line per request answered: what the front did with each push.
+        self.on_answer = on_answer
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -135,6 +145,7 @@ class CloudRunFront:
             protocol_version = "HTTP/1.1"
 
             def _handle(self) -> None:
+                started = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 try:
@@ -143,9 +154,13 @@ class CloudRunFront:
                     headers = {
                         k: v for k, v in response.headers.items() if k.lower() not in _NOT_RETURNED
                     }
+                    error = None
                 except requests.RequestException as exc:
                     # What Cloud Run answers when the container does not.
                     status, content, headers = 503, str(exc).encode(), {}
+                    error = type(exc).__name__
+                if front.on_answer is not None:
+                    front.on_answer(_answer_line(self.path, body, status, error, started))
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
@@ -162,3 +177,24 @@ class CloudRunFront:
                 pass
 
         return Handler
+
+
+def _answer_line(path: str, body: bytes, status: int, error: str | None, started: float) -> str:
+    """One JSON line: the push (message id, delivery attempt) and what the front answered."""
+    try:
+        envelope = json.loads(body)
+        message = envelope.get("message") or {}
+        message_id, attempt = message.get("messageId"), envelope.get("deliveryAttempt")
+    except (ValueError, AttributeError):
+        message_id = attempt = None
+    fields = {
+        "severity": "INFO" if status < 500 else "WARNING",
+        "message": "push forwarded",
+        "path": path,
+        "status": status,
+        "upstream_error": error,
+        "message_id": message_id,
+        "delivery_attempt": attempt,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return json.dumps(fields)

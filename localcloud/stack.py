@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -265,10 +266,15 @@ class LocalStack:
         assert process.stdout is not None
         with process.stdout:
             for line in process.stdout:
-                with self._lock:
-                    self._lines[name].append(line)
-                    self._output.write(f"{name:>12} | {line}")
-                    self._output.flush()
+                self._line(name, line)
+
+    def _line(self, name: str, line: str) -> None:
+        """Keep and show one output line of a process (or of a Cloud Run front)."""
+        line = line if line.endswith("\n") else line + "\n"
+        with self._lock:
+            self._lines.setdefault(name, []).append(line)
+            self._output.write(f"{name:>12} | {line}")
+            self._output.flush()
 
     def wait_healthy(self, names: list[str], timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -317,7 +323,12 @@ class LocalStack:
             # The emulator pushes without a token: a front per subscriber adds the one
             # Pub/Sub would send, as Cloud Run forwards it.
             fronts = {
-                n: CloudRunFront(self.config.url(n), self.config.url(n), PUSH_ACCOUNT).start()
+                n: CloudRunFront(
+                    self.config.url(n),
+                    self.config.url(n),
+                    PUSH_ACCOUNT,
+                    on_answer=functools.partial(self._line, f"{n}-front"),
+                ).start()
                 for n in SUBSCRIBERS
             }
             self._fronts.extend(fronts.values())

@@ -5,6 +5,7 @@ Each token a stand-in sends is checked by the verifier the services run in produ
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -150,3 +151,31 @@ def test_the_cloud_run_front_answers_503_when_the_service_does_not() -> None:
     finally:
         front.stop()
     assert response.status_code == 503
+
+
+def test_the_cloud_run_front_reports_each_push_and_what_it_answered() -> None:
+    answered: list[dict[str, Any]] = []
+    push = {"message": {"data": "e30=", "messageId": "m-7"}, "deliveryAttempt": 3}
+    with RecordingTarget() as service:
+        front = CloudRunFront(
+            service.url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2,
+            on_answer=lambda line: answered.append(json.loads(line)),
+        ).start()  # fmt: skip
+        try:
+            assert requests.post(front.url + "/pubsub/push", json=push, timeout=5).ok
+        finally:
+            front.stop()
+    gone = CloudRunFront(
+        service.url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2,
+        on_answer=lambda line: answered.append(json.loads(line)),
+    ).start()  # fmt: skip
+    try:
+        assert requests.post(gone.url + "/pubsub/push", json=push, timeout=5).status_code == 503
+    finally:
+        gone.stop()
+    delivered, refused = answered
+    assert delivered["message_id"] == refused["message_id"] == "m-7"
+    assert delivered["delivery_attempt"] == 3
+    assert (delivered["status"], delivered["upstream_error"]) == (200, None)
+    assert refused["status"] == 503 and refused["upstream_error"] == "ConnectionError"
+    assert refused["severity"] == "WARNING"
