@@ -43,6 +43,7 @@ from typing import Any
 
 import requests
 
+from localcloud.cloudrun import PENDING_S
 from localcloud.stack import (
     EMBEDDED,
     EMULATOR_PROJECT,
@@ -175,6 +176,8 @@ class GoogleObserver:
 
         self._stack = stack
         self._tasks = EmbeddedObserver(stack)
+        #: By subscription, the message ids its backlog still held at the end.
+        self.held: dict[str, set[str]] = {}
         host = stack.emulator_env["FIRESTORE_EMULATOR_HOST"]
         with _env("FIRESTORE_EMULATOR_HOST", host):
             self._firestore = firestore.Client(project=EMULATOR_PROJECT)
@@ -207,17 +210,19 @@ class GoogleObserver:
             subscriber = pubsub_v1.SubscriberClient()
         try:
 
-            def pull(name: str) -> int:
+            def pull(name: str) -> list[Any]:
                 path = subscriber.subscription_path(EMULATOR_PROJECT, name)
                 response = subscriber.pull(subscription=path, max_messages=1000, timeout=10)
-                return len(response.received_messages)
+                return list(response.received_messages)
 
             left = 0
             for name in topic.subscriptions:
                 path = subscriber.subscription_path(EMULATOR_PROJECT, name)
                 subscriber.modify_push_config(subscription=path, push_config={})
-                left += pull(name)
-            return left, pull(dead_letter_name(topic))
+                held = pull(name)
+                self.held[name] = {m.message.message_id for m in held}
+                left += len(held)
+            return left, len(pull(dead_letter_name(topic)))
         finally:
             subscriber.close()
 
@@ -257,6 +262,8 @@ class Soak:
     fault_every_s: float
     settle_s: float
     stack: LocalStack
+    #: The processes faults may hit.
+    targets: tuple[str, ...] = PROCESSES
     rng: random.Random = field(init=False)
     accepted: dict[str, Planned] = field(default_factory=dict)
     seen_final: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -373,7 +380,7 @@ class Soak:
         ]
 
     def _fault(self) -> None:
-        name = self.rng.choice([p for p in PROCESSES if p in self.stack.processes])
+        name = self.rng.choice([p for p in self.targets if p in self.stack.processes])
         kind = self.rng.choice(("SIGKILL", "SIGSTOP"))
         process = self.stack.processes[name]
         if process.poll() is not None:
@@ -486,7 +493,8 @@ class Soak:
             for subscriber in SUBSCRIBERS:
                 ids = per_subscriber.get((subscriber, job_id), set())
                 if len(ids) != 1:
-                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}")
+                    trace = self._push_trace(subscriber, job_id) if not ids else ""
+                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}{trace}")
                 elif outcomes[(subscriber, job_id)] != job["status"].lower():
                     self._violation(f"{job_id}: {subscriber} saw another outcome")
         calls = self._grader_calls()
@@ -500,6 +508,30 @@ class Soak:
             )
         if self._watch:
             self._violation(f"{len(self._watch)} jobs of a killed worker never rescued")
+
+    def _push_trace(self, subscriber: str, job_id: str) -> str:
+        """What became of a job's event on its way to `subscriber`, from every log that saw it."""
+        messages = {
+            record.get("message_id")
+            for record in _json_lines(self.stack.lines("worker"))
+            if record.get("job_id") == job_id and record.get("message") == "job completed"
+        }
+        front = [
+            (r.get("status"), r.get("upstream_error"))
+            for r in _json_lines(self.stack.lines(f"{subscriber}-front"))
+            if r.get("message_id") in messages
+        ]
+        answered = [
+            r.get("status")
+            for r in _json_lines(self.stack.lines(subscriber))
+            if r.get("job_id") == job_id and r.get("message") == "push answered"
+        ]
+        held = getattr(self.observer, "held", {}).get(subscriber, set())
+        where = "held in" if messages & held else "not in"
+        return (
+            f" (published as {sorted(map(str, messages))}; the front answered {front};"
+            f" the subscriber answered {answered}; {where} the subscription's backlog)"
+        )
 
     def _grader_calls(self) -> Counter[str]:
         calls: Counter[str] = Counter()
@@ -541,6 +573,15 @@ class Soak:
         }
 
 
+def _json_lines(lines: list[str]) -> list[dict[str, Any]]:
+    records = []
+    for line in lines:
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                records.append(json.loads(line))
+    return records
+
+
 def _percentile(values: list[float], pct: float) -> float | None:
     """Nearest-rank percentile of sorted values."""
     if not values:
@@ -549,7 +590,9 @@ def _percentile(values: list[float], pct: float) -> float | None:
     return round(values[int(rank) - 1], 2)
 
 
-def soak_stack(data_dir: Path, output: Any, backend: str = EMBEDDED) -> LocalStack:
+def soak_stack(
+    data_dir: Path, output: Any, backend: str = EMBEDDED, front_pending_s: float = PENDING_S
+) -> LocalStack:
     """The local stack on free ports with the soak's durations."""
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.json"
@@ -557,6 +600,7 @@ def soak_stack(data_dir: Path, output: Any, backend: str = EMBEDDED) -> LocalSta
     config = StackConfig.on_free_ports(
         data_dir / "data",
         backend=backend,
+        front_pending_s=front_pending_s,
         recover_every_s=3.0,
         bus_args=BUS_ARGS,
         env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
@@ -572,14 +616,16 @@ def run_soak(
     fault_every_s: float = 2.0,
     settle_s: float = 120.0,
     backend: str = EMBEDDED,
+    targets: tuple[str, ...] = PROCESSES,
+    front_pending_s: float = PENDING_S,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir / "stack.log").open("w") as log:
-        stack = soak_stack(data_dir, log, backend)
+        stack = soak_stack(data_dir, log, backend, front_pending_s)
         stack.start()
         try:
-            soak = Soak(seed, jobs, duration_s, fault_every_s, settle_s, stack)
+            soak = Soak(seed, jobs, duration_s, fault_every_s, settle_s, stack, targets)
             return soak.run()
         finally:
             for process in stack.processes.values():
@@ -658,6 +704,19 @@ def main() -> None:
         help="the stack's backend (google-emulators: the official emulators)",
     )
     parser.add_argument(
+        "--faults",
+        nargs="+",
+        choices=sorted(set(PROCESSES)),
+        default=None,
+        help="only these processes are hit (default: all, the worker twice as often)",
+    )
+    parser.add_argument(
+        "--front-pending",
+        type=float,
+        default=PENDING_S,
+        help="google-emulators: seconds a push waits for a restarting subscriber (0: none)",
+    )
+    parser.add_argument(
         "--shipped-rescue",
         type=int,
         metavar="N",
@@ -678,6 +737,8 @@ def main() -> None:
         args.fault_every,
         args.settle,
         args.backend,
+        tuple(args.faults) if args.faults else PROCESSES,
+        args.front_pending,
     )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)

@@ -36,7 +36,7 @@ from typing import IO
 
 import requests
 
-from localcloud.cloudrun import CloudRunFront, forwarded_authorization
+from localcloud.cloudrun import PENDING_S, CloudRunFront, forwarded_authorization
 from localcloud.emulators import Emulator
 from localcloud.ports import check_free
 
@@ -92,6 +92,9 @@ class StackConfig:
     env: dict[str, str] = field(default_factory=dict)
     # Extra options of the local bus (e.g. shorter backoffs for tests and the soak).
     bus_args: list[str] = field(default_factory=list)
+    #: How long a subscriber's Cloud Run front keeps a push pending while the subscriber
+    #: is down (google-emulators backend; 0: refuse at once).
+    front_pending_s: float = PENDING_S
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
@@ -328,6 +331,7 @@ class LocalStack:
                     self.config.url(n),
                     PUSH_ACCOUNT,
                     on_answer=functools.partial(self._line, f"{n}-front"),
+                    pending_s=self.config.front_pending_s,
                 ).start()
                 for n in SUBSCRIBERS
             }
