@@ -204,7 +204,7 @@ class FirestoreJobStore:
                 existing = self.get(job.id)
                 if existing is not None:
                     return Admission(existing, False, ahead)
-                # Expired and deleted by TTL in between: a rare retry.
+                contended.lost()  # expired and deleted by TTL in between: a rare retry
             except gexc.FailedPrecondition:
                 contended.lost()  # a counter moved since it was read
             except gexc.GoogleAPIError as exc:
