@@ -39,10 +39,12 @@ terraform-check: install
 unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"
 
-# Seeded, time-bounded: load + SIGKILL/SIGSTOP faults on the local stack, then invariants.
+# Seeded, time-bounded: load + SIGKILL/SIGSTOP faults on the local stack, then invariants;
+# once on the embedded backend, once on the official emulators (google-emulators).
 SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
 soak: install
 	$(PY) -m localcloud.soak $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --backend google-emulators $(SOAK_ARGS)
 
 # Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
 # under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's

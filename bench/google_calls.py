@@ -327,7 +327,7 @@ def run(n: int, warm_up: int, batch_n: int = 1000) -> Run:
         )
         from services.intake.app import create_app as create_intake
         from services.worker.app import create_app as create_worker
-        from shared.adapters.google.job_store import BACKLOG_CACHE_S
+        from shared.adapters.google.job_store import BACKLOG_SHARDS
         from shared.config.settings import Settings
         from shared.domain.ids import task_name_for
         from shared.domain.job import JobStatus
@@ -395,7 +395,7 @@ def run(n: int, warm_up: int, batch_n: int = 1000) -> Run:
                 "fair_spacing_s": settings.fair_spacing().total_seconds(),
                 "max_active_jobs_per_client": settings.max_active_jobs_per_client,
                 "max_backlog": settings.max_backlog,
-                "backlog_cache_s": BACKLOG_CACHE_S,
+                "backlog_shards": BACKLOG_SHARDS,
                 "grader": settings.grader.value,
                 "grader_latency_s": settings.grader_latency_s,
             },

@@ -19,11 +19,13 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from jwt.utils import base64url_encode
 
 from shared.http.push_auth import FORWARDED_SIGNATURE
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 
 GOOGLE_ISSUER = "https://accounts.google.com"
 TOKEN_LIFETIME_S = 3600
+#: How long Cloud Run keeps a request pending when no instance can take it (at least
+#: 10 s; more for containers slow to start), before refusing it with 429.
+PENDING_S = 10.0
 #: Hop-by-hop headers a proxy must not pass on (RFC 9110 section 7.6.1), plus those it sets.
 _NOT_FORWARDED = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"}
@@ -94,11 +99,22 @@ class CloudRunFront:
     its `Authorization` untouched; any other with the forwarded token in `Authorization`.
     """
 
-    def __init__(self, upstream: str, audience: str, email: str, timeout_s: float = 600) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        audience: str,
+        email: str,
+        timeout_s: float = 600,
+        on_answer: Callable[[str], None] | None = None,
+        pending_s: float = PENDING_S,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.audience = audience
         self.email = email
         self.timeout_s = timeout_s
+        self.pending_s = pending_s
+        #: Given one JSON line per request answered: what the front did with each push.
+        self.on_answer = on_answer
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -149,17 +165,34 @@ class CloudRunFront:
             protocol_version = "HTTP/1.1"
 
             def _handle(self) -> None:
+                started = time.monotonic()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                try:
-                    response = front.forward(self.command, self.path, dict(self.headers), body)
-                    status, content = response.status_code, response.content
-                    headers = {
-                        k: v for k, v in response.headers.items() if k.lower() not in _NOT_RETURNED
-                    }
-                except requests.RequestException as exc:
-                    # What Cloud Run answers when the container does not.
-                    status, content, headers = 503, str(exc).encode(), {}
+                pending_until = started + front.pending_s
+                while True:
+                    try:
+                        response = front.forward(self.command, self.path, dict(self.headers), body)
+                        status, content = response.status_code, response.content
+                        headers = {
+                            k: v
+                            for k, v in response.headers.items()
+                            if k.lower() not in _NOT_RETURNED
+                        }
+                        error = None
+                    except requests.RequestException as exc:
+                        error = type(exc).__name__
+                        if _refused(exc) and time.monotonic() < pending_until:
+                            # No instance takes requests (it is restarting): Cloud Run keeps
+                            # the request pending for one, for up to about 10 s.
+                            time.sleep(0.1)
+                            continue
+                        # 429: no instance came up in time; 503: the container failed
+                        # while handling the request.
+                        status = 429 if _refused(exc) else 503
+                        content, headers = str(exc).encode(), {}
+                    break
+                if front.on_answer is not None:
+                    front.on_answer(_answer_line(self.path, body, status, error, started))
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
@@ -176,3 +209,32 @@ class CloudRunFront:
                 pass
 
         return Handler
+
+
+def _refused(exc: requests.RequestException) -> bool:
+    """Whether nothing accepted the connection (as opposed to failing mid-request)."""
+    cause = exc.args[0] if exc.args else None
+    return isinstance(exc, requests.ConnectionError) and isinstance(
+        getattr(cause, "reason", None), urllib3.exceptions.NewConnectionError
+    )
+
+
+def _answer_line(path: str, body: bytes, status: int, error: str | None, started: float) -> str:
+    """One JSON line: the push (message id, delivery attempt) and what the front answered."""
+    try:
+        envelope = json.loads(body)
+        message = envelope.get("message") or {}
+        message_id, attempt = message.get("messageId"), envelope.get("deliveryAttempt")
+    except (ValueError, AttributeError):
+        message_id = attempt = None
+    fields = {
+        "severity": "INFO" if status < 400 else "WARNING",
+        "message": "push forwarded",
+        "path": path,
+        "status": status,
+        "upstream_error": error,
+        "message_id": message_id,
+        "delivery_attempt": attempt,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return json.dumps(fields)

@@ -27,6 +27,7 @@ durations (lease 2 s, grader timeout 4 s, queue backoff 0.2..2 s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -37,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +47,16 @@ from typing import Any
 import requests
 
 from localcloud.soak_assignments import Classes
-from localcloud.stack import HTTP_SERVICES, LocalStack, StackConfig
+from localcloud.cloudrun import PENDING_S
+from localcloud.stack import (
+    EMBEDDED,
+    EMULATOR_PROJECT,
+    GOOGLE_EMULATORS,
+    HTTP_SERVICES,
+    SUBSCRIBERS,
+    LocalStack,
+    StackConfig,
+)
 
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0
@@ -123,6 +134,133 @@ class Planned:
     cancel_after: float | None
 
 
+class EmbeddedObserver:
+    """What the embedded backend holds: everything is in the stack's SQLite file."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        self._path = stack.config.data_dir / "gradeq.sqlite3"
+
+    def _db(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT id, record FROM jobs").fetchall()
+        return {r["id"]: json.loads(r["record"]) for r in rows}
+
+    def pending_tasks(self) -> int:
+        with self._db() as conn:
+            return int(conn.execute(_PENDING_TASKS).fetchone()[0])
+
+    def bus_backlog(self, final: bool = False) -> tuple[int, int]:
+        """Deliveries not yet acknowledged, and dead letters."""
+        with self._db() as conn:
+            deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries").fetchone()[0]
+            dead = conn.execute("SELECT COUNT(*) FROM bus_dead_letters").fetchone()[0]
+        return int(deliveries), int(dead)
+
+    def events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        with self._db() as conn:
+            rows = conn.execute("SELECT subscriber, event_id, record FROM processed_events")
+            return [(r["subscriber"], r["event_id"], json.loads(r["record"])) for r in rows]
+
+    def check_classes(self, classes: Classes, jobs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The classes' invariants, read from the assignments' tables."""
+        with self._db() as conn:
+            return classes.check(conn, jobs)
+
+
+class GoogleObserver:
+    """What the google-emulators backend holds: Firestore and Pub/Sub emulators, tasks in SQLite.
+
+    Pub/Sub has no call that counts a push subscription's backlog; at the end
+    (`bus_backlog(final=True)`) each push subscription is turned into a pull one and its
+    backlog pulled (not acknowledged), with the dead-letter subscription's.
+    """
+
+    def __init__(self, stack: LocalStack) -> None:
+        from google.cloud import firestore
+
+        self._stack = stack
+        self._tasks = EmbeddedObserver(stack)
+        #: By subscription, the message ids its backlog still held at the end.
+        self.held: dict[str, set[str]] = {}
+        host = stack.emulator_env["FIRESTORE_EMULATOR_HOST"]
+        with _env("FIRESTORE_EMULATOR_HOST", host):
+            self._firestore = firestore.Client(project=EMULATOR_PROJECT)
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        from shared.adapters.google.firestore_codec import from_document
+
+        jobs = {}
+        for snapshot in self._firestore.collection("grading_jobs").stream():
+            record = from_document(snapshot.id, snapshot.to_dict() or {}).to_record()
+            jobs[snapshot.id] = {
+                k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in record.items()
+            }
+        return jobs
+
+    def pending_tasks(self) -> int:
+        return self._tasks.pending_tasks()
+
+    def bus_backlog(self, final: bool = False) -> tuple[int, int]:
+        if not final:
+            return 0, 0
+        from google.cloud import pubsub_v1
+
+        from localcloud.topology import dead_letter_name
+        from shared.config.subscriptions import load_subscriptions
+
+        topic = load_subscriptions()
+        host = self._stack.emulator_env["PUBSUB_EMULATOR_HOST"]
+        with _env("PUBSUB_EMULATOR_HOST", host):
+            subscriber = pubsub_v1.SubscriberClient()
+        try:
+
+            def pull(name: str) -> list[Any]:
+                path = subscriber.subscription_path(EMULATOR_PROJECT, name)
+                response = subscriber.pull(subscription=path, max_messages=1000, timeout=10)
+                return list(response.received_messages)
+
+            left = 0
+            for name in topic.subscriptions:
+                path = subscriber.subscription_path(EMULATOR_PROJECT, name)
+                subscriber.modify_push_config(subscription=path, push_config={})
+                held = pull(name)
+                self.held[name] = {m.message.message_id for m in held}
+                left += len(held)
+            return left, len(pull(dead_letter_name(topic)))
+        finally:
+            subscriber.close()
+
+    def events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        events = []
+        for snapshot in self._firestore.collection("processed_events").stream():
+            data: dict[str, Any] = snapshot.to_dict() or {}
+            events.append((str(data["subscriber"]), str(data["event_id"]), dict(data["record"])))
+        return events
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """Set an emulator variable while a client is built (clients read it then)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = saved
+
+
+Observer = EmbeddedObserver | GoogleObserver
+_PENDING_TASKS = "SELECT COUNT(*) FROM tasks WHERE state = 'pending'"
+
+
 @dataclass
 class Soak:
     """One seeded run: the plan, what happened, and what was checked."""
@@ -133,6 +271,8 @@ class Soak:
     fault_every_s: float
     settle_s: float
     stack: LocalStack
+    #: The processes faults may hit.
+    targets: tuple[str, ...] = PROCESSES
     rng: random.Random = field(init=False)
     accepted: dict[str, Planned] = field(default_factory=dict)
     seen_final: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -163,17 +303,10 @@ class Soak:
             simulation,
         )
 
-    # --- the database, read as an observer ---------------------------------------------
-
-    def _db(self) -> sqlite3.Connection:
-        path = self.stack.config.data_dir / "gradeq.sqlite3"
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def _jobs(self, conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-        rows = conn.execute("SELECT id, record FROM jobs").fetchall()
-        return {r["id"]: json.loads(r["record"]) for r in rows}
+        google = self.stack.config.backend == GOOGLE_EMULATORS
+        self.observer: Observer = (
+            GoogleObserver(self.stack) if google else EmbeddedObserver(self.stack)
+        )
 
     # --- the plan ----------------------------------------------------------------------
 
@@ -265,15 +398,14 @@ class Soak:
     # --- faults ------------------------------------------------------------------------
 
     def _running_jobs(self) -> list[tuple[str, int]]:
-        with self._db() as conn:
-            return [
-                (job_id, int(r["attempts"]))
-                for job_id, r in self._jobs(conn).items()
-                if r["status"] == "RUNNING"
-            ]
+        return [
+            (job_id, int(r["attempts"]))
+            for job_id, r in self.observer.jobs().items()
+            if r["status"] == "RUNNING"
+        ]
 
     def _fault(self) -> None:
-        name = self.rng.choice(PROCESSES)
+        name = self.rng.choice([p for p in self.targets if p in self.stack.processes])
         kind = self.rng.choice(("SIGKILL", "SIGSTOP"))
         process = self.stack.processes[name]
         if process.poll() is not None:
@@ -299,8 +431,7 @@ class Soak:
             with self._lock:
                 watched = list(self._watch)
             if watched:
-                with self._db() as conn:
-                    jobs = self._jobs(conn)
+                jobs = self.observer.jobs()
                 now = time.monotonic()
                 for entry in watched:
                     job_id, attempts, at = entry
@@ -343,38 +474,37 @@ class Soak:
         """Wait until every accepted job is final and nothing is left in flight."""
         deadline = time.monotonic() + self.settle_s
         while time.monotonic() < deadline:
-            with self._db() as conn:
-                jobs = self._jobs(conn)
-                open_jobs = [j for j in jobs.values() if j["status"] not in FINAL]
-                unannounced = [j for j in jobs.values() if not j["event_published"]]
-                tasks = conn.execute("SELECT COUNT(*) FROM tasks WHERE state = 'pending'")
-                deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries")
-                busy = tasks.fetchone()[0] + deliveries.fetchone()[0]
-            if not open_jobs and not unannounced and busy == 0:
+            jobs = self.observer.jobs()
+            open_jobs = [j for j in jobs.values() if j["status"] not in FINAL]
+            unannounced = [j for j in jobs.values() if not j["event_published"]]
+            busy = self.observer.pending_tasks() + self.observer.bus_backlog()[0]
+            # Every final job's event at every subscriber (what the bus has in flight is
+            # not countable on every backend; what arrived is).
+            arrived = {(sub, r["job_id"]) for sub, _, r in self.observer.events()}
+            missing = [
+                (sub, job_id)
+                for job_id in jobs
+                for sub in SUBSCRIBERS
+                if (sub, job_id) not in arrived
+            ]
+            if not open_jobs and not unannounced and busy == 0 and not missing:
                 return
             time.sleep(0.5)
 
     def _check(self) -> None:
-        with self._db() as conn:
-            jobs = self._jobs(conn)
-            pending_tasks = conn.execute(
-                "SELECT COUNT(*) FROM tasks WHERE state = 'pending'"
-            ).fetchone()[0]
-            deliveries = conn.execute("SELECT COUNT(*) FROM bus_deliveries").fetchone()[0]
-            dead = conn.execute("SELECT COUNT(*) FROM bus_dead_letters").fetchone()[0]
-            events = conn.execute(
-                "SELECT subscriber, event_id, record FROM processed_events"
-            ).fetchall()
-        with self._db() as conn:
-            self.class_figures = self.classes.check(conn, jobs)
+        jobs = self.observer.jobs()
+        pending_tasks = self.observer.pending_tasks()
+        events = self.observer.events()
+        deliveries, dead = self.observer.bus_backlog(final=True)
+        if isinstance(self.observer, EmbeddedObserver):
+            self.class_figures = self.observer.check_classes(self.classes, jobs)
         for job_id in set(jobs) - set(self.accepted) - self.classes.accepted_jobs():
             self._violation(f"{job_id}: stored but never accepted")
         per_subscriber: dict[tuple[str, str], set[str]] = {}
         outcomes: dict[tuple[str, str], str] = {}
-        for row in events:
-            record = json.loads(row["record"])
-            key = (row["subscriber"], record["job_id"])
-            per_subscriber.setdefault(key, set()).add(row["event_id"])
+        for subscriber, event_id, record in events:
+            key = (subscriber, record["job_id"])
+            per_subscriber.setdefault(key, set()).add(event_id)
             outcomes[key] = record.get("outcome", "")
         for job_id in self.accepted:
             job = jobs.get(job_id)
@@ -390,10 +520,11 @@ class Soak:
                 self._violation(f"{job_id}: final state changed after a client saw it")
             if job["attempts"] > MAX_ATTEMPTS:
                 self._violation(f"{job_id}: {job['attempts']} attempts > {MAX_ATTEMPTS}")
-            for subscriber in ("notification", "analytics"):
+            for subscriber in SUBSCRIBERS:
                 ids = per_subscriber.get((subscriber, job_id), set())
                 if len(ids) != 1:
-                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}")
+                    trace = self._push_trace(subscriber, job_id) if not ids else ""
+                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}{trace}")
                 elif outcomes[(subscriber, job_id)] != job["status"].lower():
                     self._violation(f"{job_id}: {subscriber} saw another outcome")
         calls = self._grader_calls()
@@ -407,6 +538,30 @@ class Soak:
             )
         if self._watch:
             self._violation(f"{len(self._watch)} jobs of a killed worker never rescued")
+
+    def _push_trace(self, subscriber: str, job_id: str) -> str:
+        """What became of a job's event on its way to `subscriber`, from every log that saw it."""
+        messages = {
+            record.get("message_id")
+            for record in _json_lines(self.stack.lines("worker"))
+            if record.get("job_id") == job_id and record.get("message") == "job completed"
+        }
+        front = [
+            (r.get("status"), r.get("upstream_error"))
+            for r in _json_lines(self.stack.lines(f"{subscriber}-front"))
+            if r.get("message_id") in messages
+        ]
+        answered = [
+            r.get("status")
+            for r in _json_lines(self.stack.lines(subscriber))
+            if r.get("job_id") == job_id and r.get("message") == "push answered"
+        ]
+        held = getattr(self.observer, "held", {}).get(subscriber, set())
+        where = "held in" if messages & held else "not in"
+        return (
+            f" (published as {sorted(map(str, messages))}; the front answered {front};"
+            f" the subscriber answered {answered}; {where} the subscription's backlog)"
+        )
 
     def _grader_calls(self) -> Counter[str]:
         calls: Counter[str] = Counter()
@@ -424,6 +579,7 @@ class Soak:
         calls = self._grader_calls()
         return {
             "seed": self.seed,
+            "backend": self.stack.config.backend,
             "elapsed_s": round(elapsed_s, 1),
             "jobs": {
                 "accepted": len(self.accepted),
@@ -448,6 +604,15 @@ class Soak:
         }
 
 
+def _json_lines(lines: list[str]) -> list[dict[str, Any]]:
+    records = []
+    for line in lines:
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                records.append(json.loads(line))
+    return records
+
+
 def _percentile(values: list[float], pct: float) -> float | None:
     """Nearest-rank percentile of sorted values."""
     if not values:
@@ -456,13 +621,17 @@ def _percentile(values: list[float], pct: float) -> float | None:
     return round(values[int(rank) - 1], 2)
 
 
-def soak_stack(data_dir: Path, output: Any) -> LocalStack:
-    """The local stack (embedded backend) on free ports with the soak's durations."""
+def soak_stack(
+    data_dir: Path, output: Any, backend: str = EMBEDDED, front_pending_s: float = PENDING_S
+) -> LocalStack:
+    """The local stack on free ports with the soak's durations."""
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.json"
     queues.write_text(json.dumps(QUEUES))
     config = StackConfig.on_free_ports(
         data_dir / "data",
+        backend=backend,
+        front_pending_s=front_pending_s,
         recover_every_s=3.0,
         bus_args=BUS_ARGS,
         env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
@@ -479,11 +648,14 @@ def run_soak(
     settle_s: float = 120.0,
     classes: int = 0,
     class_size: int = 0,
+    backend: str = EMBEDDED,
+    targets: tuple[str, ...] = PROCESSES,
+    front_pending_s: float = PENDING_S,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir / "stack.log").open("w") as log:
-        stack = soak_stack(data_dir, log)
+        stack = soak_stack(data_dir, log, backend, front_pending_s)
         stack.start()
         try:
             soak = Soak(
@@ -493,6 +665,7 @@ def run_soak(
                 fault_every_s,
                 settle_s,
                 stack,
+                targets,
                 class_count=classes,
                 class_size=class_size,
             )
@@ -566,9 +739,28 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
     parser.add_argument("--settle", type=float, default=180.0, help="max seconds to settle")
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--classes", type=int, default=3, help="assignments sent in batches")
+    parser.add_argument("--classes", type=int, default=3, help="assignments sent in batches (embedded backend)")
     parser.add_argument("--class-size", type=int, default=40, help="answers per class")
     parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--backend",
+        choices=(EMBEDDED, GOOGLE_EMULATORS),
+        default=EMBEDDED,
+        help="the stack's backend (google-emulators: the official emulators)",
+    )
+    parser.add_argument(
+        "--faults",
+        nargs="+",
+        choices=sorted(set(PROCESSES)),
+        default=None,
+        help="only these processes are hit (default: all, the worker twice as often)",
+    )
+    parser.add_argument(
+        "--front-pending",
+        type=float,
+        default=PENDING_S,
+        help="google-emulators: seconds a push waits for a restarting subscriber (0: none)",
+    )
     parser.add_argument(
         "--shipped-rescue",
         type=int,
@@ -580,8 +772,8 @@ def main() -> None:
     if args.shipped_rescue:
         print(json.dumps(shipped_rescue(args.shipped_rescue, data_dir), indent=2), flush=True)
         return
-    print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s; logs in "
-          f"{data_dir}/stack.log", flush=True)  # fmt: skip
+    print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s on the "
+          f"{args.backend} backend; logs in {data_dir}/stack.log", flush=True)  # fmt: skip
     figures = run_soak(
         args.seed,
         args.jobs,
@@ -589,8 +781,11 @@ def main() -> None:
         data_dir,
         args.fault_every,
         args.settle,
-        args.classes,
+        args.classes if args.backend == EMBEDDED else 0,
         args.class_size,
+        args.backend,
+        tuple(args.faults) if args.faults else PROCESSES,
+        args.front_pending,
     )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)

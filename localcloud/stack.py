@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -35,7 +36,7 @@ from typing import IO
 
 import requests
 
-from localcloud.cloudrun import CloudRunFront, forwarded_authorization
+from localcloud.cloudrun import PENDING_S, CloudRunFront, forwarded_authorization
 from localcloud.emulators import Emulator
 from localcloud.ports import check_free
 
@@ -93,6 +94,9 @@ class StackConfig:
     env: dict[str, str] = field(default_factory=dict)
     # Extra options of the local bus (e.g. shorter backoffs for tests and the soak).
     bus_args: list[str] = field(default_factory=list)
+    #: How long a subscriber's Cloud Run front keeps a push pending while the subscriber
+    #: is down (google-emulators backend; 0: refuse at once).
+    front_pending_s: float = PENDING_S
 
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
@@ -123,6 +127,11 @@ class LocalStack:
         self._ticker: threading.Thread | None = None
         #: A working API key of `config.client_id`, issued when the stack starts.
         self.api_key = ""
+
+    @property
+    def emulator_env(self) -> dict[str, str]:
+        """The emulator hosts the services are given (google-emulators backend; else empty)."""
+        return dict(self._emulator_env)
 
     # --- process management ------------------------------------------------------------
 
@@ -300,10 +309,15 @@ class LocalStack:
         assert process.stdout is not None
         with process.stdout:
             for line in process.stdout:
-                with self._lock:
-                    self._lines[name].append(line)
-                    self._output.write(f"{name:>12} | {line}")
-                    self._output.flush()
+                self._line(name, line)
+
+    def _line(self, name: str, line: str) -> None:
+        """Keep and show one output line of a process (or of a Cloud Run front)."""
+        line = line if line.endswith("\n") else line + "\n"
+        with self._lock:
+            self._lines.setdefault(name, []).append(line)
+            self._output.write(f"{name:>12} | {line}")
+            self._output.flush()
 
     def wait_healthy(self, names: list[str], timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -370,7 +384,13 @@ class LocalStack:
             # The emulator pushes without a token: a front per subscriber adds the one
             # Pub/Sub would send, as Cloud Run forwards it.
             fronts = {
-                n: CloudRunFront(self.config.url(n), self.config.url(n), PUSH_ACCOUNT).start()
+                n: CloudRunFront(
+                    self.config.url(n),
+                    self.config.url(n),
+                    PUSH_ACCOUNT,
+                    on_answer=functools.partial(self._line, f"{n}-front"),
+                    pending_s=self.config.front_pending_s,
+                ).start()
                 for n in SUBSCRIBERS
             }
             self._fronts.extend(fronts.values())

@@ -41,14 +41,32 @@ trace_var: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
 )
 
 
+#: The attribute an exception leaving a job's block carries its job id in.
+_ERROR_JOB_ID = "gradeq_job_id"
+
+
 @contextmanager
 def job_context(job_id: str | None) -> Iterator[None]:
-    """Tag every log line emitted inside the block with `job_id`."""
+    """Tag every log line emitted inside the block with `job_id`.
+
+    An exception leaving the block is tagged too (`job_id_of`): the line an error handler
+    logs for it, after the block has ended, names the job all the same.
+    """
     token = job_id_var.set(job_id)
     try:
         yield
+    except Exception as exc:
+        if job_id is not None and job_id_of(exc) is None:
+            setattr(exc, _ERROR_JOB_ID, job_id)
+        raise
     finally:
         job_id_var.reset(token)
+
+
+def job_id_of(error: BaseException) -> str | None:
+    """The job an exception was raised for, when it left a `job_context` block."""
+    job_id = getattr(error, _ERROR_JOB_ID, None)
+    return job_id if isinstance(job_id, str) else None
 
 
 class _CorrelationFilter(logging.Filter):

@@ -52,6 +52,19 @@ class JobCursor:
     job_id: str
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What `JobStore.admit` did: the stored job, whether it is new, and the client's count.
+
+    `ahead` is the client's jobs not yet final that this create found (the new job not
+    included): the intake spaces the client's tasks by it.
+    """
+
+    job: Job
+    created: bool
+    ahead: int
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 
@@ -59,9 +72,22 @@ class JobStore(Protocol):
         """Insert `job` unless its id exists; return (stored job, created?).
 
         Creating counts the job as not yet final for its client and in total, in the same
-        transaction; with `limits`, a new job past a ceiling raises TooManyActiveJobs or
+        atomic write; with `limits`, a new job past a ceiling raises TooManyActiveJobs or
         BacklogFull and nothing is written (an existing job is returned whatever the
         counts: a retried request is never refused for the job it already made).
+
+        The ceilings are hard: checked in the same atomic write that counts the job, so
+        any number of racing creates admits at most a ceiling's worth of jobs (the
+        backlog ceiling bounds the jobs admitted under limits; a create without limits
+        is counted but not checked).
+        """
+        ...
+
+    def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
+        """`create`, also answering the client's count of jobs not yet final it found.
+
+        Costs no more round trips than `create` with limits: the count is the one the
+        ceiling is checked against.
         """
         ...
 
@@ -89,9 +115,13 @@ class JobStore(Protocol):
 
         `mutate` may raise (a domain error): then nothing is written and the error
         propagates. When the job first reaches a final state its client's and the total
-        count of jobs not yet final drop by one in the same transaction. Raises
-        `JobNotFound` for an unknown id. `mutate` may be called more than once when the
-        store retries a contended transaction, so it must be pure.
+        count of jobs not yet final drop by one in the same atomic write. Raises
+        `JobNotFound` for an unknown id. `mutate` may be called more than once (the store
+        decides again when another writer changed the job first), so it must be pure.
+        Concurrent updates of one job never fail each other for contention alone: each
+        is decided on the job as the other left it, and the loser of a claim sees
+        `JobLocked`. A writer that dies mid-update leaves the job as it was, locked by
+        nothing.
         """
         ...
 

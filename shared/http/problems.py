@@ -11,6 +11,7 @@ from werkzeug.exceptions import HTTPException
 
 from shared.domain.errors import PROBLEM_BASE, BacklogFull, GradeqError
 from shared.http.errors import PayloadTooLarge
+from shared.logs import job_id_of
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -71,7 +72,11 @@ def register_error_handlers(app: Flask) -> None:
     def _gradeq_error(error: GradeqError) -> Response:
         response = problem_for(error)
         if error.status >= 500:
-            log.error("request failed: %s", error.detail, extra={"error_type": error.slug})
+            log.error(
+                "request failed: %s",
+                error.detail,
+                extra={"error_type": error.slug, "job_id": job_id_of(error)},
+            )
             if error.slug not in PUBLIC_SERVER_ERRORS:
                 response = problem_for(error, detail=SERVER_ERROR_DETAIL)
         if error.status == 503 and "Retry-After" not in response.headers:
@@ -92,5 +97,5 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
-        log.exception("unhandled error")
+        log.exception("unhandled error", extra={"job_id": job_id_of(error)})
         return problem(500, "internal-error", "Internal error", "an unexpected error occurred")

@@ -76,8 +76,26 @@ def push_blueprint(
         # Held until teardown, so the error handler's log line carries the job id too.
         g.job_context = ExitStack()
         g.job_context.enter_context(job_context(received.event.job_id))
+        g.push_received = received
         handle(received)
         return Response(status=204)
+
+    @blueprint.after_request
+    def _log_answer(response: Response) -> Response:
+        # One line per push, whatever became of it, so a message that never arrives can
+        # be told from one that was refused, redelivered or acknowledged.
+        received: ReceivedEvent | None = g.get("push_received")
+        log.info(
+            "push answered",
+            extra={
+                "status": response.status_code,
+                "message_id": received.message_id if received else None,
+                "delivery_attempt": received.delivery_attempt if received else None,
+                "subscription": received.subscription if received else None,
+                "event_id": received.event.event_id if received else None,
+            },
+        )
+        return response
 
     @blueprint.teardown_request
     def _leave_job_context(_error: BaseException | None) -> None:

@@ -124,11 +124,15 @@ class IntakeService:
 
     def _create(self, new: Job, digest: str, now: datetime) -> tuple[Job, bool]:
         """Store the job unless its key was used, and make sure a pending job has its task."""
-        # Fairness: the client's n-th job not yet final is due n spacings from now,
-        # so another client's first job is never queued behind this client's burst.
-        ahead = self._store.active_jobs_of(new.client_id) if self._fair_spacing else 0
         # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
-        job, created = self._store.create(new, self._limits)
+        if self._fair_spacing:
+            # Fairness: the client's n-th job not yet final is due n spacings from now,
+            # so another client's first job is never queued behind this client's burst.
+            # The count comes with the create: the one the client's ceiling is checked on.
+            admission = self._store.admit(new, self._limits)
+            job, created, ahead = admission.job, admission.created, admission.ahead
+        else:
+            (job, created), ahead = self._store.create(new, self._limits), 0
         if not created and job.fingerprint != digest:
             raise IdempotencyConflict(
                 "this Idempotency-Key was already used with a different request body"

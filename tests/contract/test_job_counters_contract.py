@@ -81,11 +81,14 @@ def test_user_scopes_count_against_their_clients_ceiling(job_store: JobStore) ->
 
 
 def test_the_backlog_ceiling_refuses_everyone(job_store: JobStore) -> None:
-    job_store.create(job_of("a", "j1"))
-    job_store.create(job_of("b", "j2"))
+    limits = AdmissionLimits(per_client=10, backlog=2)
+    job_store.create(job_of("a", "j1"), limits)
+    job_store.create(job_of("b", "j2"), limits)
     with pytest.raises(BacklogFull):
-        job_store.create(job_of("c", "j3"), AdmissionLimits(per_client=10, backlog=2))
+        job_store.create(job_of("c", "j3"), limits)
     assert job_store.get("j3") is None
+    finish(job_store, "j1")
+    assert job_store.create(job_of("c", "j3"), limits)[1] is True
 
 
 def test_racing_creates_and_cancels_count_each_job_once(job_store: JobStore) -> None:

@@ -217,9 +217,9 @@ def test_concurrent_deliveries_of_one_task_grade_once(stack: LocalStack) -> None
 
     with ThreadPoolExecutor(max_workers=20) as pool:
         codes = list(pool.map(deliver, range(20)))
-    # 409: another delivery holds the lease; 503: the store reported contention (Firestore
-    # aborts contended transactions). Either way the queue delivers again later.
-    assert set(codes) <= {200, 409, 503}
+    # 409: another delivery holds the lease (the queue delivers again later). Never a 503:
+    # the deliveries are decided one after the other, on both backends.
+    assert set(codes) <= {200, 409}
     job = wait_final(stack, response.headers["Location"])
     assert job["status"] == "SUCCEEDED"
     assert job["attempts"] == 1

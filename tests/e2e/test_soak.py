@@ -6,13 +6,21 @@ from pathlib import Path
 
 import pytest
 
+from localcloud import emulators
 from localcloud.soak import run_soak
+from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS
 
 pytestmark = pytest.mark.e2e
 
 
-def test_a_short_seeded_soak_keeps_every_invariant(tmp_path: Path) -> None:
-    figures = run_soak(seed=7, jobs=30, duration_s=20, data_dir=tmp_path, fault_every_s=1.5)
+@pytest.mark.parametrize("backend", [EMBEDDED, GOOGLE_EMULATORS])
+def test_a_short_seeded_soak_keeps_every_invariant(tmp_path: Path, backend: str) -> None:
+    if backend == GOOGLE_EMULATORS and (reason := emulators.missing_reason()):
+        pytest.skip(f"Google Cloud emulators unavailable: {reason}")
+    figures = run_soak(
+        seed=7, jobs=30, duration_s=20, data_dir=tmp_path, fault_every_s=1.5, backend=backend
+    )
+    assert figures["backend"] == backend
     assert figures["violations"] == 0, figures["violation_details"]
     assert figures["jobs"]["accepted"] == 30
     assert sum(figures["jobs"]["final_by_status"].values()) == 30

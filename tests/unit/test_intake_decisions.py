@@ -22,7 +22,7 @@ from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import BacklogFull, TooManyActiveJobs, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
-from shared.ports import JobQuery, JobStore, TaskSpec
+from shared.ports import Admission, JobQuery, JobStore, TaskSpec
 from shared.service_layer.intake import (
     MAX_SCHEDULE_AHEAD,
     IntakeService,
@@ -51,9 +51,9 @@ class RecordingStore:
         self.queries.append(query)
         return self.inner.list_jobs(query)
 
-    def active_jobs_of(self, client_id: str) -> int:
-        self.counter_reads.append(client_id)
-        return self.inner.active_jobs_of(client_id)
+    def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
+        self.counter_reads.append(job.client_id)
+        return self.inner.admit(job, limits)
 
 
 class Intake:

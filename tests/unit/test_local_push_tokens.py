@@ -5,12 +5,15 @@ Each token a stand-in sends is checked by the verifier the services run in produ
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
@@ -152,15 +155,20 @@ def test_the_cloud_run_front_adds_the_token_and_passes_the_rest_through() -> Non
     assert_forwarded(bearer(request), audience, PUSH_SA)
 
 
-def test_the_cloud_run_front_answers_503_when_the_service_does_not() -> None:
+def test_the_cloud_run_front_answers_429_when_no_instance_comes_up() -> None:
+    """As Cloud Run: a request with no instance to take it waits, then is refused with 429."""
     with RecordingTarget() as gone:
         url = gone.url
-    front = CloudRunFront(url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2).start()
+    front = CloudRunFront(
+        url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2, pending_s=0.3
+    ).start()
     try:
+        started = time.monotonic()
         response = requests.post(front.url + "/pubsub/push", json={}, timeout=5)
     finally:
         front.stop()
-    assert response.status_code == 503
+    assert response.status_code == 429
+    assert time.monotonic() - started >= 0.3
 
 
 def test_the_cloud_run_front_validates_x_serverless_authorization_and_passes_the_rest() -> None:
@@ -239,3 +247,75 @@ def test_a_token_forged_behind_the_front_does_not_pass_for_the_tasks_account(
             assert ok.status_code == 200, ok.text
         finally:
             front.stop()
+
+
+def test_the_cloud_run_front_holds_a_request_until_the_service_is_back() -> None:
+    """A push arriving while the service restarts waits for it instead of failing."""
+    with socket.socket() as probe:  # a free port, nothing listening on it yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    received: list[str] = []
+
+    class Service(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    answered: list[dict[str, Any]] = []
+    front = CloudRunFront(
+        f"http://127.0.0.1:{port}", "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=5,
+        on_answer=lambda line: answered.append(json.loads(line)),
+    ).start()  # fmt: skip
+    servers: list[ThreadingHTTPServer] = []
+
+    def come_back() -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", port), Service)
+        servers.append(server)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+
+    restart = threading.Timer(0.5, come_back)
+    restart.start()
+    try:
+        response = requests.post(front.url + "/pubsub/push", json={}, timeout=10)
+    finally:
+        restart.join()
+        front.stop()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert response.status_code == 204
+    assert received == ["/pubsub/push"]
+    [line] = answered
+    assert line["status"] == 204 and line["seconds"] >= 0.4
+
+
+def test_the_cloud_run_front_reports_each_push_and_what_it_answered() -> None:
+    answered: list[dict[str, Any]] = []
+    push = {"message": {"data": "e30=", "messageId": "m-7"}, "deliveryAttempt": 3}
+    with RecordingTarget() as service:
+        front = CloudRunFront(
+            service.url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2,
+            on_answer=lambda line: answered.append(json.loads(line)),
+        ).start()  # fmt: skip
+        try:
+            assert requests.post(front.url + "/pubsub/push", json=push, timeout=5).ok
+        finally:
+            front.stop()
+    gone = CloudRunFront(
+        service.url, "https://x-abc-ew.a.run.app", PUSH_SA, timeout_s=2, pending_s=0.2,
+        on_answer=lambda line: answered.append(json.loads(line)),
+    ).start()  # fmt: skip
+    try:
+        assert requests.post(gone.url + "/pubsub/push", json=push, timeout=5).status_code == 429
+    finally:
+        gone.stop()
+    delivered, refused = answered
+    assert delivered["message_id"] == refused["message_id"] == "m-7"
+    assert delivered["delivery_attempt"] == 3
+    assert (delivered["status"], delivered["upstream_error"]) == (200, None)
+    assert refused["status"] == 429 and refused["upstream_error"] == "ConnectionError"
+    assert refused["severity"] == "WARNING"

@@ -149,3 +149,35 @@ def test_gunicorns_lines_are_json_and_cut_after_configure_logging(
     assert service_name("localcloud.frontend.app:create_app()") == (
         "localcloud.frontend.app:create_app()"
     )
+
+
+def test_an_error_raised_inside_a_job_context_is_logged_with_its_job_id(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reply's error line is written after the job's block has ended: it still names it."""
+    from flask import Flask
+
+    from shared.domain.errors import DependencyUnavailable
+    from shared.http.problems import register_error_handlers
+
+    configure_logging("worker")
+    app = Flask("t")
+    register_error_handlers(app)
+
+    @app.post("/busy")
+    def busy() -> str:
+        with job_context("job-7"):
+            raise DependencyUnavailable("Firestore contention on job-7")
+
+    @app.post("/boom")
+    def boom() -> str:
+        with job_context("job-8"):
+            raise RuntimeError("unexpected")
+
+    client = app.test_client()
+    assert client.post("/busy").status_code == 503
+    assert client.post("/boom").status_code == 500
+    failed, unhandled = [line for line in lines(capsys) if line["severity"] == "ERROR"]
+    assert failed["message"] == "request failed: Firestore contention on job-7"
+    assert failed["job_id"] == "job-7"
+    assert unhandled["message"] == "unhandled error" and unhandled["job_id"] == "job-8"

@@ -15,7 +15,7 @@ from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
 from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
-from shared.ports import JobCursor, JobFilter, JobQuery
+from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -204,17 +204,23 @@ class SqliteJobStore:
             conn.execute(_SEED_TOTAL, (_FINAL_JSON,))
 
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
+        admission = self.admit(job, limits)
+        return admission.job, admission.created
+
+    def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
+        # BEGIN IMMEDIATE: the counts checked are the counts the job is added to.
         with unavailable_on_error("create job"), self._db.transaction() as conn:
+            counts = self._counts(conn, job.client_id)
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
             if row is not None:
-                return self._recent.decode(job.id, row["record"]), False
+                return Admission(self._recent.decode(job.id, row["record"]), False, counts.client)
             if limits is not None:
-                limits.check(self._counts(conn, job.client_id))
+                limits.check(counts)
             self._write(conn, job, insert=True)
             self._count(conn, job.client_id, +1)
             if self._on_write is not None:
                 self._on_write(conn, None, job)
-        return job, True
+        return Admission(job, True, counts.client)
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
         after_at, after_id = (

@@ -1,10 +1,18 @@
-"""JobStore on Firestore: one document per job, named by the job id.
+"""JobStore on Firestore: one document per job, named by the job id; no transactions.
+
+Every write is a compare-and-set: it names the version of the document it was decided on
+(the `update_time` Firestore returned when it was read or last written), and Firestore
+refuses it with FAILED_PRECONDITION when another writer got there first. The loser reads
+the job again and decides again, so concurrent deliveries never abort each other inside
+a transaction, a writer that dies between its read and its write leaves nothing locked,
+and a change is one commit (plus one read when this instance has not seen the job's
+latest version: `_Versions`).
 
 Creation is one atomic batch: the job's `create()` (insert-if-absent) with +1 on its
-client's counter and on one backlog shard of jobs not yet final. Every state change is one
-transaction that reads the document, applies the domain method and writes it back (one
-read, one write; never a read after a write), with -1 on the counters when the job first
-becomes final.
+client's counter and on one backlog shard of jobs not yet final. With admission limits
+both counters are written conditioned on the versions the check read, so a ceiling holds
+under any number of racing creates. A job's first final state is one batch too: the job
+(conditioned on its version) with -1 on both counters.
 """
 
 from __future__ import annotations
@@ -12,9 +20,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -25,24 +35,22 @@ from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import FINAL_STATUSES, Job, JobStatus
-from shared.ports import JobCursor, JobFilter, JobQuery
+from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
-#: Whole transactions retried when a read is aborted under contention (the client
-#: itself only retries ABORTED at commit).
-_ABORTED_READ_RETRIES = 3
 #: The statuses find_unannounced asks for (a Firestore `in` filter).
 _FINAL = sorted(s.value for s in FINAL_STATUSES)
 #: A readiness probe answers within this, without the client's long default retries.
 PING_TIMEOUT_S = 5.0
-_T = TypeVar("_T")
 #: The total of jobs not yet final is spread over this many counter documents, so
 #: creates and completions do not all write one document (Firestore sustains about one
-#: write a second per document); the total is their sum.
+#: write a second per document); the total is their sum. Under admission limits each
+#: shard holds at most its share of the backlog ceiling (`shard_capacity`), so the sum
+#: never passes the ceiling although a create reads and writes a single shard.
 BACKLOG_SHARDS = 8
-#: How long one instance reuses the total it read. Both ceilings are read before the
-#: create, not inside a transaction (which would serialise every create of a client), so
-#: concurrent creates may pass a ceiling by the number racing: a soft limit.
-BACKLOG_CACHE_S = 1.0
+#: The field of a job document naming the backlog shard that counts it.
+SHARD_FIELD = "backlog_shard"
+#: How many job versions one instance remembers (a job's id and its last version each).
+VERSIONS_KEPT = 4096
 _ACTIVE = "active"
 
 
@@ -53,6 +61,77 @@ WriteHook = Callable[[Any, Job | None, Job], None]
 
 def _client_counter_id(client_id: str) -> str:
     return "client:" + counted_as(client_id).replace("/", "%2F")
+
+
+def shard_capacity(shard: int, backlog: int) -> int:
+    """Shard `shard`'s share of a backlog ceiling; the shares add up to the ceiling."""
+    share, rest = divmod(backlog, BACKLOG_SHARDS)
+    return share + (1 if shard < rest else 0)
+
+
+@dataclass(frozen=True)
+class _Version:
+    """A job as this instance last read or wrote it, and Firestore's version of it."""
+
+    job: Job
+    update_time: Any
+    shard: int | None
+
+
+class _Versions:
+    """The latest version of recently seen jobs, so a change needs no read first.
+
+    Only a hint: a write names the version it was decided on, so a stale entry costs one
+    refused write and a read, never a lost update.
+    """
+
+    def __init__(self, size: int = VERSIONS_KEPT) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, _Version] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> _Version | None:
+        with self._lock:
+            return self._entries.get(job_id)
+
+    def put(self, job_id: str, version: _Version) -> None:
+        with self._lock:
+            self._entries[job_id] = version
+            self._entries.move_to_end(job_id)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._entries.pop(job_id, None)
+
+
+class _Contended:
+    """Jittered pauses between compare-and-set attempts, within the store's deadline."""
+
+    def __init__(self, deadline_s: float, what: str) -> None:
+        self._give_up = time.monotonic() + deadline_s
+        self._what = what
+        self._losses = 0
+
+    def lost(self) -> None:
+        """Another writer won: pause a little (longer each time), or give up."""
+        self._losses += 1
+        if time.monotonic() >= self._give_up:
+            raise DependencyUnavailable(f"{self._what} kept changing; try again")
+        if self._losses > 1:
+            time.sleep(random.uniform(0, min(0.1, 0.005 * 2**self._losses)))
+
+
+def _active(snapshot: Any) -> int:
+    """A counter's value; an absent counter is zero."""
+    if snapshot is None or not snapshot.exists:
+        return 0
+    return int((snapshot.to_dict() or {}).get(_ACTIVE, 0))
+
+
+def _any_shard() -> int:
+    return random.randrange(BACKLOG_SHARDS)
 
 
 class FirestoreJobStore:
@@ -71,159 +150,225 @@ class FirestoreJobStore:
         self._client = client
         self._jobs = client.collection(collection)
         self._counters = client.collection(counters_collection or f"{collection}_counters")
-        self._backlog_cache: tuple[float, int] | None = None
-        self._cache_lock = threading.Lock()
         self._ttl = ttl
-        # Every call is bounded; only BeginTransaction keeps the client's own retry (the
-        # library offers no knob for it), so an update waits longer on a dead store.
+        # Every call is bounded: a dead store answers within the deadline.
         self._retry = bounded_retry(deadline_s)
         self._deadline_s = deadline_s
+        self._versions = _Versions()
+        # Backlog shards this instance last saw full, so a create tries the others first.
+        self._full_shards: set[int] = set()
         self.meter = metering.Meter()
 
+    # --- creating ------------------------------------------------------------------------
+
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
+        admission = self._admit(job, limits, count=limits is not None)
+        return admission.job, admission.created
+
+    def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
+        return self._admit(job, limits, count=True)
+
+    def _admit(self, job: Job, limits: AdmissionLimits | None, *, count: bool) -> Admission:
         ref = self._jobs.document(job.id)
         client_ref = self._counters.document(_client_counter_id(job.client_id))
-        if limits is not None:
+        contended = _Contended(self._deadline_s, f"the job counters of {job.client_id}")
+        while True:
+            shard = self._pick_shard(limits)
+            batch = self._client.batch()
+            ahead = 0
+            increments: list[tuple[Any, Any]] = [(client_ref, None), (self._shard(shard), None)]
+            if count:
+                refs = [client_ref, self._shard(shard)] if limits else [client_ref]
+                snapshots = self._get_all(refs)
+                ahead = _active(snapshots[client_ref.id])
+                if limits is not None:
+                    try:
+                        shard, shard_snapshot = self._check(
+                            limits, ahead, shard, snapshots[self._shard(shard).id]
+                        )
+                    except GradeqError:
+                        existing = self.get(job.id)  # a retried request is answered, never refused
+                        if existing is not None:
+                            return Admission(existing, False, ahead)
+                        raise
+                    # Conditioned on the counts just checked: a racing create makes this
+                    # batch fail, and it is decided again on the new counts.
+                    increments = [
+                        (client_ref, snapshots[client_ref.id]),
+                        (self._shard(shard), shard_snapshot),
+                    ]
+            document = to_document(job, self._ttl, created=True)
+            document[SHARD_FIELD] = shard
+            # One atomic batch: the job's create() precondition fails the whole batch when
+            # the id exists, so the counters move only with a new job.
+            batch.create(ref, document)
+            for counter, seen in increments:
+                self._add(batch, counter, +1, seen)
+            if self._on_write is not None:
+                self._on_write(batch, None, job)
             try:
-                limits.check(self._admission_counts(client_ref))
-            except GradeqError:
-                existing = self.get(job.id)  # a retried request is answered, never refused
+                results = batch.commit(retry=self._retry, timeout=self._deadline_s)
+            except gexc.AlreadyExists:
+                # A concurrent or earlier request with the same key won: answer with its job.
+                existing = self.get(job.id)
                 if existing is not None:
-                    return existing, False
-                raise
-        # One atomic batch: the job's create() precondition fails the whole batch when the
-        # id exists, so the counters move only with a new job (no read locks taken).
-        batch = self._client.batch()
-        batch.create(ref, to_document(job, self._ttl, created=True))
-        self._count(batch, client_ref, +1)
-        if self._on_write is not None:
-            self._on_write(batch, None, job)
-        try:
-            batch.commit(retry=self._retry, timeout=self._deadline_s)
-        except gexc.AlreadyExists:
-            # A concurrent or earlier request with the same key won: answer with its job.
-            existing = self.get(job.id)
-            if existing is None:  # expired and deleted by TTL in between: a rare retry
-                return self.create(job, limits)
-            return existing, False
-        except gexc.GoogleAPIError as exc:
-            raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
-        finally:
-            self.meter.add(metering.FIRESTORE_WRITES, 3)
-        return job, True
+                    return Admission(existing, False, ahead)
+                contended.lost()  # expired and deleted by TTL in between: a rare retry
+            except gexc.FailedPrecondition:
+                contended.lost()  # a counter moved since it was read
+            except gexc.GoogleAPIError as exc:
+                raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
+            else:
+                self._versions.put(job.id, _Version(job, results[0].update_time, shard))
+                return Admission(job, True, ahead)
+            finally:
+                # Counted per attempt, refused ones included, to be safe.
+                self.meter.add(metering.FIRESTORE_WRITES, 1 + len(increments))
 
-    def _read_active(self, client_ref: Any) -> int:
-        try:
-            counter = client_ref.get(retry=self._retry, timeout=self._deadline_s)
-        except gexc.GoogleAPIError as exc:
-            raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
-        self.meter.add(metering.FIRESTORE_READS)
-        return int((counter.to_dict() or {}).get(_ACTIVE, 0)) if counter.exists else 0
+    def _shard(self, shard: int) -> Any:
+        return self._counters.document(f"backlog:{shard}")
 
-    def _count(self, writes: Any, client_ref: Any, delta: int) -> None:
-        """Add `delta` to the client's counter and one backlog shard in `writes` (blind)."""
-        increment = {_ACTIVE: firestore.Increment(delta)}
-        writes.set(client_ref, increment, merge=True)
-        shard = self._counters.document(f"backlog:{random.randrange(BACKLOG_SHARDS)}")
-        writes.set(shard, increment, merge=True)
+    def _pick_shard(self, limits: AdmissionLimits | None) -> int:
+        shards = range(BACKLOG_SHARDS)
+        if limits is not None:
+            shards = range(min(BACKLOG_SHARDS, limits.backlog))  # the others hold no share
+        roomy = [s for s in shards if s not in self._full_shards]
+        return random.choice(roomy or list(shards))
 
-    def _admission_counts(self, client_ref: Any) -> ActiveCounts:
-        """The client's count, read now, and the backlog total, cached for a while."""
-        now = time.monotonic()
-        with self._cache_lock:
-            cached = self._backlog_cache
-        if cached and now - cached[0] < BACKLOG_CACHE_S:
-            return ActiveCounts(self._read_active(client_ref), cached[1])
-        return self._read_counts(client_ref)
+    def _check(
+        self, limits: AdmissionLimits, client_active: int, shard: int, snapshot: Any
+    ) -> tuple[int, Any]:
+        """The shard to count the new job in, once both ceilings leave room for it."""
+        limits.check(ActiveCounts(client_active, 0))  # the client's ceiling
+        if _active(snapshot) < shard_capacity(shard, limits.backlog):
+            self._full_shards.discard(shard)
+            return shard, snapshot
+        # This shard's share is used up: look at every shard (one more read, only when
+        # the backlog is near its ceiling or this shard's share is small).
+        snapshots = self._get_all([self._shard(s) for s in range(BACKLOG_SHARDS)])
+        roomy: list[tuple[int, Any]] = []
+        for s in range(BACKLOG_SHARDS):
+            seen = snapshots[self._shard(s).id]
+            if _active(seen) < shard_capacity(s, limits.backlog):
+                roomy.append((s, seen))
+                self._full_shards.discard(s)
+            else:
+                self._full_shards.add(s)
+        if not roomy:
+            # Every share is used up: the backlog is at its ceiling.
+            limits.check(ActiveCounts(client_active, limits.backlog))
+            raise AssertionError("unreachable: a full backlog fails the check")
+        return random.choice(roomy)
 
-    def _read_counts(self, client_ref: Any) -> ActiveCounts:
-        """Read the client's counter and every backlog shard in one call; cache the total."""
-        now = time.monotonic()
-        shards = [self._counters.document(f"backlog:{i}") for i in range(BACKLOG_SHARDS)]
+    def _add(self, writes: Any, counter: Any, delta: int, seen: Any = None) -> None:
+        """Add `delta` to a counter in `writes`: blind, or conditioned on the version seen."""
+        if seen is None:
+            writes.set(counter, {_ACTIVE: firestore.Increment(delta)}, merge=True)
+        elif seen.exists:
+            option = self._client.write_option(last_update_time=seen.update_time)
+            writes.update(counter, {_ACTIVE: firestore.Increment(delta)}, option=option)
+        else:
+            writes.create(counter, {_ACTIVE: delta})
+
+    def _get_all(self, refs: Sequence[Any]) -> dict[str, Any]:
+        """Read documents in one call; the snapshots by document id (they come in any order)."""
         try:
             snapshots = list(
-                self._client.get_all(
-                    [client_ref, *shards], retry=self._retry, timeout=self._deadline_s
-                )
+                self._client.get_all(list(refs), retry=self._retry, timeout=self._deadline_s)
             )
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore read failed: {exc}") from exc
-        self.meter.add(metering.FIRESTORE_READS, 1 + BACKLOG_SHARDS)
-        # The snapshots come back in any order: tell them apart by document id.
-        active = {s.id: int((s.to_dict() or {}).get(_ACTIVE, 0)) for s in snapshots if s.exists}
-        total = sum(active.get(shard.id, 0) for shard in shards)
-        with self._cache_lock:
-            self._backlog_cache = (now, total)
-        return ActiveCounts(active.get(client_ref.id, 0), total)
+        self.meter.add(metering.FIRESTORE_READS, len(refs))
+        return {s.id: s for s in snapshots}
+
+    # --- counters ------------------------------------------------------------------------
 
     def active_jobs_of(self, client_id: str) -> int:
-        return self._read_active(self._counters.document(_client_counter_id(client_id)))
+        client_ref = self._counters.document(_client_counter_id(client_id))
+        return _active(self._get_all([client_ref])[client_ref.id])
 
     def active_counts(self, client_id: str) -> ActiveCounts:
-        return self._read_counts(self._counters.document(_client_counter_id(client_id)))
+        client_ref = self._counters.document(_client_counter_id(client_id))
+        shards = [self._shard(s) for s in range(BACKLOG_SHARDS)]
+        snapshots = self._get_all([client_ref, *shards])
+        total = sum(_active(snapshots[s.id]) for s in shards)
+        return ActiveCounts(_active(snapshots[client_ref.id]), total)
 
-    def get(self, job_id: str) -> Job | None:
+    # --- reading and changing one job ----------------------------------------------------
+
+    def _read(self, job_id: str) -> _Version | None:
         self.meter.add(metering.FIRESTORE_READS)
         try:
             snapshot = self._jobs.document(job_id).get(retry=self._retry, timeout=self._deadline_s)
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore get failed: {exc}") from exc
-        return from_document(job_id, snapshot.to_dict() or {}) if snapshot.exists else None
+        if not snapshot.exists:
+            self._versions.forget(job_id)
+            return None
+        data = snapshot.to_dict() or {}
+        shard = data.get(SHARD_FIELD)
+        version = _Version(
+            from_document(job_id, data),
+            snapshot.update_time,
+            shard if isinstance(shard, int) else None,
+        )
+        self._versions.put(job_id, version)
+        return version
+
+    def get(self, job_id: str) -> Job | None:
+        version = self._read(job_id)
+        return version.job if version is not None else None
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
         ref = self._jobs.document(job_id)
-
-        @firestore.transactional
-        def apply(transaction: firestore.Transaction) -> tuple[Job, bool]:
-            self.meter.add(metering.FIRESTORE_TRANSACTIONS)
-            self.meter.add(metering.FIRESTORE_READS)
-            snapshot = ref.get(transaction=transaction, retry=self._retry, timeout=self._deadline_s)
-            if not snapshot.exists:
-                raise JobNotFound(f"no job {job_id}")
-            # A domain error raised here rolls the transaction back: nothing is written.
-            current = from_document(job_id, snapshot.to_dict() or {})
-            updated = mutate(current)
-            document = to_document(updated, self._ttl, created=False)
-            # Replace each job field whole but keep server_created_at from the create.
-            transaction.set(ref, document, merge=list(document))
+        contended = _Contended(self._deadline_s, f"job {job_id}")
+        version = self._versions.get(job_id)
+        while True:
+            fresh = version is None
+            if version is None:
+                version = self._read(job_id)
+                if version is None:
+                    raise JobNotFound(f"no job {job_id}")
+            current = version.job
+            try:
+                updated = mutate(current)
+            except GradeqError:
+                if fresh:
+                    raise  # decided on the job as it is now: nothing is written
+                version = None  # the version remembered may be stale: decide on a read
+                continue
             finalized = updated.status.is_final and not current.status.is_final
             reopened = current.status.is_final and not updated.status.is_final
+            document = to_document(updated, self._ttl, created=False)
+            batch = self._client.batch()
+            # Replaces each job field whole; server_created_at and the shard stay.
+            option = self._client.write_option(last_update_time=version.update_time)
+            batch.update(ref, document, option=option)
             if finalized or reopened:  # a replay or regrade counts as not final again
+                delta = -1 if finalized else +1
                 client_ref = self._counters.document(_client_counter_id(updated.client_id))
-                self._count(transaction, client_ref, -1 if finalized else +1)
+                self._add(batch, client_ref, delta)
+                # A job stored before shards were recorded counts on a shard at random.
+                shard = version.shard
+                self._add(batch, self._shard(shard if shard is not None else _any_shard()), delta)
             if self._on_write is not None:
-                self._on_write(transaction, current, updated)
-            return updated, finalized
-
-        result: Job
-        finalized: bool
-        result, finalized = self._run(lambda: apply(self._client.transaction()), job_id)
-        # Counted once committed: the writes of an aborted attempt are not billed.
-        self.meter.add(metering.FIRESTORE_WRITES, 3 if finalized else 1)
-        return result
-
-    def _run(self, attempt_once: Callable[[], _T], job_id: str) -> _T:
-        """Run a transaction, retrying aborted reads; map failures to DependencyUnavailable."""
-        for attempt in range(_ABORTED_READ_RETRIES + 1):
+                self._on_write(batch, current, updated)
             try:
-                return attempt_once()
-            except GradeqError:
-                raise
-            except gexc.Aborted as exc:
-                if attempt == _ABORTED_READ_RETRIES:
-                    raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
-                time.sleep(0.05 * 2**attempt)
-            except ValueError as exc:
-                # The client wraps ABORTED in ValueError once its commit retries run out,
-                # and raises one while rolling back a transaction that never began.
-                if isinstance(exc.__cause__, gexc.Aborted):
-                    raise DependencyUnavailable(f"Firestore contention on {job_id}") from exc
-                if isinstance(exc.__context__, gexc.GoogleAPIError):
-                    raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
-                raise
+                results = batch.commit(retry=self._retry, timeout=self._deadline_s)
+            except gexc.FailedPrecondition:
+                # Another writer changed the job since this version: decide again on it.
+                self._versions.forget(job_id)
+                version = None
+                if fresh:
+                    contended.lost()
+                continue
             except gexc.GoogleAPIError as exc:
+                self._versions.forget(job_id)  # the write may or may not have happened
                 raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
-        raise AssertionError("unreachable")
+            finally:
+                self.meter.add(metering.FIRESTORE_WRITES, 3 if finalized or reopened else 1)
+            self._versions.put(job_id, _Version(updated, results[0].update_time, version.shard))
+            return updated
 
     def find(
         self,

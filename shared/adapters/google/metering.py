@@ -30,7 +30,6 @@ class Meter:
 # Counter names shared by the adapters and the benchmark.
 FIRESTORE_READS = "firestore.document_reads"
 FIRESTORE_WRITES = "firestore.document_writes"
-FIRESTORE_TRANSACTIONS = "firestore.transaction_attempts"
 FIRESTORE_QUERIES = "firestore.queries"
 TASKS_CREATE_CALLS = "cloudtasks.create_task_calls"
 TASKS_CREATED = "cloudtasks.tasks_created"
