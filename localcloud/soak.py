@@ -46,8 +46,8 @@ from typing import Any
 
 import requests
 
-from localcloud.soak_assignments import Classes
 from localcloud.cloudrun import PENDING_S
+from localcloud.soak_assignments import Classes
 from localcloud.stack import (
     EMBEDDED,
     EMULATOR_PROJECT,
@@ -739,7 +739,9 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
     parser.add_argument("--settle", type=float, default=180.0, help="max seconds to settle")
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--classes", type=int, default=3, help="assignments sent in batches (embedded backend)")
+    parser.add_argument(
+        "--classes", type=int, default=3, help="assignments sent in batches (embedded backend)"
+    )
     parser.add_argument("--class-size", type=int, default=40, help="answers per class")
     parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
     parser.add_argument(
