@@ -158,10 +158,15 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Reuse this key (a retry); generated when absent.")
     ] = None,
+    lane: Annotated[
+        str | None, typer.Option(help="The priority lane (e.g. exam, grading, bulk).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Submit a grading request; prints the Idempotency-Key so a retry can reuse it."""
     body = _read_body(source)
+    if lane is not None:
+        body["lane"] = lane
     key = idempotency_key or new_idempotency_key()
     if not as_json:
         err.print(f"Idempotency-Key: {key}")
@@ -170,7 +175,8 @@ def submit(
         _emit({"idempotency_key": key, "replayed": job.replayed, "job": job.data})
         return
     verb = "already submitted" if job.replayed else "submitted"
-    out.print(f"{verb}: job [bold]{job.id}[/] is {job.status}")
+    where = f" in lane {job.data['lane']}" if job.data.get("lane") else ""
+    out.print(f"{verb}: job [bold]{job.id}[/] is {job.status}{where}")
 
 
 @app.command()

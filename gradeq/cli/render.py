@@ -32,6 +32,8 @@ def job_panel(job: dict[str, Any]) -> Table:
     table = Table(show_header=False, box=None, title=f"job {job['id']}")
     timings = job.get("timings") or {}
     table.add_row("state", _status(job["status"]))
+    if job.get("lane"):
+        table.add_row("lane", str(job["lane"]))
     table.add_row("attempts", str(job.get("attempts", 0)))
     table.add_row("elapsed", elapsed(job))
     table.add_row("queue wait", seconds(timings.get("queue_wait_ms")))
@@ -51,7 +53,7 @@ def job_panel(job: dict[str, Any]) -> Table:
 def jobs_table(jobs: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
     table.add_column("id", no_wrap=True)  # copied into the next command: never wrapped
-    for column in ("client", "status", "attempts", "created", "queue wait", "processing"):
+    for column in ("client", "lane", "status", "attempts", "created", "queue wait", "processing"):
         table.add_column(column)
     table.add_column("last error", overflow="fold")
     for job in jobs:
@@ -60,6 +62,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str) -> Table:
         table.add_row(
             job["id"],
             job.get("client_id") or "",
+            job.get("lane") or "",
             _status(job["status"]),
             str(job.get("attempts", 0)),
             str(job.get("created_at") or ""),

@@ -73,6 +73,7 @@ def create_app(
         limits,
         settings.fair_spacing(),
         uow=adapters.uow,
+        lanes=settings.lane_policy(),
     )
     register_error_handlers(app)
     app.before_request(check_request_head)

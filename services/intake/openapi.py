@@ -31,6 +31,7 @@ from shared.domain.errors import (
     IdempotencyConflict,
     JobAlreadyFinal,
     JobNotFound,
+    LaneNotAllowed,
     TooManyActiveJobs,
     ValidationFailed,
 )
@@ -176,6 +177,7 @@ def _paths() -> dict[str, Any]:
         PayloadTooLarge,
         UnsupportedMediaType,
         IdempotencyConflict,
+        LaneNotAllowed,
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,

@@ -63,6 +63,9 @@ class JobView(BaseModel):
     completed_at: str | None
     last_updated_at: str
     not_before: str | None = None
+    lane: str | None = Field(
+        default=None, description="The priority lane the job goes through (docs/lanes.md)."
+    )
     timings: Timings
     result: Result | None = None
     error: JobErrorView | None = None
@@ -111,6 +114,7 @@ def job_model(job: Job) -> JobView:
         completed_at=_iso(job.completed_at),
         last_updated_at=updated_at,
         not_before=job.request.not_before,
+        lane=job.lane,
         timings=Timings(**job.timings()),
         result=Result(**job.result.to_dict()) if job.result else None,
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
@@ -120,7 +124,7 @@ def job_model(job: Job) -> JobView:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before"):
+    for optional in ("result", "error", "not_before", "lane"):
         if view[optional] is None:
             del view[optional]
     return view

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
 from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
+from shared.domain.lanes import LanePolicy
 
 _EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
 #: A job's attempt budget when its queue retries without limit (max_attempts -1).
@@ -81,6 +82,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     queues_file: Path = DEFAULT_QUEUES_FILE
     queue: str = "grading"
+    # Lanes (see docs/lanes.md): the lane of a request naming none, and the lanes each
+    # client may use, e.g. "acme=exam|grading,*=grading|bulk" (first: that client's default).
+    default_lane: str | None = None
+    client_lanes: str = ""
 
     # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
     worker_url: str = "http://127.0.0.1:8081"
@@ -252,6 +257,7 @@ class Settings(BaseSettings):
         self._queues = load_queues(self.queues_file)
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
+        self.lane_policy()  # refuse a lane list naming undeclared lanes
         self.budget()  # refuse an inconsistent set of durations at start-up
         return self
 
@@ -317,6 +323,15 @@ class Settings(BaseSettings):
     def queues(self) -> dict[str, QueueConfig]:
         """Every queue of the queues file, read once when the settings were made."""
         return dict(self._queues)
+
+    def lane_policy(self) -> LanePolicy:
+        """Which lanes each client may use (GRADEQ_CLIENT_LANES, GRADEQ_DEFAULT_LANE)."""
+        default = self.default_lane or self.queue
+        if default not in self._queues:
+            raise ValueError(f"GRADEQ_DEFAULT_LANE {default!r} is not a queue of the file")
+        rank = self._queues[default].lane.priority
+        urgent = [q.name for q in self._queues.values() if q.lane.priority > rank]
+        return LanePolicy.parse(self._queues, default, self.client_lanes, urgent)
 
     def fair_spacing(self) -> timedelta:
         """How far apart one client's queued jobs are scheduled."""

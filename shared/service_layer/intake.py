@@ -15,6 +15,7 @@ from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.lanes import LanePolicy
 from shared.logs import job_context
 from shared.ports import (
     Clock,
@@ -89,7 +90,10 @@ class IntakeService:
         limits: AdmissionLimits | None = None,
         fair_spacing: timedelta = timedelta(0),
         uow: UnitOfWork | None = None,
+        lanes: LanePolicy | None = None,
     ) -> None:
+        # None: every job goes to the queue's default lane (the request's lane is kept).
+        self._lanes = lanes
         self._limits = limits
         self._uow = uow
         self._fair_spacing = fair_spacing
@@ -109,8 +113,9 @@ class IntakeService:
                     f"not_before may be at most {MAX_SCHEDULE_AHEAD.days} days ahead",
                     errors=[{"field": "not_before", "message": "too far ahead"}],
                 )
+            lane = self._lanes.resolve(client_id, request.lane) if self._lanes else request.lane
             digest = fingerprint(request)
-            new = Job.new(job_id, client_id, request, digest, now)
+            new = Job.new(job_id, client_id, request, digest, now, lane=lane)
             # The job and its task commit together where the backend allows: nothing is
             # half-written. Elsewhere a job may be stored without its task; its client's
             # retry (same key) or the recovery sweep creates the task.
@@ -123,7 +128,10 @@ class IntakeService:
         """Store the job unless its key was used, and make sure a pending job has its task."""
         # Fairness: the client's n-th job not yet final is due n spacings from now,
         # so another client's first job is never queued behind this client's burst.
-        ahead = self._store.active_jobs_of(new.client_id) if self._fair_spacing else 0
+        # A lane above the default one is not spaced: a live exam's jobs never queue
+        # behind their client's backlog in the lower lanes.
+        spaced = self._fair_spacing and not (self._lanes and self._lanes.urgent(new.lane))
+        ahead = self._store.active_jobs_of(new.client_id) if spaced else 0
         # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
         job, created = self._store.create(new, self._limits)
         if not created and job.fingerprint != digest:
@@ -137,7 +145,9 @@ class IntakeService:
             # always given, so the queue orders every task on this service's clock.
             due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
             self._queue.enqueue(
-                TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
+                TaskSpec(
+                    task_name_for(job.id, job.generation), job.id, schedule_time=due, queue=job.lane
+                )
             )
         return job, created
 

@@ -92,9 +92,10 @@ class _Released(Exception):
 class _Superseded(Exception):
     """The delivered task was handed on to a later one (`Job.defer`), named `successor`."""
 
-    def __init__(self, successor: str) -> None:
+    def __init__(self, successor: str, lane: str | None) -> None:
         super().__init__(successor)
         self.successor = successor
+        self.lane = lane
 
 
 class _Grading:
@@ -197,7 +198,7 @@ class WorkerService:
 
         def start(job: Job) -> Job:
             if task_name and self._handed_on(job, task_name):
-                raise _Superseded(job.task_name)
+                raise _Superseded(job.task_name, job.lane)
             return job.start_attempt(owner, self._clock.now(), self._lease, budget)
 
         return self._store.update(job_id, start)
@@ -220,7 +221,7 @@ class WorkerService:
         try:
             return self._start(delivery.job_id, owner, delivery.task_name)
         except _Superseded as superseded:
-            if self._queue is None or self._queue.exists(superseded.successor):
+            if self._queue is None or self._queue.exists(superseded.successor, superseded.lane):
                 raise
         # The successor was never created (its delivery answered 429): this task goes on.
         return self._start(delivery.job_id, owner)
@@ -454,7 +455,9 @@ class WorkerService:
         deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
         due = self._clock.now() + timedelta(seconds=wait)
         try:
-            self._queue.enqueue(TaskSpec(deferred.task_name, deferred.id, schedule_time=due))
+            self._queue.enqueue(
+                TaskSpec(deferred.task_name, deferred.id, schedule_time=due, queue=deferred.lane)
+            )
         except DependencyUnavailable as unavailable:
             log.warning(
                 "the job could not be deferred to a new task; the queue retries this one",

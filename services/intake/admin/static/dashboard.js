@@ -108,6 +108,7 @@ function showDetail(job) {
   document.getElementById("detail-status").textContent = job.status;
   document.getElementById("detail-generation").textContent = String(job.generation);
   document.getElementById("detail-attempts").textContent = String(job.attempts);
+  document.getElementById("detail-lane").textContent = job.lane || "default";
   const rows = job.history.map((a) => el("tr", {},
     el("td", {}, String(a.attempt)), el("td", {}, String(a.generation)),
     el("td", {}, a.started_at), el("td", {}, a.ended_at || "running"),

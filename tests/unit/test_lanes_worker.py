@@ -1,0 +1,94 @@
+"""A job stays in its lane: deferral, the recovery sweep and an operator's replay use its queue."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from services.worker.app import create_app
+from shared.bootstrap import Adapters
+from shared.clock import FrozenClock
+from shared.config.settings import Settings
+from shared.domain.errors import ProviderQuotaExhausted
+from shared.domain.ids import job_id_for, task_name_for
+from shared.domain.job import GradingRequest, Job, JobError, JobStatus
+from shared.ports import TaskSpec
+from shared.service_layer.admin import AdminService
+from shared.service_layer.recovery import RecoveryService
+from tests.fakes import FakeTaskQueue, ScriptedGrader
+from tests.unit.test_worker_api import deliver
+
+
+def seed_in(adapters: Adapters, clock: FrozenClock, lane: str, key: str = "k") -> str:
+    job_id = job_id_for("client-a", key)
+    request = GradingRequest(submission_id="s", answer="a", rubric="r", max_score=10)
+    adapters.store.create(Job.new(job_id, "client-a", request, "fp", clock.now(), lane=lane))
+    return job_id
+
+
+def fake(adapters: Adapters) -> FakeTaskQueue:
+    assert isinstance(adapters.queue, FakeTaskQueue)
+    return adapters.queue
+
+
+def test_a_deferred_job_goes_on_in_its_own_lane(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    grader = ScriptedGrader(ProviderQuotaExhausted("no room", retry_after_s=3))
+    client = create_app(settings, adapters, grader, clock).test_client()
+    job_id = seed_in(adapters, clock, "bulk")
+    assert deliver(client, job_id, **{"X-CloudTasks-QueueName": "bulk"}).status_code == 200
+    [task] = fake(adapters).tasks
+    assert (task.name, task.queue) == (task_name_for(job_id, 0, 1), "bulk")
+    job = adapters.store.get(job_id)
+    assert job is not None and job.lane == "bulk" and job.attempts == 0
+
+
+def test_the_sweep_asks_and_replays_in_the_jobs_lane(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    queue = fake(adapters)
+    job_id = seed_in(adapters, clock, "exam")
+    queue.enqueue(TaskSpec(task_name_for(job_id, 0), job_id, queue="exam"))
+    sweeper = RecoveryService(adapters.store, queue, adapters.publisher, clock, settings.budget())
+    clock.advance(timedelta(minutes=30))
+    assert sweeper.sweep().replayed == []  # its task is still in the exam queue
+    queue.finish_all()
+    assert sweeper.sweep().replayed == [job_id]
+    assert queue.tasks[-1].queue == "exam"
+    assert queue.tasks[-1].name == task_name_for(job_id, 1)
+
+
+def test_the_sweep_leaves_a_paused_lanes_jobs_alone(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    queue = fake(adapters)
+    job_id = seed_in(adapters, clock, "bulk")
+    queue.pause("bulk")
+    sweeper = RecoveryService(adapters.store, queue, adapters.publisher, clock, settings.budget())
+    clock.advance(timedelta(minutes=30))
+    # The job has no task anywhere, yet its lane is paused: nothing is replayed or failed.
+    report = sweeper.sweep()
+    assert (report.replayed, report.failed) == ([], [])
+    assert queue.tasks == [] and queue.asked == []
+    queue.resume("bulk")
+    assert sweeper.sweep().replayed == [job_id]
+    assert queue.tasks[-1].queue == "bulk"
+
+
+def test_an_operators_replay_goes_to_the_jobs_lane(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    queue = fake(adapters)
+    job_id = seed_in(adapters, clock, "exam")
+    failed = Job.fail(
+        adapters.store.get(job_id),  # type: ignore[arg-type]
+        None,
+        JobError("grading-permanent", "no"),
+        clock.now(),
+    )
+    adapters.store.update(job_id, lambda _: failed)
+    clock.advance(timedelta(minutes=5))  # past the announce lease
+    admin = AdminService(adapters.store, queue, adapters.publisher, clock)
+    replay = admin.replay(job_id, by="alice")
+    assert replay.job.status is JobStatus.PENDING
+    assert queue.tasks[-1].queue == "exam"
