@@ -8,13 +8,29 @@ for a client (and no `*`), a client may use every lane.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextvars
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from shared.domain.errors import LaneNotAllowed, ValidationFailed
 
 #: The key of GRADEQ_CLIENT_LANES that applies to every client not named.
 ANY_CLIENT = "*"
+
+#: The lane of the job being graded in this context (the quota limiter and the per-lane
+#: grader read it); None outside a grading, or for a job made before lanes.
+lane_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("lane", default=None)
+
+
+@contextmanager
+def lane_context(lane: str | None) -> Iterator[None]:
+    """Grade inside the block on behalf of `lane`."""
+    token = lane_var.set(lane)
+    try:
+        yield
+    finally:
+        lane_var.reset(token)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from shared.domain.errors import (
     TransientGradingError,
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
+from shared.domain.lanes import lane_context
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
@@ -268,7 +269,9 @@ class WorkerService:
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
         try:
-            result = self._grade(job, owner)
+            # The quota limiter and a lane's own model read the job's lane from the context.
+            with lane_context(job.lane):
+                result = self._grade(job, owner)
         except _Released:
             return self._release(job, owner)
         except PermanentGradingError as exc:

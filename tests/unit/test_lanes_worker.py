@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from services.worker.app import create_app
+from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
+from shared.adapters.graders.lanes import LaneGraders
+from shared.adapters.graders.limiter import QuotaShare
+from shared.adapters.graders.llm import ModelGrader
 from shared.bootstrap import Adapters
+from shared.bootstrap.graders import grader_for
 from shared.clock import FrozenClock
-from shared.config.settings import Settings
+from shared.config.settings import GraderKind, Settings
 from shared.domain.errors import ProviderQuotaExhausted
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.admin import AdminService
 from shared.service_layer.recovery import RecoveryService
@@ -92,3 +98,46 @@ def test_an_operators_replay_goes_to_the_jobs_lane(
     replay = admin.replay(job_id, by="alice")
     assert replay.job.status is JobStatus.PENDING
     assert queue.tasks[-1].queue == "exam"
+
+
+def test_a_lane_naming_its_own_model_grades_with_it(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    default, exam_model = ScriptedGrader(score=5.0), ScriptedGrader(score=9.0)
+    grader = LaneGraders(default, {"exam": exam_model})
+    client = create_app(settings, adapters, grader, clock).test_client()
+    exam_job = seed_in(adapters, clock, "exam", key="e")
+    bulk_job = seed_in(adapters, clock, "bulk", key="b")
+    assert deliver(client, exam_job).status_code == 200
+    assert deliver(client, bulk_job).status_code == 200
+    assert (exam_model.calls, default.calls) == (1, 1)
+    exam = adapters.store.get(exam_job)
+    assert exam is not None and exam.result is not None and exam.result.score == 9.0
+
+
+def test_the_quota_limiter_sees_the_lane_of_the_job_being_graded(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    limiter = LaneQuotaLimiter(QuotaShare(600), LaneQuota.of(settings.queues().values()), "grading")
+
+    class Metered(ScriptedGrader):
+        def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+            limiter.acquire(10)
+            return super().grade(request, attempt=attempt, timeout_s=timeout_s)
+
+    client = create_app(settings, adapters, Metered(), clock).test_client()
+    assert deliver(client, seed_in(adapters, clock, "exam", key="e")).status_code == 200
+    assert deliver(client, seed_in(adapters, clock, "bulk", key="b")).status_code == 200
+    assert limiter.in_window() == {"exam": 1, "grading": 0, "bulk": 1}
+
+
+def test_the_model_graders_of_the_bootstrap_share_one_quota_by_lane(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        grader=GraderKind.OPENAI,
+        grader_base_url="http://127.0.0.1:9/v1",
+        grader_model="m-1",
+    )
+    grader = grader_for(settings)
+    assert isinstance(grader, ModelGrader)
+    assert isinstance(grader._limiter, LaneQuotaLimiter)
