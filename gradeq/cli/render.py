@@ -96,6 +96,29 @@ def health_tables(health: dict[str, Any]) -> list[Table]:
     return [counts, timings, queue]
 
 
+def lanes_table(lanes: list[dict[str, Any]]) -> Table:
+    """Per lane: state, backlog, oldest waiting job's age against its objective, waits."""
+    table = Table(title="lanes")
+    for column in ("lane", "state", "backlog", "oldest", "objective", "wait p50", "wait p99"):
+        table.add_column(column)
+    for lane in lanes:
+        age, objective = lane["oldest_age_s"], lane["oldest_age_objective_s"]
+        oldest = "-" if age is None else f"{age:.0f}s"
+        if lane["objective_breached"]:
+            oldest = f"[red]{oldest}[/]"
+        wait = lane["queue_wait_ms"]
+        table.add_row(
+            lane["lane"],
+            "[yellow]paused[/]" if lane["paused"] else "running",
+            str(lane["backlog"]),
+            oldest,
+            "-" if objective is None else f"{objective:.0f}s",
+            seconds(wait["p50"]),
+            seconds(wait["p99"]),
+        )
+    return table
+
+
 def print_all(console: Console, *renderables: Any) -> None:
     for item in renderables:
         console.print(item)

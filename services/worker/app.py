@@ -14,6 +14,7 @@ from shared.http.push_auth import build_verifier, require_push_token
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
+from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import WorkerService
 
@@ -51,6 +52,14 @@ def create_app(
         publisher=adapters.publisher,
         clock=clock,
         budget=budget,
+    )
+    app.extensions["gradeq.lanes"] = LaneService(
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        settings.queues(),
+        settings.lane_policy().default,
     )
     drain_on_sigterm(worker, budget.drain_grace_s)
     register_error_handlers(app)

@@ -10,6 +10,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from services.worker.replies import reply
 from shared.codecs.task_body import MalformedTaskBody, decode_task_body
 from shared.logs import job_context
+from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 
@@ -54,4 +55,8 @@ def grade() -> Response:
 
 def recover() -> Response:
     service: RecoveryService = current_app.extensions["gradeq.recovery"]
-    return jsonify(service.sweep().as_dict())
+    swept = service.sweep().as_dict()
+    lanes: LaneService | None = current_app.extensions.get("gradeq.lanes")
+    if lanes is not None:
+        lanes.report()  # each lane's oldest job's age, for its alert
+    return jsonify(swept)

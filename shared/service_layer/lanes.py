@@ -101,7 +101,8 @@ class LaneService:
         error = JobError(LANE_PURGED, why)
         report = PurgeReport(lane)
         now = self._clock.now()
-        for job in self._jobs_of(lane, NOT_FINAL, now):
+        # Every job of the lane stored by now (updated at this very instant included).
+        for job in self._jobs_of(lane, NOT_FINAL, now + timedelta(microseconds=1)):
             with job_context(job.id):
                 try:
                     cancelled = self._store.update(job.id, lambda j: j.cancel(now, error))
@@ -147,6 +148,30 @@ class LaneService:
                     break
                 after = page[-1].updated_at
 
+    def report(self) -> list[dict[str, Any]]:
+        """Log each lane's figures as one JSON line (event lane_figures) and return them.
+
+        The recovery sweep calls this; a log-based metric reads `oldest_age_s` per lane
+        and Cloud Monitoring alerts when it passes the lane's objective (monitoring.tf).
+        """
+        rows = self.figures()
+        for row in rows:
+            level = logging.WARNING if row["objective_breached"] else logging.INFO
+            log.log(
+                level,
+                "lane figures",
+                extra={
+                    "event": "lane_figures",
+                    "lane": row["lane"],
+                    "paused": row["paused"],
+                    "backlog": row["backlog"],
+                    # 0 for an empty lane, so the metric has a point every sweep.
+                    "oldest_age_s": row["oldest_age_s"] or 0.0,
+                    "objective_s": row["oldest_age_objective_s"],
+                },
+            )
+        return rows
+
     def figures(
         self, window: timedelta = timedelta(hours=1), sample: int = 1000
     ) -> list[dict[str, Any]]:
@@ -155,7 +180,7 @@ class LaneService:
         now = self._clock.now()
         backlog: dict[str, int] = dict.fromkeys(self._lanes, 0)
         oldest: dict[str, datetime] = {}
-        for job in self._scan(WAITING, now):
+        for job in self._scan(WAITING, now + timedelta(microseconds=1)):
             lane = job.lane or self._default
             if lane not in backlog:
                 continue

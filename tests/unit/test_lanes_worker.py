@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from services.worker.app import create_app
 from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
@@ -21,7 +24,7 @@ from shared.ports import TaskSpec
 from shared.service_layer.admin import AdminService
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakeTaskQueue, ScriptedGrader
-from tests.unit.test_worker_api import deliver
+from tests.unit.test_worker_api import AUTH, deliver
 
 
 def seed_in(adapters: Adapters, clock: FrozenClock, lane: str, key: str = "k") -> str:
@@ -141,3 +144,22 @@ def test_the_model_graders_of_the_bootstrap_share_one_quota_by_lane(tmp_path: Pa
     grader = grader_for(settings)
     assert isinstance(grader, ModelGrader)
     assert isinstance(grader._limiter, LaneQuotaLimiter)
+
+
+def test_the_recovery_sweep_logs_each_lanes_oldest_job_for_its_alert(
+    settings: Settings, adapters: Adapters, clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = create_app(settings, adapters, ScriptedGrader(), clock).test_client()
+    logging.getLogger().addHandler(caplog.handler)  # the app set up its own log handlers
+    caplog.set_level(logging.INFO)
+    seed_in(adapters, clock, "exam")
+    fake(adapters).enqueue(TaskSpec("t", job_id_for("client-a", "k"), queue="exam"))
+    clock.advance(timedelta(minutes=5))
+    assert client.post("/tasks/recover", headers=AUTH).status_code == 200
+    lines = {r.__dict__["lane"]: r for r in caplog.records if r.getMessage() == "lane figures"}
+    assert set(lines) == {"exam", "grading", "bulk"}
+    exam = lines["exam"]
+    assert exam.__dict__["event"] == "lane_figures" and exam.__dict__["backlog"] == 1
+    assert exam.__dict__["oldest_age_s"] == 300.0 and exam.__dict__["objective_s"] == 60.0
+    assert exam.levelno == logging.WARNING  # past its objective
+    assert lines["bulk"].__dict__["oldest_age_s"] == 0.0
