@@ -44,6 +44,7 @@ def create_app(
         queue=adapters.queue,
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
+        lane_retries={q.name: q.retry_config for q in settings.queues().values()},
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

@@ -258,7 +258,8 @@ class Settings(BaseSettings):
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
         self.lane_policy()  # refuse a lane list naming undeclared lanes
-        self.budget()  # refuse an inconsistent set of durations at start-up
+        for lane in self._queues:  # refuse an inconsistent set of durations at start-up
+            self.budget(lane)
         return self
 
     def _check_grader(self) -> None:
@@ -343,9 +344,9 @@ class Settings(BaseSettings):
     def queue_config(self) -> QueueConfig:
         return self._queues[self.queue]
 
-    def budget(self) -> Budget:
-        """The checked time budget of the configured queue (raises `BudgetError`)."""
-        queue = self.queue_config()
+    def budget(self, lane: str | None = None) -> Budget:
+        """The checked time budget of the configured queue, or of a lane (`BudgetError`)."""
+        queue = self._queues[lane] if lane is not None else self.queue_config()
         attempts = self.job_max_attempts
         if attempts is None:
             attempts = queue.retry_config.max_attempts

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -62,6 +62,8 @@ class TaskDelivery:
     task_name: str = ""
     retry_count: int = 0
     execution_count: int = 0
+    #: The queue (lane) that sent it (X-CloudTasks-QueueName); "" when unknown.
+    queue: str = ""
 
 
 class Verdict(StrEnum):
@@ -139,7 +141,10 @@ class WorkerService:
         uow: UnitOfWork | None = None,
         queue: TaskQueue | None = None,
         probe: Callable[[], None] | None = None,
+        lane_retries: Mapping[str, RetryConfig] | None = None,
     ) -> None:
+        # Each lane's queue retries on its own config; `retry` is the default queue's.
+        self._lane_retries = dict(lane_retries or {})
         self._uow = uow
         # Where a delivery without provider quota hands its job on; None: answer 429.
         self._queue = queue
@@ -229,7 +234,7 @@ class WorkerService:
 
     def _may_be_last(self, delivery: TaskDelivery) -> bool:
         """Whether the queue may delete the task after this delivery (by its attempts)."""
-        attempts = self._retry.max_attempts
+        attempts = self._retry_of(delivery).max_attempts
         return attempts >= 0 and delivery.retry_count + 1 >= attempts
 
     def _handle(
@@ -393,7 +398,11 @@ class WorkerService:
     def _is_last(self, delivery: TaskDelivery, job: Job | None) -> bool:
         started = job.started_at if job is not None else None
         elapsed = self._clock.now() - started if started is not None else None
-        return self._retry.is_last_attempt(delivery.retry_count, elapsed)
+        return self._retry_of(delivery).is_last_attempt(delivery.retry_count, elapsed)
+
+    def _retry_of(self, delivery: TaskDelivery) -> RetryConfig:
+        """The retry config of the queue that made this delivery."""
+        return self._lane_retries.get(delivery.queue, self._retry)
 
     def _transient(
         self,

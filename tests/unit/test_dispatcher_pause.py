@@ -35,9 +35,7 @@ def test_pause_stops_a_lanes_dispatches_within_a_second_and_resume_sends_the_res
         assert any(r.json["job_id"] == "exam-1" for r in target.requests)
         queue.resume("bulk")
         target.wait_for(61, timeout=20)
-        resumed = sorted(
-            r.received_at for r in target.requests if r.received_at > paused_at + 2.0
-        )
+        resumed = sorted(r.received_at for r in target.requests if r.received_at > paused_at + 2.0)
         # At the lane's rate: the rest of the backlog is not sent in one burst.
         left = 60 - len(sent)
         assert len(resumed) == left

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import LaneNotAllowed, ValidationFailed
 from shared.domain.events import GradingCompleted
+from shared.domain.job import GradingRequest
 from shared.domain.lanes import LanePolicy
-from tests.unit.conftest import OTHER_KEY, PUSH_TOKEN
+from shared.service_layer.intake import IntakeService
+from tests.unit.conftest import API_KEY, OTHER_KEY, PUSH_TOKEN
 from tests.unit.test_intake_api import BODY, assert_problem, post, queue_of
 
 LANES = ("exam", "grading", "bulk")
@@ -110,7 +113,26 @@ def test_the_completion_event_carries_the_lane(client: FlaskClient, adapters: Ad
     assert event.data()["lane"] == "exam"
 
 
-def _auth() -> dict[str, Any]:
-    from tests.unit.conftest import API_KEY
+def test_an_exam_job_is_not_spaced_behind_its_clients_backlog(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    queue = queue_of(adapters)
+    policy = LanePolicy.parse(LANES, "grading", "", urgent_lanes=["exam"])
+    intake = IntakeService(
+        adapters.store,
+        queue,
+        adapters.publisher,
+        clock,
+        fair_spacing=timedelta(seconds=1),
+        lanes=policy,
+    )
+    for i in range(5):
+        intake.submit("acme", f"b{i}", GradingRequest(f"s{i}", "a", "r", lane="bulk"))
+    intake.submit("acme", "e", GradingRequest("se", "a", "r", lane="exam"))
+    due = {t.queue: t.schedule_time for t in queue.tasks}
+    assert due["bulk"] == clock.now() + timedelta(seconds=4)  # the fifth, four spacings on
+    assert due["exam"] == clock.now()  # not five spacings behind the bulk jobs
 
+
+def _auth() -> dict[str, Any]:
     return {"Authorization": f"Bearer {API_KEY}"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -16,14 +17,16 @@ from shared.adapters.graders.llm import ModelGrader
 from shared.bootstrap import Adapters
 from shared.bootstrap.graders import grader_for
 from shared.clock import FrozenClock
+from shared.config.queues import DEFAULT_QUEUES_FILE
 from shared.config.settings import GraderKind, Settings
-from shared.domain.errors import ProviderQuotaExhausted
+from shared.domain.errors import ProviderQuotaExhausted, ProviderUnavailable
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.admin import AdminService
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakeTaskQueue, ScriptedGrader
+from tests.unit.conftest import PUSH_TOKEN
 from tests.unit.test_worker_api import AUTH, deliver
 
 
@@ -163,3 +166,28 @@ def test_the_recovery_sweep_logs_each_lanes_oldest_job_for_its_alert(
     assert exam.__dict__["oldest_age_s"] == 300.0 and exam.__dict__["objective_s"] == 60.0
     assert exam.levelno == logging.WARNING  # past its objective
     assert lines["bulk"].__dict__["oldest_age_s"] == 0.0
+
+
+def test_each_lane_retries_on_its_own_config(
+    tmp_path: Path, adapters: Adapters, clock: FrozenClock
+) -> None:
+    queues = json.loads(DEFAULT_QUEUES_FILE.read_text())
+    queues["bulk"]["retry_config"]["max_attempts"] = 3
+    path = tmp_path / "queues.json"
+    path.write_text(json.dumps(queues))
+    settings = Settings(
+        data_dir=tmp_path,
+        push_token=PUSH_TOKEN,  # type: ignore[arg-type]
+        queues_file=path,
+        grader_timeout_s=5,
+        lease_s=1,
+        heartbeat_s=0.3,
+    )
+    grader = ScriptedGrader(*(ProviderUnavailable("503") for _ in range(2)))
+    client = create_app(settings, adapters, grader, clock).test_client()
+    standard, bulk = seed_in(adapters, clock, "grading", "g"), seed_in(adapters, clock, "bulk", "b")
+    # The third delivery: not the last of the grading queue (6 attempts), the last of bulk's.
+    assert deliver(client, standard, 2, **{"X-CloudTasks-QueueName": "grading"}).status_code == 500
+    assert deliver(client, bulk, 2, **{"X-CloudTasks-QueueName": "bulk"}).status_code == 200
+    assert adapters.store.get(standard).status is JobStatus.RETRYING  # type: ignore[union-attr]
+    assert adapters.store.get(bulk).status is JobStatus.FAILED  # type: ignore[union-attr]
