@@ -8,7 +8,7 @@ quick, slow, transient, permanent, hanging and always-failing gradings, with dup
 POSTs (same body: the same job; another body: 422) and cancels. Meanwhile one fault at a
 time hits a random process (intake, worker, dispatcher, bus, notification, analytics):
 SIGKILL then a restart, or SIGSTOP then SIGCONT; or an operator pauses the `bulk` lane
-(and resumes it a moment later) or purges it, cancelling its jobs. A third of the jobs go
+and resumes it a moment later, every second time purging it while paused. A third of the jobs go
 through the `bulk` lane. Then the faults stop and every accepted job must become final.
 Checked at the end:
 
@@ -81,7 +81,7 @@ LANE = "bulk"
 OPERATOR_KEY = "soak-operator-key"
 ENV["GRADEQ_OPERATOR_KEYS"] = f"soak-ops={OPERATOR_KEY}"
 #: Of the faults, the share that are an operator's lane actions (pause, purge).
-LANE_FAULTS = 0.25
+LANE_FAULTS = 0.3
 BUS_ARGS = ["--ack-deadline", "10", "--min-backoff", "0.3", "--max-backoff", "2"]
 BUS_ARGS += ["--max-delivery-attempts", "100"]
 #: Kinds of job and their weights; each maps to the offline grader's simulation.
@@ -267,27 +267,29 @@ class Soak:
             ]
 
     def _lane_fault(self) -> None:
-        """An operator pauses the lane and resumes it a moment later, or purges it."""
+        """An operator pauses the lane and resumes it a moment later; every second time
+        they purge it before resuming, cancelling what queued up meanwhile."""
         operator = {"Authorization": f"Bearer {OPERATOR_KEY}"}
-        # Every third lane fault is a purge: each soak of a minute or more has one.
-        if sum(n for kind, n in self.faults.items() if kind.endswith(f" {LANE}")) % 3 != 2:
-            self.faults[f"pause {LANE}"] += 1
-            paused = self._call("POST", f"/admin/v1/lanes/{LANE}/pause", headers=operator)
-            if paused.status_code != 200 or paused.json()["paused"] is not True:
-                self._violation(f"pause answered {paused.status_code}")
-            time.sleep(self.rng.uniform(0.3, 3.0))
-            resumed = self._call("POST", f"/admin/v1/lanes/{LANE}/resume", headers=operator)
-            if resumed.status_code != 200 or resumed.json()["paused"] is not False:
-                self._violation(f"resume answered {resumed.status_code}")
-            return
-        self.faults[f"purge {LANE}"] += 1
-        body = {"reason": "soak"}
-        purged = self._call("POST", f"/admin/v1/lanes/{LANE}/purge", json=body, headers=operator)
-        if purged.status_code != 200:
-            self._violation(f"purge answered {purged.status_code}")
-            return
-        with self._lock:
-            self.purged.update(purged.json()["cancelled"])
+        purge = self.faults[f"pause {LANE}"] % 2 == 1
+        self.faults[f"pause {LANE}"] += 1
+        paused = self._call("POST", f"/admin/v1/lanes/{LANE}/pause", headers=operator)
+        if paused.status_code != 200 or paused.json()["paused"] is not True:
+            self._violation(f"pause answered {paused.status_code}")
+        time.sleep(self.rng.uniform(0.3, 3.0))
+        if purge:
+            self.faults[f"purge {LANE}"] += 1
+            body = {"reason": "soak"}
+            answer = self._call(
+                "POST", f"/admin/v1/lanes/{LANE}/purge", json=body, headers=operator
+            )
+            if answer.status_code != 200:
+                self._violation(f"purge answered {answer.status_code}")
+            else:
+                with self._lock:
+                    self.purged.update(answer.json()["cancelled"])
+        resumed = self._call("POST", f"/admin/v1/lanes/{LANE}/resume", headers=operator)
+        if resumed.status_code != 200 or resumed.json()["paused"] is not False:
+            self._violation(f"resume answered {resumed.status_code}")
 
     def _fault(self) -> None:
         if self.rng.random() < LANE_FAULTS:
