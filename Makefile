@@ -59,7 +59,7 @@ bench-tools:
 bench: install $(BENCH_STAMP) bench-tools bench-lanes
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 
-# Priority lanes (bench/lanes.py, about a minute): 2,000 bulk jobs queued, then 50 exam
+# Priority lanes (bench/lanes.py, about two minutes): 2,000 bulk jobs queued, then 50 exam
 # jobs; exam queue wait and bulk throughput, on lanes and on a single lane side by side.
 BENCH_LANES_ARGS ?=
 .PHONY: bench-lanes

@@ -1,13 +1,13 @@
 """Priority lanes under a bulk backlog: exam jobs' queue wait, and bulk throughput meanwhile.
 
-    .venv/bin/python -m bench.lanes [--bulk 2000] [--exam 50] [--rate 50] [--exam-every-s 0.1]
+    .venv/bin/python -m bench.lanes [--bulk 2000] [--exam 50] [--rate R] [--exam-every-s 0.1]
 
 2,000 `bulk` jobs are queued, then 50 `exam` jobs arrive one every `--exam-every-s`. The
 same load runs twice on the project's own task path (the SQLite outbox adapter the intake
 enqueues through, and the local Cloud Tasks dispatcher with each queue's rate limit):
 
-- lanes: bulk and exam jobs on their own queues (the shipped queues.json lanes, each at
-  `--rate` dispatches a second);
+- lanes: bulk and exam jobs on their own queues (the shipped queues.json lanes, at their
+  own rates, or each at `--rate` dispatches a second);
 - single lane: every job on one queue at the same rate, exam jobs behind the backlog.
 
 The worker is a loopback HTTP target that answers after `--latency-s` (the offline
@@ -86,10 +86,16 @@ def _rated(queue: QueueConfig, rate: float) -> QueueConfig:
     )
 
 
+def lane_rate(args: argparse.Namespace) -> float:
+    """`--rate`, or the shipped exam lane's rate (the bulk lane is given the same)."""
+    rate: float = args.rate or load_queues()["exam"].rate_limits.max_dispatches_per_second
+    return rate
+
+
 def run(args: argparse.Namespace, *, lanes: bool, directory: Path) -> dict[str, Any]:
     """One run; returns the exam jobs' waits and bulk's throughput while they ran."""
     shipped = load_queues()
-    queues = {name: _rated(shipped[name], args.rate) for name in ("exam", "bulk")}
+    queues = {name: _rated(shipped[name], lane_rate(args)) for name in ("exam", "bulk")}
     exam_lane = "exam" if lanes else "bulk"
     db = SqliteDatabase(directory / ("lanes.sqlite3" if lanes else "single.sqlite3"))
     worker = Worker(args.latency_s)
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bulk", type=int, default=2000)
     parser.add_argument("--exam", type=int, default=50)
-    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--rate", type=float, default=None, help="default: the exam lane's")
     parser.add_argument("--exam-every-s", type=float, default=0.1)
     parser.add_argument("--latency-s", type=float, default=0.05)
     parser.add_argument("--warmup-s", type=float, default=2.0)
@@ -179,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="gradeq-bench-lanes-") as tmp:
         for lanes in (True, False):
             rows.append(run(args, lanes=lanes, directory=Path(tmp)))
-    print(table(rows, args.rate))
+    print(table(rows, lane_rate(args)))
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": None}, "runs": rows}))
 
