@@ -10,6 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
+from services.intake.openapi import openapi_document
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
@@ -136,3 +137,13 @@ def test_an_exam_job_is_not_spaced_behind_its_clients_backlog(
 
 def _auth() -> dict[str, Any]:
     return {"Authorization": f"Bearer {API_KEY}"}
+
+
+def test_openapi_documents_the_lane_and_its_403() -> None:
+    document = openapi_document()
+    refused = document["paths"]["/v1/grading-jobs"]["post"]["responses"]["403"]
+    schema = refused["content"]["application/problem+json"]["schema"]["allOf"][1]
+    assert "https://gradeq.dev/problems/lane-not-allowed" in schema["properties"]["type"]["enum"]
+    schemas = document["components"]["schemas"]
+    assert "lane" in schemas["GradingJobIn"]["properties"]
+    assert "lane" in schemas["JobView"]["properties"]
