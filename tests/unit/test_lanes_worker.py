@@ -191,3 +191,23 @@ def test_each_lane_retries_on_its_own_config(
     assert deliver(client, bulk, 2, **{"X-CloudTasks-QueueName": "bulk"}).status_code == 200
     assert adapters.store.get(standard).status is JobStatus.RETRYING  # type: ignore[union-attr]
     assert adapters.store.get(bulk).status is JobStatus.FAILED  # type: ignore[union-attr]
+
+
+def test_a_lane_naming_a_model_gets_its_own_grader_from_the_bootstrap(tmp_path: Path) -> None:
+    queues = json.loads(DEFAULT_QUEUES_FILE.read_text())
+    queues["exam"]["lane"]["grader_model"] = "m-exam"
+    path = tmp_path / "queues.json"
+    path.write_text(json.dumps(queues))
+    settings = Settings(
+        data_dir=tmp_path,
+        queues_file=path,
+        grader=GraderKind.OPENAI,
+        grader_base_url="http://127.0.0.1:9/v1",
+        grader_model="m-1",
+    )
+    grader = grader_for(settings)
+    assert isinstance(grader, LaneGraders)
+    exam, bulk = grader.for_lane("exam"), grader.for_lane("bulk")
+    assert isinstance(exam, ModelGrader) and isinstance(bulk, ModelGrader)
+    assert (exam._chat.model, bulk._chat.model) == ("m-exam", "m-1")
+    assert exam._limiter is not bulk._limiter  # each model has its own quota
