@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation
+.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation terraform-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ lint: install
 
 test: lint
 	$(PY) -m pytest
+
+# terraform validate, plan (empty state, terraform/examples/minimal.tfvars) and terraform
+# test, offline, against the provider stand-in (docs/terraform-check.md). `make test`
+# runs the same through tests/infra/test_terraform_check.py.
+terraform-check: install
+	$(PY) -m localcloud.terraform_provider.check
 
 unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"
@@ -58,6 +64,12 @@ bench-tools:
 
 bench: install $(BENCH_STAMP) bench-tools bench-lanes
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
+	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
+
+# A class's 1,000 answers in one batch against 1,000 single POSTs (docs/assignments.md).
+.PHONY: bench-assignments
+bench-assignments: install
+	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
 
 # Priority lanes (bench/lanes.py, about two minutes): 2,000 bulk jobs queued, then 50 exam
 # jobs; exam queue wait and bulk throughput, on lanes and on a single lane side by side.

@@ -12,8 +12,10 @@ Every gRPC call the client libraries send is counted per method, retries include
 it runs: N submissions (`IntakeService.submit`), the same N submissions replayed while
 their jobs are pending (same Idempotency-Key), N deliveries (`WorkerService.handle`, the
 rubric grader without latency) and the N replayed again once their jobs are final. Each
-operation is timed. It also counts the clients and channels built, and when: none may be
-built per request (exit status 1 otherwise). Prints a table and writes it as JSON.
+operation is timed. Then one assignment's batch of `--batch` answers, and the same batch
+again, each counted whole and per answer (`AssignmentService.submit_batch`). It also
+counts the clients and channels built, and when: none may be built per request (exit
+status 1 otherwise). Prints a table and writes it as JSON.
 """
 
 from __future__ import annotations
@@ -253,6 +255,9 @@ class Run:
     recorder: Recorder
     hosts: dict[str, str]  # host:port -> what listens there
     settings: dict[str, Any]
+    #: One sample each: a batch of `batch_n` new answers, then the same batch again.
+    batches: dict[str, Sample] = field(default_factory=dict)
+    batch_n: int = 0
 
 
 def _request(key: str) -> Any:
@@ -283,7 +288,7 @@ def _create_topic(project: str, topic: str) -> None:
     admin.stop()
 
 
-def run(n: int, warm_up: int) -> Run:
+def run(n: int, warm_up: int, batch_n: int = 1000) -> Run:
     """Start the emulators and the dispatcher's API, build the services, measure."""
     reason = emulators.missing_reason()
     if reason:
@@ -336,7 +341,8 @@ def run(n: int, warm_up: int) -> Run:
 
         # Each service's app factory, called as gunicorn calls it (settings from the env).
         recorder.enter_phase("intake app")
-        intake: IntakeService = create_intake().extensions["gradeq.intake"]
+        intake_app = create_intake()
+        intake: IntakeService = intake_app.extensions["gradeq.intake"]
         recorder.enter_phase("worker app")
         worker: WorkerService = create_worker().extensions["gradeq.worker"]
 
@@ -373,6 +379,8 @@ def run(n: int, warm_up: int) -> Run:
             for k in keys:
                 replay = partial(submit, k, False, JobStatus.SUCCEEDED)
                 _timed(recorder, into["replay (final)"], replay)
+        recorder.enter_phase("batch")
+        batches = _batches(recorder, intake_app.extensions["gradeq.assignments"], batch_n)
         recorder.enter_phase("done")
         return Run(
             n=n,
@@ -391,8 +399,30 @@ def run(n: int, warm_up: int) -> Run:
                 "grader": settings.grader.value,
                 "grader_latency_s": settings.grader_latency_s,
             },
+            batches=batches,
+            batch_n=batch_n,
         )
     raise AssertionError("unreachable")
+
+
+def _batches(recorder: Recorder, assignments: Any, n: int) -> dict[str, Sample]:
+    """One assignment's batch of `n` new answers, then the same batch (all existing)."""
+    from shared.service_layer.assignments import Answer, ItemStatus
+
+    assignment, _ = assignments.create(
+        CLIENT_ID, "bench-assignment", "bench", ("mentions light",), 10.0, "grading-v1"
+    )
+    answers = [Answer(f"batch-{i}", f"Light and chlorophyll {i}.") for i in range(n)]
+    samples: dict[str, Sample] = {}
+    for name, expected in (("batch", ItemStatus.ACCEPTED), ("batch again", ItemStatus.EXISTING)):
+        into: list[Sample] = []
+        items = _timed(
+            recorder, into, lambda: assignments.submit_batch(CLIENT_ID, assignment.id, answers)
+        )
+        if {item.status for item in items} != {expected}:
+            raise SystemExit(f"unexpected {name}: {Counter(i.status for i in items)}")
+        samples[name] = into[0]
+    return samples
 
 
 # --- the report ----------------------------------------------------------------------
@@ -431,10 +461,22 @@ def summarise(result: Run) -> dict[str, Any]:
             what = what.replace(host, name)
         built.setdefault(phase, {})[what] = count
     measured = built.get("measured", {})
+    batches = {
+        name: {
+            "answers": result.batch_n,
+            "rpcs": dict(sample.calls.sent),
+            "rpcs_per_answer": {
+                m: round(c / result.batch_n, 4) for m, c in sample.calls.sent.items()
+            },
+            "wall_ms": sample.seconds * 1000,
+        }
+        for name, sample in result.batches.items()
+    }
     return {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "n": result.n,
         "operations": operations,
+        "batches": batches,
         "built_by_phase": built,
         "reused": not measured,
         "settings": result.settings,
@@ -491,6 +533,13 @@ def render(summary: dict[str, Any]) -> str:
             lambda o: f"{o['wall_ms']['median']:.1f} ({o['wall_ms']['p90']:.1f})",
         )
     )
+    for name, batch in summary.get("batches", {}).items():
+        lines.append("")
+        lines.append(f"{name} of {batch['answers']} answers, {batch['wall_ms']:.0f} ms:")
+        for m, count in sorted(batch["rpcs"].items()):
+            lines.append(
+                f"  {m.ljust(width)}{count:>8} ({batch['rpcs_per_answer'][m]:g} per answer)"
+            )
     lines.append("")
     lines.append("Clients and channels built, by phase:")
     for phase, built in summary["built_by_phase"].items():
@@ -511,10 +560,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50, help="operations of each kind (50)")
     parser.add_argument("--warm-up", type=int, default=3, help="jobs run first, not counted")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
+    parser.add_argument("--batch", type=int, default=1000, help="answers in the batch (1000)")
     args = parser.parse_args(argv)
     if args.n < 1 or args.warm_up < 0:
         parser.error("--n must be at least 1 and --warm-up at least 0")
-    summary = summarise(run(args.n, args.warm_up))
+    summary = summarise(run(args.n, args.warm_up, args.batch))
     print(render(summary))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(summary, indent=2) + "\n")

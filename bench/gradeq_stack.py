@@ -2,12 +2,14 @@
 
     .venv/bin/python -m bench.gradeq_stack --data-dir DIR [--grader-latency-s S]
         [--rate N] [--concurrency N] [--worker-threads N] [--only intake,...]
+        [--front-workers N] [--front-threads N]
 
 Runs from Gradeq's own venv, as `make run` does: `localcloud.stack.LocalStack` on free
 loopback ports, with the offline grader taking a fixed time (failure simulation off),
 the shipped grading queue with the given rate and concurrency, and admission limits
 out of the way (one client submits everything). The intake runs with the container's
-gunicorn settings (bench.settings), the other services as the stack starts them.
+gunicorn settings (bench.settings) or the processes and threads given, the other
+services as the stack starts them.
 
 When every process answers, one JSON line on stdout tells the driver the intake's URL,
 the API key, the database file and each process's pid. The stack stops when stdin
@@ -26,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from bench.settings import gunicorn_args
+from bench.settings import Front, gunicorn_args
 from localcloud.stack import GUNICORN_CONFIG, HTTP_SERVICES, LocalStack, StackConfig, free_port
 from shared.config.queues import DEFAULT_QUEUES_FILE
 
@@ -66,8 +68,11 @@ class BenchStack(LocalStack):
     """The local stack with the intake under production gunicorn settings; optionally a
     subset of its processes (the acceptance scenario runs the intake alone)."""
 
-    def __init__(self, config: StackConfig, output: IO[str], only: tuple[str, ...]) -> None:
+    def __init__(
+        self, config: StackConfig, output: IO[str], only: tuple[str, ...], front: Front
+    ) -> None:
         self._only = only
+        self._front = front
         super().__init__(config, output)
 
     def process_names(self) -> tuple[str, ...]:
@@ -79,7 +84,7 @@ class BenchStack(LocalStack):
             return super().command(name)
         return [
             sys.executable, "-m", "gunicorn", "--config", GUNICORN_CONFIG,
-            "--bind", f"127.0.0.1:{self.config.ports['intake']}", *gunicorn_args(),
+            "--bind", f"127.0.0.1:{self.config.ports['intake']}", *gunicorn_args(self._front),
             "services.intake.app:create_app()",
         ]  # fmt: skip
 
@@ -91,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--worker-threads", type=int, default=50)
+    parser.add_argument("--front-workers", type=int, default=1, help="intake processes")
+    parser.add_argument("--front-threads", type=int, default=80, help="threads of each")
     parser.add_argument("--only", default="", help="comma-separated processes to start")
     parser.add_argument("--stop-timeout-s", type=float, default=10.0)
     return parser.parse_args(argv)
@@ -120,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     with (directory / "stack.log").open("w") as log:
-        stack = BenchStack(config, log, only)
+        front = Front(args.front_workers, args.front_threads)
+        stack = BenchStack(config, log, only, front)
         stack.start()
         try:
             ready = {

@@ -1,7 +1,8 @@
 """`make bench`: Gradeq's embedded default side by side with Flask + Celery and Flask + RQ.
 
     .venv-bench/bin/python -m bench.peers [--gradeq-python .venv/bin/python] [--rounds N]
-        [--scenarios acceptance,burst,rate,inflight,idle] [--quick] [--output-dir DIR]
+        [--scenarios acceptance,burst,rate,inflight,idle] [--fronts production,per-core]
+        [--quick] [--output-dir DIR]
 
 Runs from its own venv (.venv-bench: Celery, RQ, redis-py, psutil); Gradeq runs from its
 venv as users run it (bench.gradeq_stack). Every system gets the same workload, on
@@ -16,10 +17,15 @@ loopback only, and the runs are interleaved (Gradeq, Celery, RQ, Flask, Gradeq, 
    (psutil, children included), per job.
 3. rate: a 20/s queue with a 20 s backlog (400 jobs of 0 s submitted up front): the most
    completions in any 1 s window and the sustained rate.
-4. inflight: 1000 gradings of 30 s held by one worker process: how many it held and its
-   RSS. Run once.
+4. inflight: 1000 gradings of 30 s held by one worker process: how many it held, how
+   long after the first POST all had started, how many deliveries it refused (5xx, which
+   the queue retries after its backoff) and its RSS. Run once.
 5. idle: jobs of 0 s one at a time: POST answered, POST to final, and for Gradeq POST to
    both subscribers.
+
+Acceptance and burst run once per front configuration, every producer alike: production
+(1 process x 80 threads, as the container runs the intake) and one process per core with
+8 threads each; their rows stand side by side in the table.
 
 It prints one table (median of the runs, min-max) and writes every run's raw figures,
 the summary and the machine's facts to DIR/peers-<UTC time>.json (and the table as .md).
@@ -51,16 +57,19 @@ from rich.console import Console
 from bench import report, stats
 from bench.load import Batch, Submitter, run_wrk
 from bench.processes import REPO, largest_rss, snapshot, wait_until
-from bench.report import ACCEPTANCE, BURST, IDLE, INFLIGHT, RATE, SCENARIOS
+from bench.report import ACCEPTANCE, BURST, IDLE, INFLIGHT, RATE, SCENARIOS, on_front
 from bench.runs import Results
 from bench.settings import (
     CELERY,
     FLASK,
     LABELS,
+    PRODUCTION_FRONT,
     RQ,
+    Front,
     Workload,
     gunicorn_args,
     gunicorn_limit_args,
+    per_core_front,
 )
 from bench.systems import (
     CORE_ROLES,
@@ -73,6 +82,8 @@ from bench.systems import (
     peer,
 )
 
+#: The front configurations acceptance and burst run on, by --fronts name.
+FRONTS = {"production": lambda: PRODUCTION_FRONT, "per-core": per_core_front}
 #: Jobs each system runs before the measured rounds of a group (imports, connections).
 WARM_UP_JOBS = 20
 WARM_UP_WRK_S = 2.0
@@ -82,7 +93,9 @@ MAX_RATE = 500.0
 METHOD = [
     "Acceptance runs each HTTP front alone with its store or broker: no worker consumes.",
     "Every producer runs under the intake's production gunicorn settings: 1 process, "
-    "80 threads, the request limits of shared/http/gunicorn_conf.py, no access log.",
+    "80 threads, the request limits of shared/http/gunicorn_conf.py, no access log; "
+    "acceptance and burst run again with every producer at one process per core, 8 "
+    "threads each (rows marked with processes x threads).",
     "Gradeq: the embedded default stack (localcloud.stack), offline grader with a fixed "
     "latency and no failure simulation, per-client admission limits and fair spacing off; "
     "the burst queue allows 50 concurrent dispatches at 500/s, the rate and idle queue is "
@@ -164,17 +177,20 @@ class Bench:
 
     # --- 1. acceptance -----------------------------------------------------------------
 
-    def acceptance(self) -> None:
+    def acceptance(self, front: Front = PRODUCTION_FRONT) -> None:
         w = self.w
-        producers_only = PeerProfile(grade_s=w.burst_grade_s, concurrency=0)
+        scenario = on_front(ACCEPTANCE, front)
+        tag = f"accept-{front.workers}x{front.threads}"
+        producers_only = PeerProfile(grade_s=w.burst_grade_s, concurrency=0, front=front)
+        only = ("intake",)
+        gradeq = GradeqProfile(
+            w.burst_grade_s, MAX_RATE, w.concurrency, w.concurrency, only, front=front
+        )
         systems = [
-            self.gradeq(
-                "accept",
-                GradeqProfile(w.burst_grade_s, MAX_RATE, w.concurrency, w.concurrency, ("intake",)),
-            ),
-            self.peer(CELERY, "accept", producers_only),
-            self.peer(RQ, "accept", producers_only),
-            self.peer(FLASK, "accept", producers_only),
+            self.gradeq(tag, gradeq),
+            self.peer(CELERY, tag, producers_only),
+            self.peer(RQ, tag, producers_only),
+            self.peer(FLASK, tag, producers_only),
         ]
         with self.running(systems):
             for system in systems:
@@ -182,34 +198,35 @@ class Bench:
             for index, system in self.rounds(systems):
                 key = self.key("a", system)
                 run = run_wrk(system.url, system.headers, w.accept_s, w.clients, key)
-                self.results.add(ACCEPTANCE, system.name, run)
+                self.results.add(scenario, system.name, run)
                 self.log(
-                    f"acceptance {index + 1}/{w.rounds} {LABELS[system.name]}: "
+                    f"{scenario} {index + 1}/{w.rounds} {LABELS[system.name]}: "
                     f"{run['rps']:.0f} req/s, p99 {run['p99_ms']:.1f} ms, errors {run['errors']}"
                 )
-        self.results.add_ratios()
+        self.results.add_ratios(scenario)
 
     # --- 2. and 3. burst with CPU per job ----------------------------------------------
 
-    def burst(self) -> None:
+    def burst(self, front: Front = PRODUCTION_FRONT) -> None:
         w = self.w
-        profile = PeerProfile(grade_s=w.burst_grade_s, concurrency=w.concurrency)
+        scenario = on_front(BURST, front)
+        tag = f"burst-{front.workers}x{front.threads}"
+        profile = PeerProfile(grade_s=w.burst_grade_s, concurrency=w.concurrency, front=front)
+        gradeq = GradeqProfile(w.burst_grade_s, MAX_RATE, w.concurrency, w.concurrency, front=front)
         systems = [
-            self.gradeq(
-                "burst", GradeqProfile(w.burst_grade_s, MAX_RATE, w.concurrency, w.concurrency)
-            ),
-            self.peer(CELERY, "burst", profile),
-            self.peer(RQ, "burst", profile),
+            self.gradeq(tag, gradeq),
+            self.peer(CELERY, tag, profile),
+            self.peer(RQ, tag, profile),
         ]
         with self.running(systems):
             for system in systems:
                 self.warm_up(system)
             for index, system in self.rounds(systems):
                 run = self.burst_run(system)
-                self.results.add(BURST, system.name, run)
+                self.results.add(scenario, system.name, run)
                 lag = run.get("lag_s")
                 self.log(
-                    f"burst {index + 1}/{w.rounds} {LABELS[system.name]}: makespan "
+                    f"{scenario} {index + 1}/{w.rounds} {LABELS[system.name]}: makespan "
                     f"{run.get('makespan_s', float('nan')):.2f} s, efficiency "
                     f"{run.get('efficiency', float('nan')):.2f}, CPU "
                     f"{run['cpu_front_core_ms']:.2f} ms/job"
@@ -416,7 +433,8 @@ class Bench:
                 run = self.inflight_run(system)
             self.results.add(INFLIGHT, system.name, run)
             self.log(
-                f"in flight {LABELS[system.name]}: held {run['held']} of {n}, "
+                f"in flight {LABELS[system.name]}: held {run['held']} of {n} "
+                f"(all after {run['all_held_after_s']} s), refused {run.get('refused')}, "
                 f"RSS {run['rss_mb']:.0f} MB"
             )
 
@@ -451,13 +469,16 @@ class Bench:
             time.sleep(0.25)
         batch_done.wait(timeout=w.inflight_grade_s)
         submitter.close()
-        return {
+        run: dict[str, Any] = {
             "jobs": w.inflight_jobs,
             "held": held,
             "all_held_after_s": reached_s,
             "rss_mb": rss / 2**20,
             "rss_idle_mb": rss_before / 2**20,
         }
+        if isinstance(system, GradeqSystem):  # before any grading ends: every reply refused
+            run["refused"] = system.refused()
+        return run
 
 
 # --- facts and output ------------------------------------------------------------------
@@ -498,6 +519,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gradeq-python", type=Path, default=REPO / ".venv" / "bin" / "python")
     parser.add_argument("--rounds", type=int, help="runs of each scenario (default 3)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--fronts",
+        default=",".join(FRONTS),
+        help="front configurations for acceptance and burst: production (1 x 80), "
+        "per-core (one process per core, 8 threads each)",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run with small sizes")
     parser.add_argument("--output-dir", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--keep-workdir", action="store_true", help="keep logs and databases")
@@ -513,6 +540,10 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(scenarios) - set(SCENARIOS)
     if unknown:
         raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    try:
+        fronts = [FRONTS[name]() for name in args.fronts.split(",") if name]
+    except KeyError as exc:
+        raise SystemExit(f"unknown front configuration: {exc}") from None
     started = time.monotonic()
     started_at = datetime.now(UTC)
     facts = machine_facts()
@@ -521,7 +552,7 @@ def main(argv: list[str] | None = None) -> None:
     bench.log(f"make bench: {', '.join(scenarios)}; {workload.rounds} rounds; logs in {workdir}")
     error = ""
     try:
-        run_scenarios(bench, scenarios)
+        run_scenarios(bench, scenarios, fronts)
     except BaseException as exc:
         error = repr(exc)
         raise
@@ -532,7 +563,7 @@ def main(argv: list[str] | None = None) -> None:
         facts["load_average_after"] = os.getloadavg()
         facts["systems"] = bench.facts
         summary = bench.results.summary()
-        table = report.rows(summary, bench.results.notes, workload)
+        table = report.rows(summary, bench.results.notes, workload, fronts)
         duration = time.monotonic() - started
         output = {
             "started_at": started_at.isoformat(timespec="seconds"),
@@ -543,6 +574,7 @@ def main(argv: list[str] | None = None) -> None:
             "machine": facts,
             "workload": asdict(workload),
             "producer_gunicorn": gunicorn_args() + gunicorn_limit_args(),
+            "fronts": [asdict(f) for f in fronts],
             "method": METHOD,
             "summary": summary,
             "notes": bench.results.notes,
@@ -560,12 +592,14 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"{workload.rounds} rounds, {duration:.0f} s; every figure in {stem}.json")
 
 
-def run_scenarios(bench: Bench, scenarios: Sequence[str]) -> None:
+def run_scenarios(bench: Bench, scenarios: Sequence[str], fronts: Sequence[Front]) -> None:
     """The chosen scenarios, in the order that groups systems started alike."""
     if ACCEPTANCE in scenarios:
-        bench.acceptance()
+        for front in fronts:
+            bench.acceptance(front)
     if BURST in scenarios:
-        bench.burst()
+        for front in fronts:
+            bench.burst(front)
     if IDLE in scenarios:
         bench.idle()
     if RATE in scenarios:

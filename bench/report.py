@@ -8,12 +8,21 @@ and an empty cell one that does not apply to it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.table import Table
 
-from bench.settings import CELERY, GRADEQ, LABELS, RQ, SYSTEMS, Workload
+from bench.settings import (
+    CELERY,
+    GRADEQ,
+    LABELS,
+    PRODUCTION_FRONT,
+    RQ,
+    SYSTEMS,
+    Front,
+    Workload,
+)
 
 #: summary[scenario][system][metric] = {"median", "min", "max", "n"}
 Summary = Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]]
@@ -22,6 +31,13 @@ Notes = Mapping[str, Mapping[str, str]]
 
 ACCEPTANCE, BURST, RATE, INFLIGHT, IDLE = "acceptance", "burst", "rate", "inflight", "idle"
 SCENARIOS = (ACCEPTANCE, BURST, RATE, INFLIGHT, IDLE)
+#: The scenarios measured once per front configuration (processes x threads of the fronts).
+FRONT_SCENARIOS = (ACCEPTANCE, BURST)
+
+
+def on_front(scenario: str, front: Front) -> str:
+    """The results' key of a front scenario run on `front` (production keeps the bare name)."""
+    return scenario if front == PRODUCTION_FRONT else f"{scenario} ({front.tag})"
 
 
 @dataclass(frozen=True)
@@ -35,8 +51,24 @@ class Figure:
     systems: tuple[str, ...] = (GRADEQ, CELERY, RQ)
 
 
-def figures(workload: Workload) -> list[Figure]:
-    """The table's rows, labelled with the workload they were measured on."""
+def figures(workload: Workload, fronts: Sequence[Front] = (PRODUCTION_FRONT,)) -> list[Figure]:
+    """The table's rows, labelled with the workload they were measured on.
+
+    A front scenario's figure has one row per front configuration, side by side, each
+    labelled with its processes x threads when there are several.
+    """
+    rows: list[Figure] = []
+    for figure in _figures(workload):
+        if figure.scenario not in FRONT_SCENARIOS or len(fronts) < 2:
+            rows.append(figure)
+            continue
+        for front in fronts:
+            label = f"[{front.tag}] {figure.label}"
+            rows.append(replace(figure, label=label, scenario=on_front(figure.scenario, front)))
+    return rows
+
+
+def _figures(workload: Workload) -> list[Figure]:
     w = workload
     everyone = SYSTEMS
     return [
@@ -77,6 +109,8 @@ def figures(workload: Workload) -> list[Figure]:
             "held",
             0,
         ),
+        Figure("in flight: all gradings started after s", INFLIGHT, "all_held_after_s", 1),
+        Figure("in flight: deliveries refused (503)", INFLIGHT, "refused", 0, (GRADEQ,)),
         Figure("in flight: RSS MB of that process", INFLIGHT, "rss_mb", 0),
         Figure(
             f"idle, {w.idle_jobs} jobs one by one: POST answered ms p50", IDLE, "post_p50_ms", 1
@@ -98,10 +132,15 @@ def cell(value: Mapping[str, float] | None, digits: int) -> str:
     return f"{median} ({low}-{high})"
 
 
-def rows(summary: Summary, notes: Notes, workload: Workload) -> list[list[str]]:
+def rows(
+    summary: Summary,
+    notes: Notes,
+    workload: Workload,
+    fronts: Sequence[Front] = (PRODUCTION_FRONT,),
+) -> list[list[str]]:
     """Every figure of the scenarios that ran, as [label, one cell per system]."""
     table = []
-    for figure in figures(workload):
+    for figure in figures(workload, fronts):
         if not summary.get(figure.scenario):
             continue
         cells = [figure.label]
@@ -121,8 +160,8 @@ def note_lines(notes: Notes) -> list[str]:
     """The notes under the table, one per system and scenario."""
     return [
         f"{LABELS[system]}, {scenario}: {text}"
-        for scenario in SCENARIOS
-        for system, text in notes.get(scenario, {}).items()
+        for scenario, by_system in notes.items()
+        for system, text in by_system.items()
     ]
 
 

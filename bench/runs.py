@@ -17,14 +17,14 @@ class Results:
         self.notes: dict[str, dict[str, str]] = {s: {} for s in SCENARIOS}
 
     def add(self, scenario: str, system: str, run: dict[str, Any]) -> None:
-        self.runs[scenario].setdefault(system, []).append(run)
+        self.runs.setdefault(scenario, {}).setdefault(system, []).append(run)
 
     def note(self, scenario: str, system: str, text: str) -> None:
-        self.notes[scenario][system] = text
+        self.notes.setdefault(scenario, {})[system] = text
 
-    def add_ratios(self) -> None:
+    def add_ratios(self, scenario: str = ACCEPTANCE) -> None:
         """Each acceptance run's rate over bare Flask's in the same round."""
-        runs = self.runs[ACCEPTANCE]
+        runs = self.runs.get(scenario, {})
         reference = [r.get("rps") for r in runs.get(FLASK, [])]
         for system_runs in runs.values():
             if len(system_runs) == len(reference):

@@ -6,6 +6,7 @@ apps read it, and a unit test checks it against the container's gunicorn setting
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,14 +35,41 @@ GUNICORN_LIMITS = {
 }
 
 
-def gunicorn_args(threads: int = PRODUCER_THREADS) -> list[str]:
+#: Threads of each process when the producers run one process per core.
+PER_CORE_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Front:
+    """How every producer is served: gunicorn processes and threads in each."""
+
+    workers: int
+    threads: int
+
+    @property
+    def tag(self) -> str:
+        """How the table's rows name this front, e.g. "1 x 80"."""
+        return f"{self.workers} x {self.threads}"
+
+
+#: Production: the container's one process with terraform's concurrency in threads.
+PRODUCTION_FRONT = Front(1, PRODUCER_THREADS)
+
+
+def per_core_front(cores: int | None = None) -> Front:
+    """One process per core of this machine, PER_CORE_THREADS threads each."""
+    return Front(cores or os.cpu_count() or 1, PER_CORE_THREADS)
+
+
+def gunicorn_args(front: Front = PRODUCTION_FRONT) -> list[str]:
     """Process and thread settings of a producer, as the container starts the intake.
 
     The access log is left out for every system: the local stack pipes its processes'
     output through the supervisor, which would make the log cost more for Gradeq alone.
     """
     return [
-        "--workers", "1", "--worker-class", "gthread", "--threads", str(threads),
+        "--workers", str(front.workers), "--worker-class", "gthread",
+        "--threads", str(front.threads),
         "--timeout", "0", "--graceful-timeout", "8", "--log-level", "warning",
     ]  # fmt: skip
 

@@ -29,7 +29,16 @@ from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
 from bench import processes
 from bench.celery_tasks import STARTED_KEY
-from bench.settings import CELERY, FLASK, GRADEQ, RQ, gunicorn_args, gunicorn_limit_args
+from bench.settings import (
+    CELERY,
+    FLASK,
+    GRADEQ,
+    PRODUCTION_FRONT,
+    RQ,
+    Front,
+    gunicorn_args,
+    gunicorn_limit_args,
+)
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 #: Roles whose CPU counts from submission to the last final job, and after it.
@@ -103,6 +112,7 @@ class GradeqProfile:
     worker_threads: int
     only: tuple[str, ...] = ()
     stop_timeout_s: float = 10.0
+    front: Front = PRODUCTION_FRONT
 
 
 class GradeqSystem(System):
@@ -136,6 +146,7 @@ class GradeqSystem(System):
             "--grader-latency-s", str(p.grader_latency_s), "--rate", str(p.rate),
             "--concurrency", str(p.concurrency), "--worker-threads", str(p.worker_threads),
             "--only", ",".join(p.only), "--stop-timeout-s", str(p.stop_timeout_s),
+            "--front-workers", str(p.front.workers), "--front-threads", str(p.front.threads),
         ]  # fmt: skip
         self._launcher = processes.spawn(
             command,
@@ -205,6 +216,18 @@ class GradeqSystem(System):
     def held(self) -> int:
         return int(self._query("SELECT count(*) FROM jobs WHERE status = 'RUNNING'")[0][0])
 
+    def refused(self) -> int:
+        """Replies to deliveries of the tasks made since `begin()`.
+
+        Asked before any grading can have ended, every reply is a refusal (a 503 the queue
+        retries after its backoff). The code itself is not kept: a new attempt clears it.
+        """
+        rows = self._query(
+            "SELECT COALESCE(SUM(response_count), 0) FROM tasks WHERE created_at >= ?",
+            (epoch(self._since),),
+        )
+        return int(rows[0][0])
+
     def facts(self) -> dict[str, Any]:
         return {"python": self._python_version}
 
@@ -258,6 +281,7 @@ class PeerProfile:
     count_starts: bool = False
     #: How long the worker may finish its jobs when stopped.
     stop_timeout_s: float = 10.0
+    front: Front = PRODUCTION_FRONT
 
 
 class PeerSystem(System):
@@ -293,7 +317,8 @@ class PeerSystem(System):
         port = processes.free_port()
         producer = [
             sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
-            *gunicorn_args(), *gunicorn_limit_args(), "bench.peer_producer:create_app()",
+            *gunicorn_args(self.profile.front), *gunicorn_limit_args(),
+            "bench.peer_producer:create_app()",
         ]  # fmt: skip
         self._producer = processes.spawn(producer, self.workdir / "producer.log", self._env())
         processes.wait_for_port(port, self._producer)

@@ -3,6 +3,7 @@
     client = GradeqClient("https://intake.example.com", api_key="gq_...")
     job = client.submit({"submission_id": "s-1", "answer": "...", "rubric": ["..."]})
     final = client.wait(job.id)
+    photo = client.submit({"submission_id": "s-2", "rubric": ["..."]}, files=["page1.jpg"])
 
 `submit` generates an Idempotency-Key and, on 429, 502, 503, 504 or a lost connection,
 retries with the same key, so a retry can never make a second job. Waits follow the
@@ -16,12 +17,14 @@ server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks sign
 from __future__ import annotations
 
 import math
+import mimetypes
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -32,6 +35,8 @@ FINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 #: Busy or gateway answers: retried (with the same Idempotency-Key), like a lost connection.
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 PROBLEM_BASE = "https://gradeq.dev/problems/"
+#: The most answers one batch call takes.
+MAX_BATCH = 1000
 
 
 class GradeqError(Exception):
@@ -223,14 +228,48 @@ class GradeqClient:
 
     # --- the client API ------------------------------------------------------------------
 
-    def submit(self, request: Mapping[str, Any], idempotency_key: str | None = None) -> Job:
-        """Submit a job; safe to call again with the same key after any failure."""
+    def submit(
+        self,
+        request: Mapping[str, Any],
+        idempotency_key: str | None = None,
+        files: Sequence[str | Path] = (),
+    ) -> Job:
+        """Submit a job; safe to call again with the same key after any failure.
+
+        `files` are uploaded first (`upload_file`) and named in the request's `files`.
+        Each upload is new: to retry a submission with files under the same key, upload
+        once and pass the returned references in `request["files"]` instead.
+        """
         key = idempotency_key or str(uuid.uuid4())
+        body = dict(request)
+        if files:
+            body["files"] = [*body.get("files", ()), *(self.upload_file(f) for f in files)]
         # The same key on every attempt: at most one job.
         reply = self.request(
-            "POST", "/v1/grading-jobs", json=dict(request), headers={"Idempotency-Key": key}
+            "POST", "/v1/grading-jobs", json=body, headers={"Idempotency-Key": key}
         )
         return self._job(reply)
+
+    def upload(self, data: bytes, content_type: str, name: str = "") -> dict[str, Any]:
+        """Upload one file through a signed URL; return the reference a job's `files` takes."""
+        declared = {"content_type": content_type, "size": len(data)}
+        grant = self.request("POST", "/v1/uploads", json=declared).body
+        # The signed URL is the credential: no Authorization header goes to the store.
+        response = self._session.put(
+            grant["upload_url"], data=data, headers=grant["headers"], timeout=self._timeout_s
+        )
+        if response.status_code >= 300:
+            try:
+                problem = response.json()
+            except ValueError:
+                problem = {"detail": response.text[:500]}  # Cloud Storage answers XML
+            raise GradeqError(response.status_code, problem, response.reason or "")
+        return {"upload_id": grant["upload_id"], "name": name, **declared}
+
+    def upload_file(self, path: str | Path) -> dict[str, Any]:
+        """Upload a file from disk, its type guessed from its name (see `content_type_of`)."""
+        file = Path(path)
+        return self.upload(file.read_bytes(), content_type_of(file), file.name)
 
     def get(self, job_id: str) -> Job:
         return self._job(self.request("GET", f"/v1/grading-jobs/{job_id}"))
@@ -270,11 +309,145 @@ class GradeqClient:
                 raise TimeoutError(f"job {job_id} is still {job.status}")
             self._sleep(job.retry_after_s or default_poll_s)
 
+    # --- assignments ---------------------------------------------------------------------
+
+    def create_assignment(
+        self, assignment: Mapping[str, Any], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Create an assignment (title, rubric, max_score, prompt_version); safe to retry."""
+        key = idempotency_key or str(uuid.uuid4())
+        reply = self.request(
+            "POST", "/v1/assignments", json=dict(assignment), headers={"Idempotency-Key": key}
+        )
+        return reply.body
+
+    def assignment(self, assignment_id: str) -> Reply:
+        """The assignment with its progress (`body["progress"]`) and the Retry-After."""
+        return self.request("GET", f"/v1/assignments/{assignment_id}")
+
+    def assignments(self) -> Iterator[dict[str, Any]]:
+        """Every assignment of this client, newest first, a page at a time."""
+        yield from self._pages("/v1/assignments", "assignments")
+
+    def revise_rubric(self, assignment_id: str, rubric: str | list[str]) -> dict[str, Any]:
+        """Make `rubric` the assignment's next rubric version."""
+        return self.request(
+            "PATCH", f"/v1/assignments/{assignment_id}", json={"rubric": rubric}
+        ).body
+
+    def submit_batch(
+        self, assignment_id: str, answers: list[Mapping[str, Any]], batch_size: int = MAX_BATCH
+    ) -> dict[str, Any]:
+        """Submit answers (each with its submission_id) in batches; the items of all of them.
+
+        Each submission id is its key in the assignment, so sending again after any
+        failure creates nothing twice and completes what was cut off.
+        """
+        totals: dict[str, Any] = {"accepted": 0, "existing": 0, "refused": 0, "items": []}
+        for start in range(0, len(answers), batch_size):
+            chunk = [dict(a) for a in answers[start : start + batch_size]]
+            body = self.request(
+                "POST",
+                f"/v1/assignments/{assignment_id}/submissions:batch",
+                json={"answers": chunk},
+            ).body
+            for name in ("accepted", "existing", "refused"):
+                totals[name] += body[name]
+            totals["items"].extend(body["items"])
+        return totals
+
+    def grades(self, assignment_id: str) -> Iterator[Job]:
+        """Every job of the assignment, newest first, a page at a time."""
+        for data in self._pages(f"/v1/assignments/{assignment_id}/grades", "jobs"):
+            yield Job(data["id"], data["status"], data)
+
+    def grades_csv(self, assignment_id: str) -> Iterator[str]:
+        """The grade sheet as CSV lines, streamed as the server writes them."""
+        if not self._api_key:
+            raise MissingKey(False)
+        response = self._session.get(
+            f"{self.base_url}/v1/assignments/{assignment_id}/grades",
+            headers={"Authorization": f"Bearer {self._api_key}", "Accept": "text/csv"},
+            stream=True,
+            timeout=self._timeout_s,
+        )
+        if response.status_code >= 400:
+            self._reply(response)
+        with response:
+            yield from response.iter_lines(decode_unicode=True)
+
+    def regrade(
+        self,
+        assignment_id: str,
+        rubric: str | list[str] | None = None,
+        prompt_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Grade every final submission again in a new round (or finish one cut off)."""
+        body: dict[str, Any] = {}
+        if rubric is not None:
+            body["rubric"] = rubric
+        if prompt_version is not None:
+            body["prompt_version"] = prompt_version
+        return self.request("POST", f"/v1/assignments/{assignment_id}/regrade", json=body).body
+
+    def regrade_report(self, assignment_id: str, threshold: float = 1.0) -> dict[str, Any]:
+        """Old and new scores of the last regrade, the mean shift and the kappa."""
+        path = f"/v1/assignments/{assignment_id}/regrade"
+        return self.request("GET", path, params={"threshold": threshold}).body
+
+    def wait_assignment(
+        self,
+        assignment_id: str,
+        timeout_s: float = 24 * 3600.0,
+        default_poll_s: float = 2.0,
+        on_update: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll until the assignment's current round is graded; TimeoutError after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self.assignment(assignment_id)
+            if on_update:
+                on_update(reply.body)
+            progress = reply.body.get("progress") or {}
+            if progress.get("done"):
+                return reply.body
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"assignment {assignment_id} is not graded yet")
+            self._sleep(reply.retry_after_s or default_poll_s)
+
+    def _pages(self, path: str, key: str) -> Iterator[dict[str, Any]]:
+        params: dict[str, Any] = {}
+        while True:
+            page = self.request("GET", path, params=params).body
+            yield from page[key]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
     # --- the admin API (operator key) ----------------------------------------------------
 
     def admin(self, method: str, path: str, **kwargs: Any) -> Reply:
         """A call to the admin API, `path` under /admin/v1, with the operator key."""
         return self.request(method, path, operator=True, **kwargs)
+
+
+#: Types the server accepts whose suffixes `mimetypes` may not know (or knows otherwise).
+_TYPES = {
+    ".webp": "image/webp",
+    ".md": "text/markdown",
+    ".py": "text/x-python",
+    ".java": "text/x-java-source",
+    ".c": "text/x-c",
+    ".h": "text/x-c",
+    ".js": "text/javascript",
+    ".zip": "application/zip",
+}
+
+
+def content_type_of(path: Path) -> str:
+    """The content type to declare for a file: by suffix, text/plain when unknown."""
+    suffix = path.suffix.lower()
+    return _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "text/plain"
 
 
 def verify_webhook(

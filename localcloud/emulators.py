@@ -8,11 +8,13 @@ leaves java running.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -128,11 +130,14 @@ def pubsub_jar() -> Path:
 
 
 def missing_reason(*names: str) -> str | None:
-    """Why the named emulators ("firestore", "pubsub"; default both) cannot run here."""
+    """Why the named emulators ("firestore", "pubsub", "storage"; default the first two)
+    cannot run here."""
+    if "storage" in names and importlib.util.find_spec("gcp_storage_emulator") is None:
+        return "gcp-storage-emulator is not installed (a dev dependency: make install)"
     jars = {"firestore": firestore_jar, "pubsub": pubsub_jar}
     try:
         _java()
-        for name in names or tuple(jars):
+        for name in [n for n in names if n != "storage"] or list(jars):
             jars[name]()
     except EmulatorUnavailable as exc:
         return str(exc)
@@ -140,7 +145,7 @@ def missing_reason(*names: str) -> str | None:
 
 
 def _wait_ready(emulator: Emulator, timeout_s: float) -> None:
-    # Both emulators answer "Ok" on GET / once they accept requests.
+    # Every emulator answers 200 on GET / once it accepts requests.
     deadline = time.monotonic() + timeout_s
     url = f"http://{emulator.host}/"
     while time.monotonic() < deadline:
@@ -192,6 +197,20 @@ def start_pubsub(port: int | None = None, timeout_s: float = 60.0) -> Emulator:
     port = port or free_port()
     command = [_java(), "-jar", str(pubsub_jar()), "--host=127.0.0.1", f"--port={port}"]
     return _launch("pubsub", command, port, timeout_s)
+
+
+def start_storage(bucket: str, port: int | None = None, timeout_s: float = 60.0) -> Emulator:
+    """Start the Cloud Storage emulator (PyPI `gcp-storage-emulator`) holding `bucket`."""
+    if importlib.util.find_spec("gcp_storage_emulator") is None:
+        raise EmulatorUnavailable(
+            "gcp-storage-emulator is not installed (a dev dependency: make install)"
+        )
+    port = port or free_port()
+    command = [
+        sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+        "--port", str(port), "--default-bucket", bucket, "--in-memory",
+    ]  # fmt: skip
+    return _launch("storage", command, port, timeout_s)
 
 
 def reset_firestore(host: str, project: str, database: str = "(default)") -> None:

@@ -8,15 +8,17 @@ quick, slow, transient, permanent, hanging and always-failing gradings, with dup
 POSTs (same body: the same job; another body: 422) and cancels. Meanwhile one fault at a
 time hits a random process (intake, worker, dispatcher, bus, notification, analytics):
 SIGKILL then a restart, or SIGSTOP then SIGCONT; or an operator pauses the `bulk` lane
-and resumes it a moment later, every second time purging it while paused. A third of the jobs go
-through the `bulk` lane. Then the faults stop and every accepted job must become final.
-Checked at the end:
+and resumes it a moment later, every second time purging it while paused (a third of the
+jobs go through the `bulk` lane). Then the faults stop and every accepted job must become
+final. `--classes` assignments of `--class-size` answers arrive in batches, each cut off
+half way and sent again (localcloud.soak_assignments). Checked at the end:
 
 - every accepted job is final, and no job exists that was not accepted;
 - no result was overwritten (what a client saw final stays as it was);
 - exactly one event id per final job at each subscriber, matching the job's outcome;
 - no task, bus delivery or dead letter left behind, no final job left unannounced;
-- no job cost more grader calls than its attempt budget.
+- no job cost more grader calls than its attempt budget;
+- of the classes: 0 answers lost, 0 doubled, one AssignmentGraded each, published.
 
 It prints the figures (jobs, faults by kind, crash-to-rescue p50/p99, violations) as JSON
 and exits 1 on any violation. The stack runs with the shipped rules on scaled-down
@@ -43,6 +45,7 @@ from typing import Any
 
 import requests
 
+from localcloud.soak_assignments import Classes
 from localcloud.stack import HTTP_SERVICES, LocalStack, StackConfig
 
 LEASE_S = 2.0
@@ -151,9 +154,24 @@ class Soak:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watch: list[tuple[str, int, float]] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
+    #: Classes: assignments whose answers arrive in batches (localcloud.soak_assignments).
+    class_count: int = 0
+    class_size: int = 0
+    classes: Classes = field(init=False)
+    class_figures: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.classes = Classes(
+            random.Random(self.seed + 1),
+            self.class_count,
+            self.class_size,
+            self.duration_s,
+            self._call,
+            self._auth,
+            self._violation,
+            simulation,
+        )
 
     # --- the database, read as an observer ---------------------------------------------
 
@@ -342,6 +360,9 @@ class Soak:
         watcher.start()
         with ThreadPoolExecutor(max_workers=24) as clients:
             futures = [clients.submit(self._submit, job, started) for job in planned]
+            futures += [
+                clients.submit(self.classes.submit, c, started) for c in self.classes.plan()
+            ]
             # Faults come from this thread, which also restarts what it kills.
             while time.monotonic() < started + self.duration_s:
                 time.sleep(self.rng.expovariate(1.0 / self.fault_every_s))
@@ -384,7 +405,9 @@ class Soak:
             events = conn.execute(
                 "SELECT subscriber, event_id, record FROM processed_events"
             ).fetchall()
-        for job_id in set(jobs) - set(self.accepted):
+        with self._db() as conn:
+            self.class_figures = self.classes.check(conn, jobs)
+        for job_id in set(jobs) - set(self.accepted) - self.classes.accepted_jobs():
             self._violation(f"{job_id}: stored but never accepted")
         per_subscriber: dict[tuple[str, str], set[str]] = {}
         outcomes: dict[tuple[str, str], str] = {}
@@ -461,6 +484,7 @@ class Soak:
                 "max_grader_calls_per_job": max(calls.values(), default=0),
                 "grader_call_budget": MAX_ATTEMPTS,
             },
+            "classes": self.class_figures,
             "faults": dict(sorted(self.faults.items())),
             "crash_to_rescue_s": {
                 "n": len(rescues),
@@ -503,6 +527,8 @@ def run_soak(
     data_dir: Path,
     fault_every_s: float = 2.0,
     settle_s: float = 120.0,
+    classes: int = 0,
+    class_size: int = 0,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -510,7 +536,16 @@ def run_soak(
         stack = soak_stack(data_dir, log)
         stack.start()
         try:
-            soak = Soak(seed, jobs, duration_s, fault_every_s, settle_s, stack)
+            soak = Soak(
+                seed,
+                jobs,
+                duration_s,
+                fault_every_s,
+                settle_s,
+                stack,
+                class_count=classes,
+                class_size=class_size,
+            )
             return soak.run()
         finally:
             for process in stack.processes.values():
@@ -581,6 +616,8 @@ def main() -> None:
     parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between")
     parser.add_argument("--settle", type=float, default=180.0, help="max seconds to settle")
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--classes", type=int, default=3, help="assignments sent in batches")
+    parser.add_argument("--class-size", type=int, default=40, help="answers per class")
     parser.add_argument("--report", type=Path, default=None, help="also write the JSON here")
     parser.add_argument(
         "--shipped-rescue",
@@ -595,7 +632,16 @@ def main() -> None:
         return
     print(f"soak: seed {args.seed}, {args.jobs} jobs over {args.duration:g}s; logs in "
           f"{data_dir}/stack.log", flush=True)  # fmt: skip
-    figures = run_soak(args.seed, args.jobs, args.duration, data_dir, args.fault_every, args.settle)
+    figures = run_soak(
+        args.seed,
+        args.jobs,
+        args.duration,
+        data_dir,
+        args.fault_every,
+        args.settle,
+        args.classes,
+        args.class_size,
+    )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)
     if args.report:

@@ -42,6 +42,8 @@ from localcloud.ports import check_free
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
 #: The reference web frontend (localcloud.frontend); part of a stack whose ports name it.
 FRONTEND = "frontend"
+#: The uploads bucket the Cloud Storage emulator holds on the google-emulators backend.
+UPLOADS_BUCKET = "gradeq-uploads"
 SUBSCRIBERS = ("notification", "analytics")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
@@ -154,6 +156,10 @@ class LocalStack:
             # Local runs may call back to a receiver on this machine.
             "GRADEQ_CALLBACK_ALLOW_LOOPBACK": "true",
         }
+        if name == "intake" and FRONTEND in cfg.ports:
+            # The page PUTs files to the intake's signed upload URLs (Cloud Storage's CORS
+            # in production): the frontend's origin may.
+            env["GRADEQ_CORS_ORIGINS"] = cfg.url(FRONTEND)
         if name == FRONTEND:
             # The frontend's backend holds the first client's key; browsers never see it.
             env["GRADEQ_FRONTEND_API_KEY"] = self.api_key
@@ -329,7 +335,13 @@ class LocalStack:
     def _start_emulators(self) -> None:
         from google.cloud import pubsub_v1
 
-        from localcloud.emulators import start_firestore, start_pubsub
+        from localcloud.emulators import (
+            EmulatorUnavailable,
+            start_firestore,
+            start_pubsub,
+            start_storage,
+        )
+        from localcloud.signing_key import local_signing_key
         from localcloud.topology import create_pubsub_topology
         from shared.config.subscriptions import load_subscriptions
 
@@ -340,6 +352,18 @@ class LocalStack:
             "FIRESTORE_EMULATOR_HOST": firestore.host,
             "PUBSUB_EMULATOR_HOST": pubsub.host,
         }
+        try:
+            storage = start_storage(UPLOADS_BUCKET)
+        except EmulatorUnavailable as exc:  # jobs still run; only uploads are unavailable
+            print(f"[stack] uploads off: {exc}", file=sys.stderr)
+        else:
+            self._emulators.append(storage)
+            self._emulator_env.update(
+                STORAGE_EMULATOR_HOST=f"http://{storage.host}",
+                GRADEQ_UPLOADS_BUCKET=UPLOADS_BUCKET,
+                # No IAM here to sign through: a key made for this run signs upload URLs.
+                GRADEQ_UPLOAD_SIGNING_KEY_FILE=str(local_signing_key(self.config.data_dir)),
+            )
         os.environ["PUBSUB_EMULATOR_HOST"] = pubsub.host  # read by the clients below
         try:
             publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
-from shared.domain.events import GradingCompleted
+from shared.domain.assignment import Assignment, Tally
+from shared.domain.events import AssignmentGraded, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -196,7 +197,7 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 
@@ -268,6 +269,67 @@ class ApiKeyStore(Protocol):
         ...
 
 
+class AssignmentStore(Protocol):
+    """Assignments, their rounds' tallies (kept by the job store's writes) and the record
+    of each round's one AssignmentGraded event."""
+
+    def create(self, assignment: Assignment) -> tuple[Assignment, bool]:
+        """Insert unless the id exists; return (stored assignment, created?)."""
+        ...
+
+    def get(self, assignment_id: str) -> Assignment | None:
+        """The assignment, or None when the id is unknown."""
+        ...
+
+    def list_of(
+        self, client_id: str, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Assignment]:
+        """The client's assignments, newest first (created_at, then id, descending)."""
+        ...
+
+    def update(self, assignment_id: str, mutate: Callable[[Assignment], Assignment]) -> Assignment:
+        """Atomically apply `mutate` (pure; it may run again on contention) and store it."""
+        ...
+
+    def tally(self, assignment_id: str, round_: int) -> Tally:
+        """The round's counters, read in a constant number of reads whatever its size."""
+        ...
+
+    def record_graded(self, event: AssignmentGraded) -> bool:
+        """Record the round's event unless one with its id exists; True if this call did.
+
+        One caller wins however many race; the event is then published by the winner,
+        or by the sweep (`unpublished_graded`) should the winner die first.
+        """
+        ...
+
+    def mark_graded_published(self, event_id: str) -> None:
+        """Note that the event reached the bus."""
+        ...
+
+    def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
+        """Recorded events not yet marked published, oldest first."""
+        ...
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` when the store cannot be reached."""
+        ...
+
+
+class JobBatchWriter(Protocol):
+    """Creates many jobs in as few commits as the backend allows."""
+
+    def create_many(
+        self, jobs: list[Job], capacity: int | None = None
+    ) -> list[tuple[Job | None, bool]]:
+        """Insert each job unless its id exists; (stored job, created?) in the same order.
+
+        At most `capacity` new jobs are created (None: no bound); a job past it is not
+        stored and answers (None, False). Counts each new job as `JobStore.create` does,
+        in the same commits.
+        """
+
+
 class WebhookSecretStore(Protocol):
     """Clients' webhook signing secrets by secret id, stored sealed (never in plain text)."""
 
@@ -282,4 +344,48 @@ class WebhookSecretStore(Protocol):
     def expire(self, secret_id: str, at: datetime) -> WebhookSecret:
         """Let the secret sign until `at` (an earlier expiry stays); raise
         WebhookSecretNotFound if unknown."""
+        ...
+
+
+@dataclass(frozen=True)
+class SignedUpload:
+    """A URL a browser PUTs one file to, and the headers it must send with it."""
+
+    url: str
+    headers: dict[str, str]
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """What the blob store holds under one name."""
+
+    size: int
+    content_type: str
+
+
+class BlobStore(Protocol):
+    """Uploaded files: signed URLs for direct PUTs, then bounded reads by the services."""
+
+    def signed_put(
+        self, name: str, content_type: str, size: int, expires_at: datetime
+    ) -> SignedUpload:
+        """A URL that accepts one PUT of exactly `size` bytes of `content_type` at `name`
+        until `expires_at`; anything else sent to it is refused by the store."""
+        ...
+
+    def stat(self, name: str) -> BlobInfo | None:
+        """The stored object's size and content type, or None when there is none."""
+        ...
+
+    def read(self, name: str, max_bytes: int) -> bytes:
+        """At most the first `max_bytes` bytes of the object (raise KeyError if absent)."""
+        ...
+
+    def uri(self, name: str) -> str:
+        """How a model provider reaches the object in place (gs://bucket/name), or ""."""
+        ...
+
+    def delete(self, names: list[str]) -> None:
+        """Remove these objects; names already gone are ignored."""
         ...

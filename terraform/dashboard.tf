@@ -211,7 +211,7 @@ resource "google_monitoring_dashboard" "operations" {
                   plotType = "LINE"
                   timeSeriesQuery = {
                     timeSeriesFilter = {
-                      filter = "metric.type = \"cloudtasks.googleapis.com/queue/depth\" AND resource.type = \"cloud_tasks_queue\" AND resource.labels.queue_id = \"${google_cloud_tasks_queue.main.name}\""
+                      filter = "metric.type = \"cloudtasks.googleapis.com/queue/depth\" AND resource.type = \"cloud_tasks_queue\" AND resource.labels.queue_id = \"${google_cloud_tasks_queue.main[var.queue].name}\""
                       aggregation = {
                         alignmentPeriod  = "60s"
                         perSeriesAligner = "ALIGN_MAX"

@@ -343,3 +343,44 @@ resource "google_firestore_field" "processed_events_expire_at" {
 
   index_config {}
 }
+
+# A client's assignments (GET /v1/assignments, FirestoreAssignmentStore.list_of): where
+# client_id == C order by created_at desc, __name__ desc (the cursor's tie-break).
+resource "google_firestore_index" "assignments_client_created" {
+  database    = google_firestore_database.main.name
+  collection  = "assignments"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+}
+
+# AssignmentGraded events recorded but not yet published (the recovery sweep,
+# FirestoreAssignmentStore.unpublished_graded): where published == false order by recorded_at.
+resource "google_firestore_index" "assignment_graded_unpublished" {
+  database    = google_firestore_database.main.name
+  collection  = "assignment_graded"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "published"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "recorded_at"
+    order      = "ASCENDING"
+  }
+}

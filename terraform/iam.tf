@@ -142,16 +142,9 @@ resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
 }
 
 # The intake is the public API: it authenticates clients itself, with API keys (digests
-# in Firestore) or Firebase ID tokens.
-resource "google_cloud_run_v2_service_iam_member" "intake_public" {
-  #checkov:skip=CKV2_GRADEQ_6:The intake is the public API by design (intake_public); clients authenticate with API keys.
-  count = var.intake_public ? 1 : 0
-
-  name     = google_cloud_run_v2_service.intake.name
-  location = var.region
-  role     = "roles/run.invoker"
-  member   = "allUsers"
-}
+# in Firestore) or Firebase ID tokens. Public means invoker_iam_disabled on the service
+# (run.tf), not an allUsers binding: organisations that enforce domain restricted sharing
+# (Google's secure-by-default policy) refuse allUsers.
 
 resource "google_cloud_run_v2_service_iam_member" "intake_invokers" {
   for_each = var.intake_public ? toset([]) : toset(var.intake_invokers)
@@ -208,4 +201,19 @@ resource "google_project_iam_member" "worker_aiplatform_user" {
   project = var.project_id
   role    = "roles/aiplatform.user"
   member  = "serviceAccount:${google_service_account.worker.email}"
+}
+
+# A grant can take minutes to reach every Google front end (IAM's access change
+# propagation): a revision started right after its secret grant fails to resolve the
+# secret and never becomes ready, and a worker refused by Vertex AI fails jobs. Each
+# service waits for this after its grants (run.tf).
+resource "time_sleep" "service_iam" {
+  create_duration = "120s"
+
+  triggers = {
+    notification_webhook_secret = google_secret_manager_secret_iam_member.notification_webhook_secret.id
+    intake_operator_keys        = google_secret_manager_secret_iam_member.intake_operator_keys.id
+    worker_grader_api_key       = join(",", google_secret_manager_secret_iam_member.worker_grader_api_key[*].id)
+    worker_aiplatform_user      = join(",", google_project_iam_member.worker_aiplatform_user[*].id)
+  }
 }

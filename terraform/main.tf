@@ -55,6 +55,7 @@ locals {
     GRADEQ_JOBS_COLLECTION             = var.jobs_collection
     GRADEQ_PROCESSED_EVENTS_COLLECTION = var.processed_events_collection
     GRADEQ_TOPIC                       = google_pubsub_topic.events.name
+    GRADEQ_UPLOADS_BUCKET              = google_storage_bucket.uploads.name
     GRADEQ_PUSH_AUTH                   = "oidc"
     GRADEQ_LOG_LEVEL                   = var.log_level
     # The time budget (shared/config/budget.py): the worker lives by it, and every service
@@ -139,6 +140,8 @@ locals {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
+    "iamcredentials.googleapis.com", # signBlob: the intake signs upload URLs
+    "storage.googleapis.com",
   ], local.grader_on_vertex ? ["aiplatform.googleapis.com"] : []))
 }
 

@@ -1,33 +1,55 @@
-# Alerts. The failed-jobs metric assumes the worker logs one JSON line per job that ends
-# failed, with jsonPayload.event = "job_failed" (and the job id in jsonPayload.job_id).
+# Alerts. The log-based ones assume the worker logs one JSON line per occurrence with
+# jsonPayload.event set (job_failed also carries the job id in jsonPayload.job_id).
 
 locals {
   worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${google_cloud_run_v2_service.worker.name}\""
 }
 
-resource "google_logging_metric" "job_failed" {
-  name        = "${var.name_prefix}/job_failed"
-  description = "Grading jobs that ended failed (worker log event job_failed)."
-  filter      = "${local.worker_revisions} AND jsonPayload.event = \"job_failed\""
+# Worker log events that need a person: each is a log-based metric and an alert on any
+# occurrence (modules/log_alert).
+module "job_failed_alert" {
+  source = "./modules/log_alert"
 
-  metric_descriptor {
-    metric_kind = "DELTA"
-    value_type  = "INT64"
-    unit        = "1"
-  }
+  name                  = "${var.name_prefix}/job_failed"
+  display_name          = "${var.name_prefix}: grading jobs failed"
+  description           = "Grading jobs that ended failed (worker log event job_failed)."
+  log_filter            = "${local.worker_revisions} AND jsonPayload.event = \"job_failed\""
+  documentation         = "At least one grading job ended failed after its retries. Search the worker logs for jsonPayload.event=\"job_failed\"."
+  notification_channels = var.notification_channels
+  labels                = var.labels
 
   depends_on = [time_sleep.apis]
 }
 
-# Cloud Monitoring knows a new log-based metric only a while after Logging created it: an
-# alert policy created at once fails with 404 "Cannot find metric(s)"
-# (hashicorp/terraform-provider-google#11102). A replaced metric waits again.
-resource "time_sleep" "job_failed_metric" {
-  create_duration = "60s"
+# A refusal that would fail every job (unknown model, revoked key, disabled API) suspends
+# grading instead; jobs wait in the queue until a probe of the provider succeeds.
+module "grader_suspended_alert" {
+  source = "./modules/log_alert"
 
-  triggers = {
-    metric = google_logging_metric.job_failed.id
-  }
+  name                  = "${var.name_prefix}/grader_suspended"
+  display_name          = "${var.name_prefix}: grading suspended by the provider's refusal"
+  description           = "The grader's configuration was refused (worker log event grader_suspended)."
+  log_filter            = "${local.worker_revisions} AND jsonPayload.event = \"grader_suspended\""
+  documentation         = "The model provider refused the grader's configuration (unknown model, revoked key or disabled API), so the worker stopped taking work; no job is spent while it waits. Search the worker logs for jsonPayload.event=\"grader_suspended\", fix the setting or the key, and grading resumes at the next successful probe (jsonPayload.event=\"grader_resumed\")."
+  notification_channels = var.notification_channels
+  labels                = var.labels
+
+  depends_on = [time_sleep.apis]
+}
+
+moved {
+  from = google_logging_metric.job_failed
+  to   = module.job_failed_alert.google_logging_metric.main
+}
+
+moved {
+  from = time_sleep.job_failed_metric
+  to   = module.job_failed_alert.time_sleep.metric
+}
+
+moved {
+  from = google_monitoring_alert_policy.job_failed
+  to   = module.job_failed_alert.google_monitoring_alert_policy.main
 }
 
 resource "google_monitoring_alert_policy" "dead_lettered" {
@@ -56,37 +78,6 @@ resource "google_monitoring_alert_policy" "dead_lettered" {
       }
     }
   }
-}
-
-resource "google_monitoring_alert_policy" "job_failed" {
-  display_name          = "${var.name_prefix}: grading jobs failed"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-  user_labels           = var.labels
-
-  documentation {
-    content   = "At least one grading job ended failed after its retries. Search the worker logs for jsonPayload.event=\"job_failed\"."
-    mime_type = "text/markdown"
-  }
-
-  conditions {
-    display_name = "Failed jobs logged by the worker"
-
-    condition_threshold {
-      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.job_failed.name}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = 0
-      duration        = "0s"
-
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_SUM"
-        cross_series_reducer = "REDUCE_SUM"
-      }
-    }
-  }
-
-  depends_on = [time_sleep.job_failed_metric]
 }
 
 # Cloud Tasks exports no "oldest task age" metric; the delay between a task's scheduled

@@ -67,3 +67,8 @@ output "secrets" {
     grader_api_key = one(google_secret_manager_secret.grader_api_key[*].secret_id)
   }
 }
+
+output "uploads_bucket" {
+  description = "The bucket of uploaded answer files (GRADEQ_UPLOADS_BUCKET)."
+  value       = google_storage_bucket.uploads.name
+}

@@ -37,6 +37,12 @@ resource "google_pubsub_subscription" "notification" {
     }
   }
 
+  # The provider's default expires a subscription after 31 days without activity
+  # (a quiet month), and events published after that reach nobody.
+  expiration_policy {
+    ttl = ""
+  }
+
   retry_policy {
     minimum_backoff = local.notification_subscription.retry_policy.minimum_backoff
     maximum_backoff = local.notification_subscription.retry_policy.maximum_backoff
@@ -62,6 +68,12 @@ resource "google_pubsub_subscription" "analytics" {
     use_topic_schema = false
     use_table_schema = false
     write_metadata   = true
+  }
+
+  # The provider's default expires a subscription after 31 days without activity
+  # (a quiet month), and events published after that reach nobody.
+  expiration_policy {
+    ttl = ""
   }
 
   retry_policy {

@@ -16,6 +16,9 @@ resource "google_cloud_run_v2_service" "intake" {
   deletion_protection = var.deletion_protection
   labels              = var.labels
 
+  # Public without an allUsers binding (iam.tf); the API checks client keys itself.
+  invoker_iam_disabled = var.intake_public
+
   template {
     service_account                  = google_service_account.intake.email
     timeout                          = "60s"
@@ -91,7 +94,7 @@ resource "google_cloud_run_v2_service" "intake" {
   # A revision that cannot read the operator keys does not start.
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.intake_operator_keys,
+    time_sleep.service_iam,
   ]
 }
 
@@ -101,6 +104,9 @@ resource "google_cloud_run_v2_service" "worker" {
   ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
   deletion_protection = var.deletion_protection
   labels              = var.labels
+
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
 
   template {
     service_account = google_service_account.worker.email
@@ -198,8 +204,7 @@ resource "google_cloud_run_v2_service" "worker" {
   # model call fails the job at once (grading-provider-rejected).
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.worker_grader_api_key,
-    google_project_iam_member.worker_aiplatform_user,
+    time_sleep.service_iam,
   ]
 }
 
@@ -209,6 +214,9 @@ resource "google_cloud_run_v2_service" "notification" {
   ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
   deletion_protection = var.deletion_protection
   labels              = var.labels
+
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
 
   template {
     service_account = google_service_account.notification.email
@@ -284,6 +292,6 @@ resource "google_cloud_run_v2_service" "notification" {
 
   depends_on = [
     time_sleep.apis,
-    google_secret_manager_secret_iam_member.notification_webhook_secret,
+    time_sleep.service_iam,
   ]
 }

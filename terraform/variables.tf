@@ -22,7 +22,7 @@ variable "region" {
 }
 
 variable "name_prefix" {
-  description = "Prefix of the Cloud Run service, service account and Pub/Sub names, so several environments can share a project."
+  description = "Prefix of the Cloud Run service, service account, Pub/Sub, secret and monitoring names. It does not isolate environments (the queue, the BigQuery dataset and the Firestore database keep their names): each environment needs its own project (docs/deploy.md)."
   type        = string
   default     = "gradeq"
 
@@ -78,7 +78,7 @@ variable "intake_trusted_proxy_hops" {
 }
 
 variable "intake_public" {
-  description = "Let anyone reach the intake at the Cloud Run layer (allUsers run.invoker); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
+  description = "Let anyone reach the intake at the Cloud Run layer (invoker_iam_disabled: no run.invoker check, and no allUsers binding, which domain restricted sharing refuses); the API itself still requires a client API key. Set false when a frontend calls it with its own identity."
   type        = bool
   default     = true
 }
@@ -267,7 +267,8 @@ variable "grader" {
   description = <<-EOT
     The worker's grader (the README's "Graders" section). kind: rubric (offline), gemini or
     openai (any OpenAI-compatible server). model: empty means the grader's default (gemini:
-    gemini-2.5-flash; openai needs one). gemini_api: vertex (Vertex AI as the worker's
+    the worker's current default, checked against its retirement date at start-up; openai
+    needs one). gemini_api: vertex (Vertex AI as the worker's
     service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
     with a key). location: the Vertex AI location serving the model. base_url: the
     OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and
@@ -376,8 +377,9 @@ variable "analytics_dataset_id" {
   default     = "gradeq_analytics"
 
   validation {
-    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]{0,1023}$", var.analytics_dataset_id))
-    error_message = "analytics_dataset_id may hold letters, digits and underscores only."
+    # RE2 (terraform's regex) refuses repeat counts above 1000, so the length is its own test.
+    condition     = can(regex("^[A-Za-z_][A-Za-z0-9_]*$", var.analytics_dataset_id)) && length(var.analytics_dataset_id) <= 1024
+    error_message = "analytics_dataset_id may hold letters, digits and underscores only (at most 1024)."
   }
 }
 
@@ -446,4 +448,15 @@ variable "deletion_protection" {
   description = "Protect the Cloud Run services, the Firestore database and the analytics table from terraform destroy."
   type        = bool
   default     = true
+}
+
+variable "uploads_retention_days" {
+  description = "Days an uploaded answer file is kept (the bucket's lifecycle rule): the jobs' TTL (GRADEQ_JOB_TTL_DAYS, 30 by default) plus one, so a file outlives no job by more than a day."
+  type        = number
+  default     = 31
+
+  validation {
+    condition     = var.uploads_retention_days >= 1
+    error_message = "uploads_retention_days must be at least 1."
+  }
 }

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.live import Live
 
-from gradeq.cli import render
+from gradeq.cli import assignments, render
+from gradeq.cli.common import (
+    CliError,
+    JsonFlag,
+    State,
+    client_of,
+    emit,
+    new_idempotency_key,
+    reported,
+)
 from gradeq.cli.config import resolve
-from gradeq.client import GradeqClient, GradeqError, Job, MissingKey, Unreachable
+from gradeq.client import GradeqClient, Job
 
 JOB_FAILED = 3
 JOB_CANCELLED = 4
@@ -36,42 +42,6 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
-
-
-class CliError(Exception):
-    """A failure the CLI reports with a problem type and an exit code."""
-
-    def __init__(self, problem_type: str, detail: str, exit_code: int) -> None:
-        super().__init__(detail)
-        self.problem_type = problem_type
-        self.detail = detail
-        self.exit_code = exit_code
-
-
-def cli_error(exc: GradeqError | Unreachable | MissingKey) -> CliError:
-    """What the client raised, as the problem type and exit code the CLI documents."""
-    if isinstance(exc, GradeqError):
-        return CliError(exc.slug, exc.detail, 5)
-    if isinstance(exc, Unreachable):
-        return CliError("unreachable", str(exc), 6)
-    name = "operator key (--operator-key, GRADEQ_OPERATOR_KEY)"
-    if not exc.operator:
-        name = "API key (--api-key, GRADEQ_API_KEY)"
-    return CliError("missing-credential", f"this command needs an {name}", 2)
-
-
-def new_idempotency_key() -> str:
-    return f"cli-{uuid.uuid4()}"
-
-
-@dataclass
-class State:
-    client: GradeqClient
 
 
 @app.callback()
@@ -109,34 +79,12 @@ def connect(
     ctx.obj = State(client)
 
 
-def reported(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn a failure into its message (or JSON) and its exit code."""
-
-    @wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            try:
-                return command(*args, **kwargs)
-            except (GradeqError, Unreachable, MissingKey) as exc:
-                raise cli_error(exc) from exc
-        except CliError as exc:
-            if kwargs.get("as_json"):
-                _emit({"error": {"type": exc.problem_type, "detail": exc.detail}})
-            else:
-                err.print(f"[red]error[/] {exc.problem_type}: {exc.detail}")
-            raise typer.Exit(exc.exit_code) from exc
-
-    return run
-
-
 def _client(ctx: typer.Context) -> GradeqClient:
-    state: State = ctx.obj
-    return state.client
+    return client_of(ctx)
 
 
 def _emit(body: Any) -> None:
-    # Plain JSON on one line: a script parses it, so no wrapping or colour.
-    typer.echo(json.dumps(body))
+    emit(body)
 
 
 def _read_body(source: str) -> dict[str, Any]:
@@ -161,6 +109,15 @@ def submit(
     lane: Annotated[
         str | None, typer.Option(help="The priority lane (e.g. exam, grading, bulk).")
     ] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            help="A file of the answer (photo, PDF, text or a zip of sources); repeatable.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Submit a grading request; prints the Idempotency-Key so a retry can reuse it."""
@@ -170,7 +127,7 @@ def submit(
     key = idempotency_key or new_idempotency_key()
     if not as_json:
         err.print(f"Idempotency-Key: {key}")
-    job = _client(ctx).submit(body, key)
+    job = _client(ctx).submit(body, key, files=file or [])
     if as_json:
         _emit({"idempotency_key": key, "replayed": job.replayed, "job": job.data})
         return
@@ -427,6 +384,9 @@ def lanes_purge(
     out.print(f"lane {lane} purged: {len(reply['cancelled'])} job(s) cancelled")
     for skipped, why in reply["skipped"].items():
         err.print(f"skipped {skipped}: {why}")
+
+
+app.add_typer(assignments.app, name="assignments")
 
 
 def main() -> None:

@@ -1,9 +1,16 @@
 """The frontend's backend: serves the page and relays it to the intake with the API key.
 
 The browser decides only what a student may: the answer text and a submission reference.
+A class page (`/class?assignment=ID`) follows an assignment of this server's client: its
+progress, mean score and score histogram, never one student's answer.
 The assignment, its rubric and maximum score come from this server's configuration, and
 nothing else the page sends (a callback URL, another score) reaches the intake. A browser
 session (a signed cookie) remembers the jobs it submitted, and only those are relayed.
+
+A student may also send a photo or PDF of the answer: the page asks this server for an
+upload (relayed to the intake's POST /v1/uploads), PUTs the file straight to the signed
+URL it gets, and names the upload in the submission; only uploads this browser session
+asked for are passed on.
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ MAX_ANSWER_CHARS = 20_000
 MAX_JOBS_PER_SESSION = 20
 _REFERENCE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
+#: What a student may upload from this page: a photo or a scan of the answer.
+UPLOAD_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "application/pdf"})
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+#: Files one submission may name, and uploads one session remembers.
+MAX_FILES = 4
+MAX_UPLOADS_PER_SESSION = 20
 
 
 @dataclass(frozen=True)
@@ -90,12 +103,54 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.post("/api/uploads")
+    def upload() -> Response:
+        sent = request.get_json(silent=True)
+        content_type = sent.get("content_type") if isinstance(sent, dict) else None
+        size = sent.get("size") if isinstance(sent, dict) else None
+        if content_type not in UPLOAD_TYPES:
+            return _problem(415, "upload-type-not-allowed", "send a photo (PNG, JPEG, WebP) or PDF")
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_UPLOAD_BYTES:
+            return _problem(413, "upload-too-large", f"files may be up to {MAX_UPLOAD_BYTES} bytes")
+        answer_back = http.post(
+            f"{intake}/v1/uploads",
+            json={"content_type": content_type, "size": size},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=TIMEOUT_S,
+        )
+        if answer_back.status_code == 201:
+            granted = {"upload_id": answer_back.json()["upload_id"], "content_type": content_type}
+            uploads = [*session.get("uploads", []), {**granted, "size": size}]
+            session["uploads"] = uploads[-MAX_UPLOADS_PER_SESSION:]
+        return relay(answer_back)
+
+    def files_of(sent: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The submission's files, each one of this session's uploads; None if any is not."""
+        named = sent.get("files") or []
+        if not isinstance(named, list) or len(named) > MAX_FILES:
+            return None
+        mine = {u["upload_id"]: u for u in session.get("uploads", [])}
+        files = []
+        for item in named:
+            upload = mine.get(item.get("upload_id")) if isinstance(item, dict) else None
+            if upload is None:
+                return None
+            name = item.get("name")
+            safe_name = name[:200] if isinstance(name, str) else ""
+            files.append({**upload, "name": safe_name})
+        return files
+
     @app.post("/api/submissions")
     def submit() -> Response:
         sent = request.get_json(silent=True)
-        answer = sent.get("answer") if isinstance(sent, dict) else None
-        if not isinstance(answer, str) or not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+        answer = sent.get("answer", "") if isinstance(sent, dict) else None
+        files = files_of(sent) if isinstance(sent, dict) else None
+        if files is None:
+            return _problem(400, "validation-error", "name only files this page uploaded")
+        if not isinstance(answer, str) or len(answer) > MAX_ANSWER_CHARS:
             return _problem(400, "validation-error", "send an answer (text)")
+        if not answer.strip() and not files:
+            return _problem(400, "validation-error", "send an answer (text), a file, or both")
         reference = sent.get("submission_id") if isinstance(sent, dict) else None
         if not isinstance(reference, str) or not _REFERENCE.match(reference):
             return _problem(400, "validation-error", "send a submission_id of letters, digits")
@@ -106,6 +161,7 @@ def create_app(
             "submission_id": reference,
             "assignment_id": assignment.assignment_id,
             "answer": answer,
+            **({"files": files} if files else {}),
             "rubric": list(assignment.rubric),
             "max_score": assignment.max_score,
             **({"metadata": assignment.metadata} if assignment.metadata else {}),
@@ -131,6 +187,22 @@ def create_app(
             return _problem(404, "job-not-found", "this browser submitted no such job")
         answer = http.get(
             f"{intake}/v1/grading-jobs/{job_id}",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=TIMEOUT_S,
+        )
+        return relay(answer)
+
+    @app.get("/class")
+    def class_page() -> Response:
+        return app.send_static_file("class.html")
+
+    @app.get("/api/assignments/<assignment_id>")
+    def assignment_progress(assignment_id: str) -> Response:
+        # A class's progress: counts, mean score and histogram, never one student's answer.
+        if not _REFERENCE.match(assignment_id):
+            return _problem(404, "assignment-not-found", "no such assignment")
+        answer = http.get(
+            f"{intake}/v1/assignments/{assignment_id}",
             headers={"Authorization": f"Bearer {key}"},
             timeout=TIMEOUT_S,
         )

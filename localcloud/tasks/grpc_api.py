@@ -135,8 +135,10 @@ class CloudTasksApi:
         )
         if not self.table.create(new, self.name_reservation_s):
             _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"task {task_id} already exists")
+        # Read back before waking the dispatcher: a task it delivers at once is gone.
+        created = self._get(request.parent, queue_id, task_id, request.response_view, context)
         self.on_created(queue_id)
-        return self._get(request.parent, queue_id, task_id, request.response_view, context)
+        return created
 
     def get_task(
         self, request: tasks_v2.GetTaskRequest, context: grpc.ServicerContext

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin
+from services.intake import admin, blobs, uploads
+from services.intake.assignments import bp as assignments_bp
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
 from services.intake.client_auth import ClientAuthenticator
@@ -14,7 +15,7 @@ from services.intake.firebase_revocation import IdentityToolkitLookup
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
 from services.intake.routes import bp
-from shared.bootstrap import Adapters, adapter_family, build_clock
+from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CallbackGuard
@@ -24,7 +25,11 @@ from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
+from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.regrade import Regrader
+from shared.service_layer.uploads import UploadService
 
 MAX_BODY_BYTES = 160 * 1024
 
@@ -41,9 +46,7 @@ def create_app(
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
     family = adapter_family(settings)
-    adapters = adapters or Adapters(
-        family.job_store(), family.task_queue(), family.event_publisher(), family.unit_of_work()
-    )
+    adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
@@ -62,6 +65,11 @@ def create_app(
     app.extensions["gradeq.rate_limiter"] = SubmissionRateLimiter(
         settings.submit_burst, settings.submit_rate_per_s, clock
     )
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     limits = AdmissionLimits(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
@@ -74,7 +82,39 @@ def create_app(
         settings.fair_spacing(),
         uow=adapters.uow,
         lanes=settings.lane_policy(),
+        on_final=completion.on_final if completion else None,
     )
+    if adapters.assignments is not None and adapters.batch is not None:
+        assignments = AssignmentService(
+            adapters.assignments,
+            adapters.store,
+            adapters.batch,
+            adapters.queue,
+            clock,
+            limits,
+            adapters.uow,
+            adapters.enqueue_parallelism,
+        )
+        app.extensions["gradeq.assignments"] = assignments
+        app.extensions["gradeq.regrader"] = Regrader(
+            assignments,
+            adapters.assignments,
+            adapters.store,
+            adapters.queue,
+            clock,
+            completion.check if completion else None,
+            adapters.enqueue_parallelism,
+        )
+        app.register_blueprint(assignments_bp)
+    blob_store = family.blob_store(clock)
+    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.upload_rate_limiter"] = SubmissionRateLimiter(
+        settings.upload_burst, settings.upload_rate_per_s, clock
+    )
+    app.register_blueprint(uploads.bp)
+    if isinstance(blob_store, blobs.SignedPutReceiver):  # the embedded store's PUT endpoint
+        app.extensions["gradeq.blob_receiver"] = blob_store
+        app.register_blueprint(blobs.bp)
     register_error_handlers(app)
     app.before_request(check_request_head)
     register_trace_context(app, settings.project_id)

@@ -27,7 +27,7 @@ def register_cors(app: Flask, origins: list[str]) -> None:
         app,
         resources={r"/v1/*": {}, "/openapi.json": {}},
         origins=origins,
-        methods=["GET", "POST"],
+        methods=["GET", "POST", "PUT"],  # PUT: the embedded store's signed upload URL
         allow_headers=ALLOWED_HEADERS,
         expose_headers=EXPOSED_HEADERS,
         supports_credentials=False,

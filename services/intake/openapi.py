@@ -22,6 +22,7 @@ from services.intake.client_auth import SCOPE_HEADER
 from services.intake.firebase_auth import NoClientForUser, SignInNotAccepted
 from services.intake.rate_limit import RateLimited
 from services.intake.schemas import GradingJobIn, JobListQuery
+from services.intake.uploads import UploadIn, UploadOut
 from services.intake.views import JobPage, JobView, Problem
 from shared.domain.errors import (
     PROBLEM_BASE,
@@ -34,6 +35,15 @@ from shared.domain.errors import (
     LaneNotAllowed,
     TooManyActiveJobs,
     ValidationFailed,
+)
+from shared.domain.uploads import (
+    UnsafeArchive,
+    UploadAlreadySent,
+    UploadMismatch,
+    UploadNotFound,
+    UploadSignatureInvalid,
+    UploadTooLarge,
+    UploadTypeNotAllowed,
 )
 from shared.http.callback_guard import CallbackRefused
 from shared.http.errors import (
@@ -52,6 +62,14 @@ IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 
 class InternalError(GradeqError):
     """What an unexpected failure answers with (see `shared.http.problems`)."""
+
+
+class NoSuchRoute(GradeqError):
+    """What a path no route matches answers with (an object name with line breaks)."""
+
+    slug = "not-found"
+    title = "Not Found"
+    status = 404
 
 
 #: Every operation that needs a credential can also answer with these.
@@ -87,6 +105,11 @@ _LOCATION = {"description": "Where to poll the job", "schema": {"type": "string"
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+#: The body of a job answering one of the client's assignments (its schema is among the
+#: assignments' models).
+_ASSIGNMENT_JOB_REF = {"$ref": "#/components/schemas/AssignmentJobIn"}
 
 
 def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
@@ -181,8 +204,82 @@ def _paths() -> dict[str, Any]:
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,
+        UploadTooLarge,
+        UploadTypeNotAllowed,
+        UploadNotFound,
+        UploadMismatch,
+        UnsafeArchive,
     )
     return {
+        "/v1/uploads": {
+            "post": {
+                "operationId": "createUpload",
+                "summary": (
+                    "Get a short-lived signed URL for one PUT of a file of the declared type "
+                    "and size; name its upload_id in a job's files"
+                ),
+                "security": secured,
+                "parameters": [_scope_parameter()],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(UploadIn)}},
+                },
+                "responses": {
+                    "201": {
+                        "description": "PUT the file to upload_url with these headers",
+                        "content": {"application/json": {"schema": _ref(UploadOut)}},
+                    },
+                    **_problems(
+                        (
+                            *COMMON_ERRORS,
+                            ValidationFailed,
+                            NestingTooDeep,
+                            PayloadTooLarge,
+                            UnsupportedMediaType,
+                            UploadTooLarge,
+                            UploadTypeNotAllowed,
+                            UploadMismatch,
+                            RateLimited,
+                        )
+                    ),
+                },
+            },
+        },
+        "/v1/blobs/{name}": {
+            "put": {
+                "operationId": "putUploadedFile",
+                "summary": (
+                    "The embedded backend's signed upload URL (on Google Cloud the URL is "
+                    "Cloud Storage's): the query's signature is the credential"
+                ),
+                "parameters": [
+                    {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                    *(
+                        {"name": q, "in": "query", "required": True, "schema": {"type": "string"}}
+                        for q in ("content_type", "size", "expires", "signature")
+                    ),
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                "responses": {
+                    "200": {"description": "Stored"},
+                    **_problems(
+                        (
+                            UploadSignatureInvalid,
+                            NoSuchRoute,
+                            UploadAlreadySent,
+                            UploadMismatch,
+                            UploadTooLarge,
+                            InternalError,
+                            UriTooLong,
+                            HeaderFieldsTooLarge,
+                        )
+                    ),
+                },
+            }
+        },
         "/v1/grading-jobs": {
             "get": {
                 "operationId": "listGradingJobs",
@@ -212,7 +309,12 @@ def _paths() -> dict[str, Any]:
                 ],
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _ref(GradingJobIn)}},
+                    "content": {
+                        "application/json": {
+                            # An answer to one of your assignments takes its rubric.
+                            "schema": {"anyOf": [_ref(GradingJobIn), _ASSIGNMENT_JOB_REF]}
+                        }
+                    },
                 },
                 "responses": {
                     **_job_response(
@@ -284,12 +386,18 @@ def _probe(summary: str, *also: int) -> dict[str, Any]:
 @cache
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process)."""
+    # Imported here: the assignments part builds on this module's helpers.
+    from services.intake.assignment_openapi import MODELS, assignment_paths
+
     _, schemas = models_json_schema(
         [
             (GradingJobIn, "validation"),
+            (UploadIn, "validation"),
+            (UploadOut, "serialization"),
             (JobView, "serialization"),
             (JobPage, "serialization"),
             (Problem, "serialization"),
+            *MODELS,
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -305,7 +413,10 @@ def openapi_document() -> dict[str, Any]:
                 f"{MAX_TARGET_BYTES} bytes, any header {MAX_HEADER_BYTES} bytes."
             ),
         },
-        "paths": _paths(),
+        "paths": {
+            **_paths(),
+            **assignment_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
+        },
         "components": {
             "schemas": schemas.get("$defs", {}),
             "securitySchemes": {

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
+from services.intake.assignments import submit_to_assignment
 from services.intake.body import read_json_body
 from services.intake.client_auth import ClientAuthenticator
 from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
 from services.intake.schemas import parse_grading_request, parse_list_query
+from services.intake.uploads import uploads_service
 from services.intake.views import JobPage, job_model, job_view
 from shared.domain.job import Job
 from shared.http.callback_guard import CallbackGuard
@@ -68,11 +71,17 @@ def create_job() -> Response:
     if key is None or not _KEY.match(key):
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     payload = read_json_body(current_app.config["MAX_CONTENT_LENGTH"])
-    grading_request = parse_grading_request(payload)
-    if grading_request.callback_url is not None:
-        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
-        guard.check(grading_request.callback_url)
-    submission = _service().submit(client_id, key, grading_request)
+    # An answer to one of the client's assignments takes the assignment's rubric.
+    submission = submit_to_assignment(client_id, payload)
+    if submission is None:
+        grading_request = parse_grading_request(payload)
+        if grading_request.callback_url is not None:
+            guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+            guard.check(grading_request.callback_url)
+        if grading_request.files:
+            checked = uploads_service().verify(client_id, grading_request.files)
+            grading_request = dataclasses.replace(grading_request, files=checked)
+        submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)
     if not submission.created:
         response.headers["Idempotent-Replayed"] = "true"

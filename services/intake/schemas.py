@@ -14,11 +14,13 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from shared.domain.errors import ValidationFailed
 from shared.domain.job import GradingRequest, JobStatus
 from shared.domain.rubric import criteria_of
+from shared.domain.uploads import FileRef
 from shared.service_layer.intake import MAX_SCHEDULE_AHEAD
 
 MAX_ANSWER_BYTES = 100 * 1024
@@ -34,6 +36,17 @@ Text = Annotated[str, StringConstraints(strip_whitespace=False, min_length=1, ma
 Criterion = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
+class FileIn(BaseModel):
+    """One uploaded file a job names: the upload id and what was declared for it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    upload_id: Annotated[str, StringConstraints(pattern=r"^up_[A-Za-z0-9_-]{1,64}$")]
+    content_type: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    size: int = Field(gt=0)
+    name: Annotated[str, StringConstraints(max_length=256)] = ""
+
+
 class GradingJobIn(BaseModel):
     """POST /v1/grading-jobs body."""
 
@@ -41,7 +54,12 @@ class GradingJobIn(BaseModel):
 
     submission_id: Text
     assignment_id: Text | None = None
-    answer: str = Field(min_length=1)
+    answer: str = Field(default="", description="the text answer; may be empty with files")
+    files: list[FileIn] = Field(
+        default_factory=list,
+        max_length=100,
+        description="uploads (POST /v1/uploads) graded beside or instead of the answer",
+    )
     rubric: (
         Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
         | Annotated[list[Criterion], Field(min_length=1, max_length=100)]
@@ -72,6 +90,12 @@ class GradingJobIn(BaseModel):
         if len(value.encode()) > MAX_ANSWER_BYTES:
             raise ValueError(f"must be at most {MAX_ANSWER_BYTES} bytes of UTF-8")
         return value
+
+    @model_validator(mode="after")
+    def _answer_or_files(self) -> GradingJobIn:
+        if not self.answer and not self.files:
+            raise ValueError("give an answer, files, or both")
+        return self
 
     @field_validator("not_before", mode="before")
     @classmethod
@@ -120,6 +144,7 @@ class GradingJobIn(BaseModel):
             metadata=self.metadata,
             not_before=_rfc3339(self.not_before) if self.not_before else None,
             lane=self.lane,
+            files=tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
         )
 
 
@@ -142,8 +167,10 @@ def parse_list_query(args: dict[str, str]) -> JobListQuery:
         raise _failed(exc, "invalid query parameters") from exc
 
 
-def _failed(exc: ValidationError, summary: str) -> ValidationFailed:
-    errors = []
+def _failed(
+    exc: ValidationError, summary: str, extra: list[dict[str, str]] | None = None
+) -> ValidationFailed:
+    errors = list(extra or [])
     for err in exc.errors(include_url=False):
         # A union reports each branch; name the field, not the branch.
         loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
@@ -165,4 +192,8 @@ def parse_grading_request(payload: object) -> GradingRequest:
     try:
         return GradingJobIn.model_validate(payload).to_request()
     except ValidationError as exc:
-        raise _failed(exc, "invalid fields") from exc
+        # Named with the other bad fields (the model's own check runs only when they pass).
+        extra = []
+        if "answer" not in payload and not payload.get("files"):
+            extra.append({"field": "answer", "message": "give an answer, files, or both"})
+        raise _failed(exc, "invalid fields", extra) from exc

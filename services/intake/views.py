@@ -48,6 +48,15 @@ class JobErrorView(BaseModel):
     message: str
 
 
+class FileView(BaseModel):
+    """An uploaded file the job grades (as checked at submit)."""
+
+    upload_id: str
+    name: str
+    content_type: str
+    size: int
+
+
 class JobView(BaseModel):
     """A grading job as its client sees it."""
 
@@ -67,6 +76,7 @@ class JobView(BaseModel):
         default=None, description="The priority lane the job goes through (docs/lanes.md)."
     )
     timings: Timings
+    files: list[FileView] | None = None
     result: Result | None = None
     error: JobErrorView | None = None
 
@@ -116,6 +126,11 @@ def job_model(job: Job) -> JobView:
         not_before=job.request.not_before,
         lane=job.lane,
         timings=Timings(**job.timings()),
+        files=[
+            FileView(upload_id=f.upload_id, name=f.name, content_type=f.content_type, size=f.size)
+            for f in job.request.files
+        ]
+        or None,
         result=Result(**job.result.to_dict()) if job.result else None,
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
     )
@@ -124,7 +139,7 @@ def job_model(job: Job) -> JobView:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "lane"):
+    for optional in ("result", "error", "not_before", "lane", "files"):
         if view[optional] is None:
             del view[optional]
     return view

@@ -14,6 +14,7 @@ from shared.http.push_auth import build_verifier, require_push_token
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
+from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import WorkerService
@@ -32,6 +33,11 @@ def create_app(
     clock = clock or build_clock()
     budget = settings.budget()
     app = Flask(__name__)
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     grader = grader or build_grader(settings)
     worker = WorkerService(
         store=adapters.store,
@@ -41,6 +47,7 @@ def create_app(
         retry=settings.queue_config().retry_config,
         budget=budget,
         uow=adapters.uow,
+        on_final=completion.on_final if completion else None,
         queue=adapters.queue,
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
@@ -53,6 +60,7 @@ def create_app(
         publisher=adapters.publisher,
         clock=clock,
         budget=budget,
+        assignments=completion,
     )
     app.extensions["gradeq.lanes"] = LaneService(
         adapters.store,

@@ -14,10 +14,13 @@ from shared.clock import SystemClock
 from shared.config.settings import Backend, Settings
 from shared.ports import (
     ApiKeyStore,
+    AssignmentStore,
+    BlobStore,
     Clock,
     EventPublisher,
     EventRecords,
     Grader,
+    JobBatchWriter,
     JobStore,
     ProcessedEvents,
     TaskQueue,
@@ -45,6 +48,15 @@ class AdapterFamily(Protocol):
 
     def unit_of_work(self) -> UnitOfWork: ...
 
+    def assignment_store(self) -> AssignmentStore: ...
+
+    def job_batch(self) -> JobBatchWriter: ...
+
+    #: Task creations in flight at once for one batch (1: one after another, in-thread).
+    enqueue_parallelism: int
+
+    def blob_store(self, clock: Clock | None = None) -> BlobStore: ...
+
 
 @dataclass(frozen=True)
 class Adapters:
@@ -55,6 +67,10 @@ class Adapters:
     publisher: EventPublisher
     #: Groups their writes into one commit where the backend can (None: each on its own).
     uow: UnitOfWork | None = None
+    #: Assignments and batched job creation (None: the assignments API is not served).
+    assignments: AssignmentStore | None = None
+    batch: JobBatchWriter | None = None
+    enqueue_parallelism: int = 1
 
 
 def adapter_family(settings: Settings) -> AdapterFamily:
@@ -70,9 +86,19 @@ def adapter_family(settings: Settings) -> AdapterFamily:
 
 def build_adapters(settings: Settings) -> Adapters:
     """The job store, task queue and event publisher of the configured backend."""
-    family = adapter_family(settings)
+    return family_adapters(adapter_family(settings))
+
+
+def family_adapters(family: AdapterFamily) -> Adapters:
+    """Every port the intake and the worker use, from one family."""
     return Adapters(
-        family.job_store(), family.task_queue(), family.event_publisher(), family.unit_of_work()
+        family.job_store(),
+        family.task_queue(),
+        family.event_publisher(),
+        family.unit_of_work(),
+        family.assignment_store(),
+        family.job_batch(),
+        family.enqueue_parallelism,
     )
 
 

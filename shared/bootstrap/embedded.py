@@ -5,6 +5,12 @@ from __future__ import annotations
 from functools import cached_property
 
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
+from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -12,12 +18,16 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
 from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
+from shared.clock import SystemClock
 from shared.config.settings import Settings
-from shared.ports import EventRecords
+from shared.ports import Clock, EventRecords
 
 
 class EmbeddedFamily:
     """Builds the SQLite adapters on first use; they share one database object."""
+
+    #: Tasks are rows in the same file: made one after another inside the batch's commit.
+    enqueue_parallelism = 1
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -27,7 +37,14 @@ class EmbeddedFamily:
         return SqliteDatabase(self._settings.database_path, self._settings.store_wait_s)
 
     def job_store(self) -> SqliteJobStore:
-        return SqliteJobStore(self._db)
+        # Each job write moves its assignment's tally in the same transaction.
+        return SqliteJobStore(self._db, on_write=SqliteTally(self._db).record)
+
+    def assignment_store(self) -> SqliteAssignmentStore:
+        return SqliteAssignmentStore(self._db)
+
+    def job_batch(self) -> SqliteJobBatch:
+        return SqliteJobBatch(self._db, self.job_store())
 
     def task_queue(self) -> SqliteTaskQueue:
         queue = self._settings.queue_config()
@@ -42,6 +59,13 @@ class EmbeddedFamily:
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)
+
+    def blob_store(self, clock: Clock | None = None) -> FileBlobStore:
+        """Files under the data dir; `clock` checks the signed URLs' expiry."""
+        s = self._settings
+        secret = s.upload_signing_key.get_secret_value()
+        key = bytes.fromhex(secret) if secret else s.data_dir / "upload-signing.key"
+        return FileBlobStore(s.data_dir / "uploads", key, clock or SystemClock())
 
     def unit_of_work(self) -> SqliteUnitOfWork:
         return SqliteUnitOfWork(self._db)

@@ -2,30 +2,41 @@
 
 Emulators are honoured through the standard variables: `FIRESTORE_EMULATOR_HOST` and
 `PUBSUB_EMULATOR_HOST` (read by the client libraries themselves) and
-`CLOUD_TASKS_EMULATOR_HOST` (read in `shared.adapters.google.clients`).
+`CLOUD_TASKS_EMULATOR_HOST` (read in `shared.adapters.google.clients`), and
+`STORAGE_EMULATOR_HOST` (the storage client's own).
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from functools import cached_property
 
+import google.cloud.storage as storage  # untyped: no py.typed
 from google.cloud import firestore, tasks_v2
 from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
+from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
+from shared.adapters.google.blob_store import GcsBlobStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
 from shared.config.settings import Settings
+from shared.ports import Clock
 
 #: How long the worker waits for Pub/Sub to confirm a publish before it gives up (and
 #: lets Cloud Tasks retry the job); well inside the task's dispatch deadline.
 PUBLISH_TIMEOUT_S = 30.0
+#: The collections of assignments, their rounds' tally shards and AssignmentGraded records.
+ASSIGNMENTS = "assignments"
+ASSIGNMENT_TALLIES = "assignment_tallies"
+ASSIGNMENT_GRADED = "assignment_graded"
 
 
 class GoogleFamily:
@@ -33,6 +44,9 @@ class GoogleFamily:
 
     Each client holds one gRPC channel: asking for an adapter twice never opens another.
     """
+
+    #: Cloud Tasks creations in flight at once for one batch.
+    enqueue_parallelism = 16
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -51,6 +65,31 @@ class GoogleFamily:
             self._ttl,
             s.firestore_deadline_s,
             counters_collection=s.counters_collection,
+            on_write=self._tally.record,
+        )
+
+    @cached_property
+    def _tally(self) -> FirestoreTally:
+        return FirestoreTally(self._firestore, ASSIGNMENT_TALLIES)
+
+    def assignment_store(self) -> FirestoreAssignmentStore:
+        return FirestoreAssignmentStore(
+            self._firestore,
+            ASSIGNMENTS,
+            ASSIGNMENT_TALLIES,
+            ASSIGNMENT_GRADED,
+            self._settings.firestore_deadline_s,
+        )
+
+    def job_batch(self) -> FirestoreJobBatch:
+        s = self._settings
+        return FirestoreJobBatch(
+            self._firestore,
+            self.job_store(),
+            self._tally,
+            s.jobs_collection,
+            s.counters_collection,
+            self._ttl,
         )
 
     @cached_property
@@ -91,6 +130,30 @@ class GoogleFamily:
             client,
             client.topic_path(self._settings.project_id, self._settings.topic),
             timeout_s=PUBLISH_TIMEOUT_S,
+        )
+
+    @cached_property
+    def _storage(self) -> storage.Client:
+        return storage.Client(project=self._settings.project_id)
+
+    def blob_store(self, clock: Clock | None = None) -> GcsBlobStore:
+        """The uploads bucket (Cloud Storage checks the signed URLs: `clock` is unused)."""
+        s = self._settings
+        # The client library honours STORAGE_EMULATOR_HOST; signed URLs point there too.
+        emulator = os.environ.get("STORAGE_EMULATOR_HOST") or None
+        signing = None
+        if s.upload_signing_key_file:  # emulator runs: no IAM to sign through
+            from google.oauth2 import service_account
+
+            signing = service_account.Credentials.from_service_account_file(  # type: ignore[no-untyped-call]
+                str(s.upload_signing_key_file)
+            )
+        return GcsBlobStore(
+            lambda: self._storage,
+            s.uploads_bucket or f"{s.project_id}-gradeq-uploads",
+            signer_email=s.upload_signer_email,
+            signing_credentials=signing,
+            api_access_endpoint=emulator,
         )
 
     def unit_of_work(self) -> SeparateCommits:

@@ -14,6 +14,7 @@ from shared.adapters.graders.lanes import LaneGraders
 from shared.adapters.graders.lifecycle import check_model
 from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ChatModel, ModelGrader
+from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
 from shared.config.settings import GeminiApi, GraderKind, Settings
@@ -30,7 +31,9 @@ def grader_for(settings: Settings, today: date | None = None) -> Grader:
     """
     if settings.grader is GraderKind.RUBRIC:
         return RubricGrader(
-            latency_s=settings.grader_latency_s, simulate=settings.simulation_enabled
+            latency_s=settings.grader_latency_s,
+            simulate=settings.simulation_enabled,
+            files=file_reader(settings, by_reference=False),
         )
     for name in _CHATTY_LOGGERS:
         # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
@@ -62,11 +65,26 @@ def _model_grader(settings: Settings) -> ModelGrader:
         limiter=LaneQuotaLimiter(
             quota_share(settings), LaneQuota.of(queues), settings.default_lane or settings.queue
         ),
-        prompt=GradingPrompt.load(settings.grader_prompt_version),
+        prompt=GradingPrompt.load(settings.grader_prompt_version).with_files(
+            file_reader(settings, by_reference=_reads_cloud_storage(settings))
+        ),
         max_output_tokens=settings.grader_max_output_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
     )
+
+
+def file_reader(settings: Settings, *, by_reference: bool) -> FileReader:
+    """Reads jobs' uploaded files from the backend's blob store."""
+    from shared.bootstrap import adapter_family
+
+    blobs = adapter_family(settings).blob_store()
+    return FileReader(blobs, settings.upload_limits(), by_reference=by_reference)
+
+
+def _reads_cloud_storage(settings: Settings) -> bool:
+    """Gemini on Vertex AI reads gs:// objects itself; every other provider gets bytes."""
+    return settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
 
 
 def quota_share(settings: Settings) -> QuotaShare:

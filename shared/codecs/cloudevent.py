@@ -23,11 +23,18 @@ from cloudevents.core.exceptions import BaseCloudEventException
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
 
-from shared.codecs.event_schema import schema_errors, schema_id
+from shared.codecs.event_schema import (
+    assignment_graded_errors,
+    assignment_graded_schema,
+    schema_errors,
+    schema_id,
+)
 from shared.domain.errors import GradeqError
-from shared.domain.events import GradingCompleted, Outcome
+from shared.domain.events import AssignmentGraded, GradingCompleted, Outcome
 
 EVENT_TYPE: Final = "dev.gradeq.grading.completed.v1"
+#: One per grading round of an assignment, on the same topic as the jobs' events.
+ASSIGNMENT_GRADED_TYPE: Final = "dev.gradeq.assignment.graded.v1"
 EVENT_SOURCE: Final = "//gradeq/worker"
 DATA_CONTENT_TYPE: Final = "application/json"
 
@@ -100,8 +107,41 @@ def _event(event_id: str, occurred_at: datetime, data: dict[str, Any]) -> Gradin
     )
 
 
-def to_pubsub(event: GradingCompleted) -> tuple[bytes, dict[str, str]]:
+def assignment_graded_cloudevent(event: AssignmentGraded) -> CloudEvent:
+    """Wrap an AssignmentGraded in a CloudEvent (the id names the assignment's round)."""
+    return CloudEvent(
+        {
+            "id": event.event_id,
+            "type": ASSIGNMENT_GRADED_TYPE,
+            "source": EVENT_SOURCE,
+            "time": event.occurred_at,
+            "subject": event.assignment_id,
+            "datacontenttype": DATA_CONTENT_TYPE,
+            "dataschema": str(assignment_graded_schema()["$id"]),
+        },
+        event.data(),
+    )
+
+
+def assignment_graded_from_cloudevent(cloudevent: BaseCloudEvent) -> AssignmentGraded:
+    """Check an AssignmentGraded CloudEvent against its schema and rebuild the event."""
+    if cloudevent.get_type() != ASSIGNMENT_GRADED_TYPE:
+        raise InvalidEvent(f"unexpected event type {cloudevent.get_type()!r}")
+    occurred_at = cloudevent.get_time()
+    data = cloudevent.get_data()
+    if occurred_at is None or not isinstance(data, dict):
+        raise InvalidEvent("the event has no time or no JSON object data")
+    errors = assignment_graded_errors(data)
+    if errors:
+        raise InvalidEvent("the event data does not match its schema", errors=errors)
+    return AssignmentGraded.from_data(cloudevent.get_id(), occurred_at, data)
+
+
+def to_pubsub(event: GradingCompleted | AssignmentGraded) -> tuple[bytes, dict[str, str]]:
     """Encode the event for a Pub/Sub publish: (data, attributes) in binary mode."""
+    if isinstance(event, AssignmentGraded):
+        graded = to_binary(assignment_graded_cloudevent(event), _FORMAT)
+        return graded.body, {**graded.headers, "client_id": event.client_id}
     message = to_binary(to_cloudevent(event), _FORMAT)
     attributes = dict(message.headers)
     attributes["outcome"] = event.outcome.value

@@ -67,6 +67,16 @@ def from_push_envelope(body: object) -> ReceivedEvent:
     )
 
 
+def event_type(body: object) -> str | None:
+    """The CloudEvents type a push body's message names (None when it names none)."""
+    message = body.get("message") if isinstance(body, dict) else None
+    attributes = message.get("attributes") if isinstance(message, dict) else None
+    if not isinstance(attributes, dict):
+        return None
+    found = {str(k).lower(): v for k, v in attributes.items()}.get("ce-type")
+    return found if isinstance(found, str) else None
+
+
 def _attributes(value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()

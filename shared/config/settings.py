@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from shared.config.budget import Budget
 from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
 from shared.domain.lanes import LanePolicy
+from shared.domain.uploads import UploadLimits
 
 _EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
 #: A job's attempt budget when its queue retries without limit (max_attempts -1).
@@ -231,6 +232,26 @@ class Settings(BaseSettings):
     topic: str = "grading-completed"
     job_ttl_days: int = Field(default=30, ge=1)
 
+    # Uploaded answer files (docs/uploads.md): limits per file, per job and per archive,
+    # and how long a signed upload URL lives.
+    upload_max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    upload_max_job_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
+    upload_max_files_per_job: int = Field(default=10, ge=0)
+    upload_max_archive_entries: int = Field(default=200, ge=1)
+    upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
+    # Upload URLs per client: a token bucket of this size, refilled at this rate.
+    upload_burst: int = Field(default=60, ge=1)
+    upload_rate_per_s: float = Field(default=2.0, gt=0)
+    # Google: the bucket, and the account that signs URLs through IAM signBlob (empty:
+    # the credentials' own). Embedded: the HMAC key (empty: one kept in the data dir).
+    uploads_bucket: str = ""
+    upload_signer_email: str = ""
+    upload_signing_key: SecretStr = SecretStr("")
+    # Emulator runs only: a service-account key file that signs upload URLs locally (on
+    # Google Cloud there is no key file: URLs are signed through IAM signBlob).
+    upload_signing_key_file: Path | None = None
+
     log_level: str = "INFO"
 
     _queues: dict[str, QueueConfig] = PrivateAttr(default_factory=dict)
@@ -251,6 +272,8 @@ class Settings(BaseSettings):
         ):
             raise ValueError("GRADEQ_PUSH_ALLOW_CLAIMS_OUTSIDE_CLOUD_RUN is for local runs only")
         self.callback_port_set()
+        if self.upload_signing_key_file and self.backend is Backend.GOOGLE and not emulated:
+            raise ValueError("GRADEQ_UPLOAD_SIGNING_KEY_FILE is for the emulators only")
         if self.push_auth is PushAuth.NONE and not emulated:
             raise ValueError("GRADEQ_PUSH_AUTH=none is only allowed against the emulators")
         self._check_grader()
@@ -371,6 +394,17 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
             mapping[key] = name
         return mapping
+
+    def upload_limits(self) -> UploadLimits:
+        """The limits on uploaded files."""
+        return UploadLimits(
+            max_file_bytes=self.upload_max_file_bytes,
+            max_job_bytes=self.upload_max_job_bytes,
+            max_files_per_job=self.upload_max_files_per_job,
+            max_archive_entries=self.upload_max_archive_entries,
+            max_archive_expanded_bytes=self.upload_max_archive_expanded_bytes,
+            url_ttl_s=self.upload_url_ttl_s,
+        )
 
     @property
     def database_path(self) -> Path:

@@ -53,6 +53,20 @@ class JobNotFound(GradeqError):
     status = 404
 
 
+class AssignmentNotFound(GradeqError):
+    slug = "assignment-not-found"
+    title = "No such assignment"
+    status = 404
+
+
+class AssignmentBusy(GradeqError):
+    """A regrade asked for while the assignment's current round is still being graded."""
+
+    slug = "assignment-busy"
+    title = "The assignment's current round is still being graded"
+    status = 409
+
+
 class TooManyActiveJobs(GradeqError):
     """The client's ceiling on jobs not yet final is reached (`limit` names it)."""
 

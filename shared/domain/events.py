@@ -7,7 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.domain.ids import completion_event_id
+from shared.domain.assignment import Tally
+from shared.domain.ids import assignment_graded_event_id, completion_event_id
 from shared.domain.job import Job, JobStatus
 
 
@@ -91,3 +92,71 @@ class GradingCompleted:
             "usage": dict(self.usage) if self.usage is not None else None,
             "lane": self.lane,
         }
+
+
+@dataclass(frozen=True)
+class AssignmentGraded:
+    """One per grading round of an assignment, once every submission of it is final.
+
+    The id names the assignment, the round and how many submissions it counted, so a
+    round that later gains submissions ends again in an event of its own.
+    """
+
+    event_id: str
+    assignment_id: str
+    client_id: str
+    round: int
+    submissions: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    mean_score: float | None
+    occurred_at: datetime
+
+    @classmethod
+    def of(
+        cls, assignment_id: str, client_id: str, round_: int, tally: Tally, now: datetime
+    ) -> AssignmentGraded:
+        return cls(
+            event_id=assignment_graded_event_id(assignment_id, round_, tally.total),
+            assignment_id=assignment_id,
+            client_id=client_id,
+            round=round_,
+            submissions=tally.total,
+            succeeded=tally.counts.get(JobStatus.SUCCEEDED, 0),
+            failed=tally.counts.get(JobStatus.FAILED, 0),
+            cancelled=tally.counts.get(JobStatus.CANCELLED, 0),
+            mean_score=tally.mean_score,
+            occurred_at=now,
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The event's data payload (validated by schemas/assignment_graded.v1.json)."""
+        return {
+            "assignment_id": self.assignment_id,
+            "client_id": self.client_id,
+            "round": self.round,
+            "submissions": self.submissions,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "mean_score": self.mean_score,
+        }
+
+    @classmethod
+    def from_data(
+        cls, event_id: str, occurred_at: datetime, data: dict[str, Any]
+    ) -> AssignmentGraded:
+        mean = data.get("mean_score")
+        return cls(
+            event_id=event_id,
+            assignment_id=data["assignment_id"],
+            client_id=data["client_id"],
+            round=int(data["round"]),
+            submissions=int(data["submissions"]),
+            succeeded=int(data["succeeded"]),
+            failed=int(data["failed"]),
+            cancelled=int(data["cancelled"]),
+            mean_score=None if mean is None else float(mean),
+            occurred_at=occurred_at,
+        )

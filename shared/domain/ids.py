@@ -43,3 +43,20 @@ def completion_event_id(job_id: str, replayed_generation: int = 0) -> str:
         scope += f"\0replay\0{replayed_generation}"
     digest = hashlib.sha256(scope.encode()).digest()
     return "e-" + _b32(digest[:20])
+
+
+def assignment_id_for(client_id: str, idempotency_key: str) -> str:
+    """Derive an assignment id from the client's Idempotency-Key (as for jobs)."""
+    digest = hashlib.sha256(f"gradeq/assignment\0{client_id}\0{idempotency_key}".encode()).digest()
+    return "a-" + _b32(digest[:20])
+
+
+def submission_job_id(client_id: str, assignment_id: str, submission_id: str) -> str:
+    """The job of one submission of an assignment: its submission id is the key."""
+    return job_id_for(client_id, f"assignment\0{assignment_id}\0{submission_id}")
+
+
+def assignment_graded_event_id(assignment_id: str, round_: int, submissions: int) -> str:
+    """The id of a round's AssignmentGraded event, for the number of submissions it counted."""
+    scope = f"gradeq/event/assignment-graded\0{assignment_id}\0{round_}\0{submissions}"
+    return "e-" + _b32(hashlib.sha256(scope.encode()).digest()[:20])

@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.ids import task_name_for
+from shared.domain.uploads import FileRef
 
 
 class JobStatus(StrEnum):
@@ -41,11 +42,15 @@ ATTEMPTS_EXHAUSTED = "attempts-exhausted"
 
 FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
+#: Who a regrade's replay record names.
+REGRADE_BY = "regrade"
+
 #: How many attempt records (and operator replays) a job keeps: the newest ones.
 HISTORY_LIMIT = 20
 
 #: The legal transitions. RUNNING -> RUNNING is the takeover of an expired lease;
-#: FAILED -> PENDING is an operator's replay of a dead letter (`Job.replay_failed`).
+#: FAILED -> PENDING is an operator's replay of a dead letter (`Job.replay_failed`);
+#: SUCCEEDED or FAILED -> PENDING is also an assignment's regrade (`Job.regrade`).
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
     JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.FAILED}),
@@ -58,7 +63,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
             JobStatus.CANCELLED,
         }
     ),
-    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.SUCCEEDED: frozenset({JobStatus.PENDING}),
     JobStatus.FAILED: frozenset({JobStatus.PENDING}),
     JobStatus.CANCELLED: frozenset(),
 }
@@ -79,6 +84,18 @@ class GradingRequest:
     not_before: str | None = None
     #: The lane the client asked for; None: its default lane.
     lane: str | None = None
+    #: Set when the rubric came from an assignment: its version, the assignment's prompt
+    #: version and grading round (0: first grading, n: the n-th regrade).
+    rubric_version: int | None = None
+    prompt_version: str | None = None
+    assignment_round: int = 0
+    #: Uploaded files to grade, beside or instead of the text answer.
+    files: tuple[FileRef, ...] = ()
+
+    @property
+    def tallied(self) -> bool:
+        """Whether the job counts in its assignment's progress (its rubric came from it)."""
+        return self.assignment_id is not None and self.rubric_version is not None
 
     @property
     def scheduled_for(self) -> datetime | None:
@@ -100,6 +117,12 @@ class GradingRequest:
             data["not_before"] = self.not_before
         if self.lane is not None:  # likewise for a request naming no lane
             data["lane"] = self.lane
+        if self.rubric_version is not None:  # likewise of a request without an assignment
+            data["rubric_version"] = self.rubric_version
+            data["prompt_version"] = self.prompt_version
+            data["assignment_round"] = self.assignment_round
+        if self.files:  # likewise for a request without files
+            data["files"] = [f.to_dict() for f in self.files]
         return data
 
     @classmethod
@@ -115,6 +138,10 @@ class GradingRequest:
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
             lane=data.get("lane"),
+            rubric_version=data.get("rubric_version"),
+            prompt_version=data.get("prompt_version"),
+            assignment_round=int(data.get("assignment_round") or 0),
+            files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
         )
 
 
@@ -233,23 +260,30 @@ class AttemptRecord:
 
 @dataclass(frozen=True)
 class ReplayRecord:
-    """An operator's replay of a failed job: who, when, the generation it started, why it
-    had failed and how many attempts the failed generation had used."""
+    """An operator's replay of a failed job, or a regrade: who, when, the generation it
+    started, why it had failed or what it had scored, and the attempts it had used."""
 
     at: datetime
     by: str
     generation: int
     error: JobError | None = None
     attempts: int = 0
+    #: The result the regrade replaced, with the rubric version it was graded under.
+    result: GradeResult | None = None
+    rubric_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "at": _iso(self.at),
             "by": self.by,
             "generation": self.generation,
             "error": self.error.to_dict() if self.error else None,
             "attempts": self.attempts,
         }
+        if self.result is not None:
+            data["result"] = self.result.to_dict()
+            data["rubric_version"] = self.rubric_version
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayRecord:
@@ -262,6 +296,8 @@ class ReplayRecord:
             generation=int(data["generation"]),
             error=JobError(**error) if error else None,
             attempts=int(data.get("attempts", 0)),
+            result=GradeResult.from_dict(data["result"]) if data.get("result") else None,
+            rubric_version=data.get("rubric_version"),
         )
 
 
@@ -505,7 +541,9 @@ class Job:
         attempt history is kept and the replay recorded with who and when. Refused while
         the failure's announce lease is live, so its event is published first.
         """
-        if self.status is JobStatus.FAILED and self.lease_is_live(now):
+        if self.status is not JobStatus.FAILED:  # a success is regraded, never replayed
+            raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
+        if self.lease_is_live(now):
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
         replay = ReplayRecord(now, by, self.generation + 1, self.error, self.attempts)
@@ -526,7 +564,53 @@ class Job:
             replays=_bounded((*self.replays, replay)),
         )
 
+    def regrade(self, now: datetime, request: GradingRequest, by: str = REGRADE_BY) -> Job:
+        """Grade a final job again under `request` (a new rubric, prompt or round).
+
+        Like an operator's replay, a new generation with its own attempt budget and its
+        own event id; the result it replaces is kept in the replay record.
+        """
+        if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
+        if not self.event_published:
+            # The generation's event goes out first, or its subscribers never hear of it.
+            raise JobLocked(self.id, self.lease_expires_at or now)
+        replay = ReplayRecord(
+            now,
+            by,
+            self.generation + 1,
+            self.error,
+            self.attempts,
+            self.result,
+            self.request.rubric_version,
+        )
+        return self._to(
+            JobStatus.PENDING,
+            now,
+            request=request,
+            generation=self.generation + 1,
+            attempts=0,
+            started_at=None,
+            attempt_started_at=None,
+            completed_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            result=None,
+            error=None,
+            event_published=False,
+            queued_at=now,
+            replays=_bounded((*self.replays, replay)),
+        )
+
     # --- derived views -----------------------------------------------------------------
+
+    @property
+    def regraded_from(self) -> ReplayRecord | None:
+        """The record of the regrade that started this generation, if one did."""
+        for record in reversed(self.replays):
+            if record.by == REGRADE_BY:
+                return record
+        return None
 
     @property
     def replayed_generation(self) -> int:

@@ -16,13 +16,21 @@ from contextlib import ExitStack
 
 from flask import Blueprint, Flask, Response, g, request
 
-from shared.codecs.push_envelope import InvalidPushEnvelope, ReceivedEvent, from_push_envelope
+from shared.codecs.cloudevent import ASSIGNMENT_GRADED_TYPE
+from shared.codecs.push_envelope import (
+    InvalidPushEnvelope,
+    ReceivedEvent,
+    event_type,
+    from_push_envelope,
+)
 from shared.http.health import register_health
 from shared.http.push_auth import PushVerifier, require_push_token
 from shared.logs import job_context
 from shared.ports import ProcessedEvents
 
 PUSH_PATH = "/pubsub/push"
+#: Event types on the topic that the job subscribers acknowledge without handling.
+IGNORED_TYPES = frozenset({ASSIGNMENT_GRADED_TYPE})
 log = logging.getLogger(__name__)
 
 
@@ -53,8 +61,13 @@ def push_blueprint(
     @blueprint.post("/push")
     def push() -> Response:
         raw = request.get_data(cache=False)
+        body = _decode(raw)
+        if event_type(body) in IGNORED_TYPES:
+            # Another kind of event on the same topic: nothing for this subscriber to do.
+            log.info("event of another type acknowledged", extra={"type": event_type(body)})
+            return Response(status=204)
         try:
-            received = from_push_envelope(_decode(raw))
+            received = from_push_envelope(body)
         except InvalidPushEnvelope as exc:
             if malformed is None:
                 raise

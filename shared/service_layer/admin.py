@@ -8,6 +8,7 @@ generation they saw failing: asking again once the job has moved past it changes
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from shared.domain.errors import GradeqError, JobNotFound
@@ -69,8 +70,14 @@ class AdminService:
     """Operator use cases over the job store and the queue."""
 
     def __init__(
-        self, store: JobStore, queue: TaskQueue, publisher: EventPublisher, clock: Clock
+        self,
+        store: JobStore,
+        queue: TaskQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
+        self._on_final = on_final
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -155,4 +162,4 @@ class AdminService:
             self.get(job_id)
             job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
             log.warning("job cancelled by an operator")
-            return announce(job, self._store, self._publisher, self._clock)
+            return announce(job, self._store, self._publisher, self._clock, self._on_final)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from shared.domain.events import GradingCompleted
 from shared.domain.job import Job
@@ -33,16 +34,26 @@ def log_completion(job: Job, **announced: object) -> None:
     )
 
 
-def announce(job: Job, store: JobStore, publisher: EventPublisher, clock: Clock) -> Job:
+def announce(
+    job: Job,
+    store: JobStore,
+    publisher: EventPublisher,
+    clock: Clock,
+    on_final: Callable[[Job], None] | None = None,
+) -> Job:
     """Publish the completion event of a final job unless it is already marked published.
 
     A crash between publish and mark leads to one more publish with the same event id on
-    the next delivery: subscribers dedupe on it, so the event is observed once.
+    the next delivery: subscribers dedupe on it, so the event is observed once. `on_final`
+    runs between the two (an assignment's check whether it is graded), so it too runs
+    again until the job is marked.
     """
     if job.event_published:
         return job
     event = GradingCompleted.from_job(job)
     message_id = publisher.publish(event)
+    if on_final is not None:
+        on_final(job)
     announced = store.update(job.id, lambda j: j.mark_event_published(clock.now()))
     # Logged once the job is marked announced: one line per job for the metrics.
     log_completion(job, event_id=event.event_id, message_id=message_id)

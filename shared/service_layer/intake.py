@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -91,9 +92,11 @@ class IntakeService:
         fair_spacing: timedelta = timedelta(0),
         uow: UnitOfWork | None = None,
         lanes: LanePolicy | None = None,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
         # None: every job goes to the queue's default lane (the request's lane is kept).
         self._lanes = lanes
+        self._on_final = on_final
         self._limits = limits
         self._uow = uow
         self._fair_spacing = fair_spacing
@@ -181,4 +184,4 @@ class IntakeService:
         with job_context(job_id):
             job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
             log.info("job cancelled")
-            return announce(job, self._store, self._publisher, self._clock)
+            return announce(job, self._store, self._publisher, self._clock, self._on_final)

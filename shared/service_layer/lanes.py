@@ -10,7 +10,7 @@ a purged job is never silently forgotten.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,7 +58,10 @@ class LaneService:
         default_lane: str,
         batch: int = 200,
         max_scan: int = 100_000,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
+        # Told of each job a purge ends (an assignment counts it), as any cancel does.
+        self._on_final = on_final
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -106,7 +109,7 @@ class LaneService:
             with job_context(job.id):
                 try:
                     cancelled = self._store.update(job.id, lambda j: j.cancel(now, error))
-                    announce(cancelled, self._store, self._publisher, self._clock)
+                    announce(cancelled, self._store, self._publisher, self._clock, self._on_final)
                 except GradeqError as exc:
                     # It ended meanwhile (or its event waits for the recovery sweep).
                     report.skipped[job.id] = exc.slug

@@ -27,6 +27,7 @@ from shared.domain.errors import GradeqError
 from shared.domain.job import Job, JobError, JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
+from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,9 @@ class RecoveryService:
         max_replays: int = 3,
         batch: int = 100,
         max_scan: int = 2000,
+        assignments: AssignmentCompletion | None = None,
     ) -> None:
+        self._assignments = assignments
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -102,6 +105,8 @@ class RecoveryService:
                         self._try(job, report, lambda j: self._announce(j, report))
             if len(page) < self._batch or not report.announced:
                 break
+        if self._assignments is not None:
+            report.announced.extend(self._assignments.sweep(self._batch))
         return report
 
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:
@@ -159,7 +164,8 @@ class RecoveryService:
         self._announce(failed, report)
 
     def _announce(self, job: Job, report: SweepReport) -> None:
-        announce(job, self._store, self._publisher, self._clock)
+        on_final = self._assignments.on_final if self._assignments else None
+        announce(job, self._store, self._publisher, self._clock, on_final)
         report.announced.append(job.id)
 
     @staticmethod

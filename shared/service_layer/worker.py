@@ -142,10 +142,12 @@ class WorkerService:
         queue: TaskQueue | None = None,
         probe: Callable[[], None] | None = None,
         lane_retries: Mapping[str, RetryConfig] | None = None,
+        on_final: Callable[[Job], None] | None = None,
     ) -> None:
         # Each lane's queue retries on its own config; `retry` is the default queue's.
         self._lane_retries = dict(lane_retries or {})
         self._uow = uow
+        self._on_final = on_final
         # Where a delivery without provider quota hands its job on; None: answer 429.
         self._queue = queue
         self._store = store
@@ -530,4 +532,4 @@ class WorkerService:
         return self._uow.atomic() if self._uow is not None else nullcontext()
 
     def _announce(self, job: Job) -> Job:
-        return announce(job, self._store, self._publisher, self._clock)
+        return announce(job, self._store, self._publisher, self._clock, self._on_final)

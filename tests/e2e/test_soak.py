@@ -18,3 +18,20 @@ def test_a_short_seeded_soak_keeps_every_invariant(tmp_path: Path) -> None:
     assert sum(figures["jobs"]["final_by_status"].values()) == 30
     assert sum(figures["faults"].values()) >= 3
     assert figures["jobs"]["max_grader_calls_per_job"] <= figures["jobs"]["grader_call_budget"]
+
+
+def test_a_short_soak_with_classes_loses_and_doubles_no_answer(tmp_path: Path) -> None:
+    figures = run_soak(
+        seed=11,
+        jobs=10,
+        duration_s=20,
+        data_dir=tmp_path,
+        fault_every_s=1.5,
+        classes=2,
+        class_size=25,
+    )
+    assert figures["violations"] == 0, figures["violation_details"]
+    classes = figures["classes"]
+    assert (classes["classes"], classes["answers"]) == (2, 50)
+    assert (classes["lost"], classes["doubled"]) == (0, 0)
+    assert classes["assignment_graded_per_class"] == [1, 1]

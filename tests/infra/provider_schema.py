@@ -9,9 +9,10 @@ configuration uses (google-beta, time) the same way.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from localcloud.terraform_provider.schema import PACKAGES, package_dir
 
 _FUNCTION = re.compile(r"^function (\w+ToTerraform)\(struct\) \{\n(.*?)^\}", re.M | re.S)
 _SYNTH = re.compile(r"^    synthesizeAttributes\(\) \{\n(.*?)^    \}", re.M | re.S)
@@ -48,30 +49,13 @@ def load_resource(index_js: Path) -> tuple[str, Schema] | None:
     return rtype.group(1), _parse_fields(synth.group(1), functions)
 
 
-# Terraform provider name -> (npm package generated from its schema, package version).
-EXTRA_PACKAGES = {
-    "google-beta": ("@cdktf/provider-google-beta", "16.12.1"),  # google-beta 6.50.0
-    "time": ("@cdktf/provider-time", "11.0.1"),  # time 0.13.1
-}
+# The packages of the other providers the configuration uses (the stand-in's list).
+EXTRA_PACKAGES = {name: package for name, package in PACKAGES.items() if name != "google"}
 
 
 def install(provider: str, cache: Path) -> Path:
     """Install the package of `provider` (EXTRA_PACKAGES) under `cache`; return its lib/."""
-    package, version = EXTRA_PACKAGES[provider]
-    directory = cache / f"provider-schema-{provider}"
-    lib = directory / "node_modules" / package / "lib"
-    manifest = lib.parent / "package.json"
-    if not (manifest.exists() and f'"version": "{version}"' in manifest.read_text()):
-        directory.mkdir(parents=True, exist_ok=True)
-        quiet = ["--silent", "--no-save", "--no-audit", "--no-fund"]
-        subprocess.run(
-            ["npm", "install", *quiet, "--prefix", str(directory), f"{package}@{version}"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-    return lib
+    return package_dir(provider, cache) / "lib"
 
 
 def load(lib: Path, wanted: set[str], prefix: str = "google_") -> dict[str, Schema]:

@@ -38,6 +38,7 @@ ROLE_FOR = {
     "google_cloud_scheduler_job": "roles/cloudscheduler.admin",
     "google_pubsub_": "roles/pubsub.admin",
     "google_firestore_": "roles/datastore.owner",
+    "google_storage_bucket": "roles/storage.admin",
     "google_bigquery_": "roles/bigquery.dataOwner",
     "google_secret_manager_secret": "roles/secretmanager.admin",
     "google_logging_metric": "roles/logging.configWriter",
@@ -329,3 +330,61 @@ def test_deploy_docs_say_where_the_dashboard_is() -> None:
     text = " ".join(DEPLOY.read_text().split())
     assert "`<intake URL>/admin/`" in text
     assert "| `$PREFIX-operator-keys` | `GRADEQ_OPERATOR_KEYS` | intake |" in text
+
+
+# --- docs/deploy.md as a new platform team follows it, command by command.
+
+
+def _shell_lines() -> list[str]:
+    """Every line of the ```sh blocks of docs/deploy.md, in order."""
+    blocks = re.findall(r"```sh\n(.*?)```", DEPLOY.read_text(), re.S)
+    return [line for block in blocks for line in block.splitlines()]
+
+
+def test_deploy_docs_link_the_project_to_a_billing_account() -> None:
+    # Without billing, enabling Cloud Run, Cloud Tasks or Artifact Registry fails.
+    lines = _shell_lines()
+    link = [i for i, line in enumerate(lines) if "gcloud billing projects link" in line]
+    assert link and "--billing-account=" in lines[link[0]]
+    enable = next(i for i, line in enumerate(lines) if "gcloud services enable" in line)
+    assert link[0] < enable
+
+
+def test_deploy_docs_let_docker_push_to_artifact_registry() -> None:
+    lines = _shell_lines()
+    configure = [i for i, line in enumerate(lines) if "gcloud auth configure-docker" in line]
+    push = [i for i, line in enumerate(lines) if re.search(r"\b(docker|podman) push\b", line)]
+    assert configure and push and configure[0] < push[0]
+    assert "$REGION-docker.pkg.dev" in lines[configure[0]]
+
+
+def test_deploy_docs_build_the_image_for_cloud_runs_platform() -> None:
+    # Cloud Run runs linux/amd64; an image built on an arm64 machine (Apple silicon) for
+    # its own platform does not start there.
+    builds = [line for line in _shell_lines() if re.search(r"\b(docker|podman) build\b", line)]
+    assert builds
+    for line in builds:
+        assert "--platform linux/amd64" in line or "--platform=linux/amd64" in line, line
+
+
+def test_deploy_docs_deploy_the_image_they_built() -> None:
+    lines = _shell_lines()
+    text = "\n".join(lines)
+    (image,) = re.findall(r"^IMAGE=(\S+)", text, re.M)
+    assert any(re.search(r'(docker|podman) push "\$IMAGE"', line) for line in lines)
+    var_files = set(re.findall(r"terraform [^\n]*-var-file=(\S+)", text))
+    assert len(var_files) == 1, f"terraform runs with several variable files: {var_files}"
+    (var_file,) = var_files
+    # The variable file is written from the same $IMAGE the build step pushed.
+    written = re.search(rf"cat > {re.escape(var_file)} <<EOF\n(.*?)\nEOF", text, re.S)
+    assert written, f"docs/deploy.md never writes {var_file}"
+    assert re.search(r'^image\s*=\s*"\$IMAGE"$', written.group(1), re.M), written.group(1)
+    assert image.startswith("$REGION-docker.pkg.dev/$PROJECT/")
+
+
+def test_deploy_docs_change_into_terraform_once() -> None:
+    lines = [line.split("#", 1)[0].strip() for line in _shell_lines()]
+    cds = [i for i, line in enumerate(lines) if line == "cd terraform"]
+    assert len(cds) == 1, "a second `cd terraform` fails: the shell is already in terraform/"
+    first_terraform = next(i for i, line in enumerate(lines) if line.startswith("terraform "))
+    assert cds[0] < first_terraform

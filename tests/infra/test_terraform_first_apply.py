@@ -92,18 +92,21 @@ def _waits_for(tf: Terraform, body: dict[str, Any], targets: set[tuple[str, str]
 
 
 def test_alerts_on_log_metrics_wait_for_the_metric(tf: Terraform) -> None:
+    # The root and each local module: the log-event alerts live in modules/log_alert.
+    modules = sorted(p for p in (tfconfig.TERRAFORM_DIR / "modules").iterdir() if p.is_dir())
     checked = 0
-    for name, body in tf.of_type("google_monitoring_alert_policy").items():
-        metrics = {
-            (r[1], r[2])
-            for r in references(body.get("conditions", []))
-            if r[0] == "resource" and r[1] == "google_logging_metric"
-        }
-        if not metrics:
-            continue
-        checked += 1
-        # provider issue 11102: Monitoring answers 404 until the new metric propagates.
-        assert _waits_for(tf, body, metrics) >= 30, f"alert {name} races {metrics}"
+    for config in [tf, *(tfconfig.load(directory) for directory in modules)]:
+        for name, body in config.of_type("google_monitoring_alert_policy").items():
+            metrics = {
+                (r[1], r[2])
+                for r in references(body.get("conditions", []))
+                if r[0] == "resource" and r[1] == "google_logging_metric"
+            }
+            if not metrics:
+                continue
+            checked += 1
+            # provider issue 11102: Monitoring answers 404 until the new metric propagates.
+            assert _waits_for(config, body, metrics) >= 30, f"alert {name} races {metrics}"
     assert checked >= 1
 
 

@@ -24,7 +24,6 @@ RUN_SERVICES = ("intake", "worker", "notification")
 PUSH_IDENTITIES = ("tasks_invoker", "scheduler", "pubsub_push")
 PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
 # The one grant to the public the design allows: the intake API (it checks API keys).
-INTENDED_PUBLIC = {("google_cloud_run_v2_service_iam_member", "intake_public")}
 
 
 def test_all_concern_files_exist() -> None:
@@ -510,10 +509,13 @@ def test_no_public_access_except_where_intended(tf: Terraform) -> None:
     for rtype, name, body in _iam_grants(tf):
         members = set(strings_of(body.get("member"))) | set(strings_of(body.get("members")))
         members |= set(strings_of(body.get("policy_data")))
-        if members & PUBLIC_MEMBERS or any(m in str(body) for m in PUBLIC_MEMBERS):
-            assert (rtype, name) in INTENDED_PUBLIC, f"{rtype}.{name} grants to the public"
-    intake_public = tf.resource("google_cloud_run_v2_service_iam_member", "intake_public")
-    assert intake_public["count"] == "${var.intake_public ? 1 : 0}"
+        assert not members & PUBLIC_MEMBERS, f"{rtype}.{name} grants to the public"
+        assert not any(m in str(body) for m in PUBLIC_MEMBERS), f"{rtype}.{name} is public"
+    # A public intake turns Cloud Run's invoker check off: domain restricted sharing
+    # refuses allUsers bindings; the others always check it.
+    services = tf.of_type("google_cloud_run_v2_service")
+    assert services["intake"]["invoker_iam_disabled"] == "${var.intake_public}"
+    assert {services[s]["invoker_iam_disabled"] for s in ("worker", "notification")} == {False}
 
 
 def strings_of(value: Any) -> list[str]:
@@ -856,7 +858,6 @@ def test_required_apis_are_enabled(tf: Terraform) -> None:
         "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
         "cloudtasks.googleapis.com/queue/task_attempt_delays",
         "run.googleapis.com/request_count",
-        "logging.googleapis.com/user/",
     ],
 )
 def test_alert_policies_cover(tf: Terraform, needle: str) -> None:
@@ -864,12 +865,17 @@ def test_alert_policies_cover(tf: Terraform, needle: str) -> None:
     assert any(needle in str(body) for body in policies.values()), needle
 
 
-def test_failed_jobs_metric_reads_worker_logs(tf: Terraform) -> None:
-    metric = tf.resource("google_logging_metric", "job_failed")
-    assert 'jsonPayload.event = \\"job_failed\\"' in metric["filter"] or (
-        'jsonPayload.event = "job_failed"' in metric["filter"]
+@pytest.mark.parametrize("event", ["job_failed", "grader_suspended"])
+def test_log_event_alerts_read_worker_logs(tf: Terraform, event: str) -> None:
+    alert = tf.modules[f"{event}_alert"]
+    assert alert["source"] == "./modules/log_alert"
+    assert f'jsonPayload.event = \\"{event}\\"' in alert["log_filter"] or (
+        f'jsonPayload.event = "{event}"' in alert["log_filter"]
     )
-    assert "${local.worker_revisions}" in metric["filter"]
+    assert "${local.worker_revisions}" in alert["log_filter"]
+    module = tfconfig.load(tfconfig.TERRAFORM_DIR / "modules" / "log_alert")
+    policy = module.resource("google_monitoring_alert_policy", "main")
+    assert "logging.googleapis.com/user/" in str(policy["conditions"])
 
 
 # --- Graders (var.grader; the README's "Graders" section).
@@ -1041,9 +1047,13 @@ def test_the_grader_key_exists_only_when_the_grader_needs_one(tf: Terraform) -> 
 
 def test_the_worker_starts_after_its_grader_grants(tf: Terraform) -> None:
     # A refused model call fails the job at once (grading-provider-rejected).
-    waits = depends_on(tf.resource("google_cloud_run_v2_service", "worker"))
+    waits = tfconfig.dependencies(tf, "google_cloud_run_v2_service", "worker")
     assert ("google_secret_manager_secret_iam_member", "worker_grader_api_key") in waits
     assert ("google_project_iam_member", "worker_aiplatform_user") in waits
+    # ... and after they had time to propagate.
+    assert ("time_sleep", "service_iam") in depends_on(
+        tf.resource("google_cloud_run_v2_service", "worker")
+    )
 
 
 def _quota_check(tf: Terraform) -> str:

@@ -169,7 +169,7 @@ class FakeOpenAIServer(LoopbackServer):
 
     def respond(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes, float]:
         """Status, headers, body and delay for one chat completions request."""
-        document = json.loads(body["messages"][-1]["content"])
+        document = json.loads(_text_of(body["messages"][-1]["content"]))
         answer = document["answer"]
         refusal = self.refusal or self._refuse_parameters(body)
         if refusal is not None:
@@ -262,8 +262,29 @@ class FakeOpenAIServer(LoopbackServer):
         return Handler
 
 
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    """A message's text: the content itself, or its first text part (files follow it)."""
+    if isinstance(content, str):
+        return content
+    return next(str(p["text"]) for p in content if p.get("type") == "text")
+
+
+#: What the fake bills for an image or file part, like a provider's per-image tokens.
+FILE_PART_TOKENS = 1000
+
+
+def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    tokens = 0
+    for message in messages:
+        content = message["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for part in parts:
+            tokens += len(part["text"]) // 4 if part["type"] == "text" else FILE_PART_TOKENS
+    return tokens
+
+
 def _completion(body: dict[str, Any], content: str, reasoning: int = 0) -> dict[str, Any]:
-    prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
+    prompt_tokens = _prompt_tokens(body["messages"])
     answer_tokens = len(content) // 4
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     finish_reason = "stop"

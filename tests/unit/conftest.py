@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -47,10 +52,14 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def adapters(settings: Settings) -> Adapters:
+    db = SqliteDatabase(settings.database_path)
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
     return Adapters(
-        store=SqliteJobStore(SqliteDatabase(settings.database_path)),
+        store=jobs,
         queue=FakeTaskQueue(),
         publisher=FakePublisher(),
+        assignments=SqliteAssignmentStore(db),
+        batch=SqliteJobBatch(db, jobs),
     )
 
 

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import shared.http.gunicorn_conf as gunicorn_conf
 from bench import report
+from bench.runs import Results
 from bench.settings import (
     CELERY,
     FLASK,
     GRADEQ,
     GUNICORN_LIMITS,
+    PRODUCTION_FRONT,
     RQ,
     SYSTEMS,
+    Front,
     Workload,
     gunicorn_args,
     gunicorn_limit_args,
+    per_core_front,
 )
 
 ROUNDS = {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
@@ -118,3 +122,37 @@ def test_markdown_escapes_a_pipe_inside_a_cell() -> None:
     assert report.markdown([["a | b", "1", "2", "3", "4"]]).splitlines()[2] == (
         "| a \\| b | 1 | 2 | 3 | 4 |"
     )
+
+
+def test_both_front_configurations_stand_side_by_side() -> None:
+    per_core = Front(2, 8)
+    summary = {
+        "burst": {GRADEQ: {"efficiency": ROUNDS}},
+        report.on_front("burst", per_core): {CELERY: {"efficiency": ROUNDS}},
+    }
+    table = report.rows(summary, {}, Workload(), (PRODUCTION_FRONT, per_core))
+    labels = [row[0] for row in table]
+    production = labels.index("[1 x 80] burst: efficiency (ideal / makespan)")
+    assert labels[production + 1] == "[2 x 8] burst: efficiency (ideal / makespan)"
+    assert table[production][1:3] == ["2.00 (1.00-3.00)", ""]
+    assert table[production + 1][1:3] == ["", "2.00 (1.00-3.00)"]
+    # The scenarios that do not depend on the front keep one unmarked row.
+    unmarked = {f.label for f in report.figures(Workload())}
+    assert "in flight: all gradings started after s" in unmarked
+
+
+def test_each_front_configuration_gets_its_own_ratio_to_bare_flask() -> None:
+    results = Results()
+    per_core = report.on_front("acceptance", Front(2, 8))
+    for scenario, rps in (("acceptance", 100.0), (per_core, 300.0)):
+        results.add(scenario, GRADEQ, {"rps": rps})
+        results.add(scenario, FLASK, {"rps": 1000.0})
+        results.add_ratios(scenario)
+    assert results.runs["acceptance"][GRADEQ][0]["ratio"] == 0.1
+    assert results.runs[per_core][GRADEQ][0]["ratio"] == 0.3
+
+
+def test_the_per_core_front_runs_one_process_per_core_with_eight_threads() -> None:
+    args = gunicorn_args(per_core_front(4))
+    pairs = dict(zip(args[::2], args[1::2], strict=True))
+    assert (pairs["--workers"], pairs["--threads"]) == ("4", "8")

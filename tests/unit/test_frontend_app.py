@@ -132,3 +132,22 @@ def test_status_problems_pass_through(intake: Any) -> None:
     assert client.get("/healthz").get_json() == {"status": "ok"}
     with client.get("/") as page:
         assert b"static/app.js" in page.data
+
+
+def test_the_class_page_relays_an_assignments_progress_with_the_key(intake: Any) -> None:
+    progress = {"id": "a-1", "progress": {"done": False, "histogram": [0] * 11}}
+    intake.get(
+        f"{INTAKE}/v1/assignments/a-1",
+        json=progress,
+        headers={"Content-Type": "application/json", "Retry-After": "1"},
+    )
+    client = browser()
+    with client.get("/class") as page:
+        assert b"static/class.js" in page.data
+    response = client.get("/api/assignments/a-1")
+    assert response.status_code == 200 and response.get_json() == progress
+    assert response.headers["Retry-After"] == "1"
+    assert intake.request_history[-1].headers["Authorization"] == "Bearer secret-key"
+    refused = client.get("/api/assignments/a b")  # not an id: never sent on
+    assert refused.status_code == 404
+    assert intake.request_history[-1].url.endswith("/v1/assignments/a-1")

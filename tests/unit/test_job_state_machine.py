@@ -33,9 +33,9 @@ def running(owner: str = "w1") -> Job:
     return pending().claim(owner, T0 + timedelta(seconds=2), LEASE)
 
 
-def test_final_states_have_no_way_out_but_the_operator_replay_of_a_failure() -> None:
+def test_final_states_have_no_way_out_but_a_replay_or_a_regrade() -> None:
     for status in JobStatus:
-        if status is JobStatus.FAILED:
+        if status in (JobStatus.FAILED, JobStatus.SUCCEEDED):
             assert TRANSITIONS[status] == frozenset({JobStatus.PENDING})
         else:
             assert (TRANSITIONS[status] == frozenset()) == status.is_final

@@ -36,7 +36,8 @@ ALLOWED = {
     (S.RUNNING, S.SUCCEEDED),
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.CANCELLED),
-    (S.FAILED, S.PENDING),  # an operator's replay of a dead letter
+    (S.FAILED, S.PENDING),  # an operator's replay of a dead letter, or a regrade
+    (S.SUCCEEDED, S.PENDING),  # an assignment's regrade
 }
 ERROR = JobError("grading-transient", "provider busy")
 

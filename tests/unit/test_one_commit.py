@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,31 +38,27 @@ class Embedded:
     queue: SqliteTaskQueue
     publisher: SqliteEventPublisher
     uow: SqliteUnitOfWork
-    commits: list[int]
+    since: int
+
+    def commits(self) -> int:
+        """The transactions committed since the last `restart` (the database's own count)."""
+        return self.db.commits - self.since
+
+    def restart(self) -> None:
+        self.since = self.db.commits
 
     def messages(self) -> int:
         return int(self.db.connection().execute("SELECT COUNT(*) FROM bus_messages").fetchone()[0])
 
 
 @pytest.fixture
-def embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Embedded:
+def embedded(tmp_path: Path) -> Embedded:
     db = SqliteDatabase(tmp_path / "gradeq.db")
     queue = SqliteTaskQueue(db, load_queues()["grading"], "/tasks/grade")
     parts = Embedded(
-        db, SqliteJobStore(db), queue, SqliteEventPublisher(db), SqliteUnitOfWork(db), []
+        db, SqliteJobStore(db), queue, SqliteEventPublisher(db), SqliteUnitOfWork(db), 0
     )
-    turn = db._write_turn
-
-    @contextmanager
-    def counted() -> Iterator[None]:
-        with turn():
-            yield
-        parts.commits.append(1)
-
-    def counting_turn() -> AbstractContextManager[None]:
-        return counted()
-
-    monkeypatch.setattr(db, "_write_turn", counting_turn)
+    parts.restart()
     return parts
 
 
@@ -82,13 +76,13 @@ def _worker(e: Embedded) -> WorkerService:
 def test_a_submission_writes_its_job_and_task_in_one_commit(embedded: Embedded) -> None:
     submitted = _intake(embedded).submit("client-a", "key-1", REQUEST)
     assert submitted.created
-    assert len(embedded.commits) == 1
+    assert embedded.commits() == 1
     job = submitted.job
     assert embedded.queue.exists(task_name_for(job.id, job.generation))
     # A retry of the request reads the job and finds its task: one (empty) turn, no new rows.
     again = _intake(embedded).submit("client-a", "key-1", REQUEST)
     assert not again.created and again.job.id == job.id
-    assert len(embedded.commits) == 2
+    assert embedded.commits() == 2
 
 
 def test_a_task_that_cannot_be_written_leaves_no_job_behind(
@@ -109,10 +103,10 @@ def test_a_delivery_claims_then_stores_the_result_and_its_event_in_one_commit(
     embedded: Embedded,
 ) -> None:
     job = _intake(embedded).submit("client-a", "key-1", REQUEST).job
-    embedded.commits.clear()
+    embedded.restart()
     result = _worker(embedded).handle(TaskDelivery(job.id, "t"))
     assert result.verdict is Verdict.DONE
-    assert len(embedded.commits) == 2  # the claim, then the outcome with its event
+    assert embedded.commits() == 2  # the claim, then the outcome with its event
     stored = embedded.store.get(job.id)
     assert stored is not None
     assert stored.status is JobStatus.SUCCEEDED and stored.event_published

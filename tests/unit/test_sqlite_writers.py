@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
+import os
+import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from shared.adapters.embedded import sqlite as sqlite_module
 from shared.adapters.embedded.sqlite import SqliteDatabase
 
 TABLE = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
@@ -144,3 +148,252 @@ def test_a_writer_gives_up_when_another_process_holds_the_turn_too_long(tmp_path
             conn.execute("INSERT INTO t VALUES ('late', 1)")
         assert time.monotonic() - begun < 1.5
     assert _keys(impatient) == ["held"]
+
+
+# --- group commit ------------------------------------------------------------------------
+
+
+def _queued_writers(
+    db: SqliteDatabase, bodies: list[Callable[[sqlite3.Connection], None]]
+) -> list[BaseException | None]:
+    """Run `bodies[0]` first and hold it until every other body waits, then let all go."""
+    outcomes: list[BaseException | None] = [None] * len(bodies)
+    release = threading.Event()
+
+    def write(i: int) -> None:
+        try:
+            with db.transaction() as conn:
+                if i == 0:
+                    started.set()
+                    assert release.wait(30)
+                bodies[i](conn)
+        except BaseException as exc:
+            outcomes[i] = exc
+
+    started = threading.Event()
+    first = threading.Thread(target=write, args=(0,))
+    first.start()
+    assert started.wait(30)
+    others = [threading.Thread(target=write, args=(i,)) for i in range(1, len(bodies))]
+    for thread in others:
+        thread.start()
+    give_up = time.monotonic() + 30
+    while db.writers_waiting < len(others) and time.monotonic() < give_up:
+        time.sleep(0.001)
+    release.set()
+    for thread in [first, *others]:
+        thread.join(30)
+    return outcomes
+
+
+def _insert(key: str) -> Callable[[sqlite3.Connection], None]:
+    return lambda conn: conn.execute("INSERT INTO t VALUES (?, 1)", (key,)) and None
+
+
+@pytest.fixture
+def patient(tmp_path: Path) -> SqliteDatabase:
+    """Groups close only when nobody waits, so a test can tell exactly what one commit holds."""
+    database = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_window_s=60.0)
+    database.ensure_schema(TABLE)
+    return database
+
+
+def test_writers_that_arrive_together_share_one_commit(patient: SqliteDatabase) -> None:
+    before = patient.commits
+    outcomes = _queued_writers(patient, [_insert(f"k{i:02}") for i in range(20)])
+    assert outcomes == [None] * 20
+    assert patient.commits - before == 1
+    assert _keys(patient) == [f"k{i:02}" for i in range(20)]
+
+
+def test_a_group_holds_at_most_group_max_writers(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_max=3, group_window_s=60.0)
+    db.ensure_schema(TABLE)
+    before = db.commits
+    assert _queued_writers(db, [_insert(f"k{i}") for i in range(7)]) == [None] * 7
+    assert db.commits - before == 3  # 3 + 3 + 1
+    assert len(_keys(db)) == 7
+
+
+def test_a_failed_write_fails_only_its_caller(patient: SqliteDatabase) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('bad', 1)")
+        raise ValueError("the caller's own failure")
+
+    def duplicate(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('dup', 1)")
+        conn.execute("INSERT INTO t VALUES ('k0', 1)")  # primary key taken by writer 0
+
+    bodies = [_insert("k0"), _insert("k1"), broken, _insert("k3"), duplicate, _insert("k5")]
+    outcomes = _queued_writers(patient, bodies)
+    assert isinstance(outcomes[2], ValueError)
+    assert isinstance(outcomes[4], sqlite3.IntegrityError)
+    assert [o for i, o in enumerate(outcomes) if i not in (2, 4)] == [None] * 4
+    assert _keys(patient) == ["k0", "k1", "k3", "k5"]
+
+
+def test_a_failed_first_writer_of_a_group_leaves_the_others_theirs(
+    patient: SqliteDatabase,
+) -> None:
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES ('bad', 1)")
+        raise ValueError("the first writer's failure")
+
+    outcomes = _queued_writers(patient, [broken, _insert("k1"), _insert("k2")])
+    assert isinstance(outcomes[0], ValueError)
+    assert outcomes[1:] == [None, None]
+    assert _keys(patient) == ["k1", "k2"]
+
+
+def test_every_writer_of_a_group_learns_that_its_commit_failed(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "g.db", busy_timeout_s=30.0, group_window_s=60.0)
+    # A deferred foreign key is checked only at COMMIT: one orphan fails the whole group.
+    db.ensure_schema(
+        "CREATE TABLE parent (k TEXT PRIMARY KEY);"
+        "CREATE TABLE child (k TEXT PRIMARY KEY, p TEXT"
+        " REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    seen: list[str] = []
+
+    def ok(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO parent VALUES ('p1')")
+        db.after_commit(lambda: seen.append("committed"))
+
+    def orphan(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO child VALUES ('c1', 'missing')")
+
+    outcomes = _queued_writers(db, [ok, orphan, ok])
+    assert all(isinstance(o, sqlite3.OperationalError) for o in outcomes[:2])
+    assert "group commit failed" in str(outcomes[0])
+    assert seen == []
+    assert db.connection().execute("SELECT COUNT(*) FROM parent").fetchone()[0] == 0
+    # The file is usable at once afterwards.
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO parent VALUES ('p2')")
+    assert seen == []
+    assert db.connection().execute("SELECT k FROM parent").fetchall()[0][0] == "p2"
+
+
+def test_a_writer_killed_inside_its_group_neither_blocks_the_others_nor_leaves_a_write(
+    db: SqliteDatabase,
+) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    held = spawn.Event()
+    child = spawn.Process(target=_hold_the_write_turn, args=(str(db.path), held, 60.0))
+    child.start()
+    try:
+        assert held.wait(30)
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(30)
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES ('after', 1)")
+    finally:
+        if child.is_alive():
+            child.kill()
+    assert _keys(db) == ["after"]
+
+
+def _write_when_free(path: str, wrote: multiprocessing.synchronize.Event) -> None:
+    other = SqliteDatabase(path, busy_timeout_s=30.0)
+    with other.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('child', 1)")
+    wrote.set()
+
+
+def test_a_process_that_waited_writes_before_the_one_that_just_wrote_writes_again(
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # However slowly the waiting process is scheduled (the bound is for stopped ones).
+    monkeypatch.setattr(sqlite_module, "_COURTESY_S", 30.0)
+    spawn = multiprocessing.get_context("spawn")
+    wrote = spawn.Event()
+    child = spawn.Process(target=_write_when_free, args=(str(db.path), wrote))
+    file_lock = db._committer.file_lock
+    try:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO t VALUES ('first', 1)")
+            child.start()
+            give_up = time.monotonic() + 30
+            while not file_lock.others_waiting() and time.monotonic() < give_up:
+                time.sleep(0.01)
+            assert file_lock.others_waiting()
+        # The turn is free; this process asks again at once, and lets the waiter go first.
+        with db.transaction() as conn:
+            assert conn.execute("SELECT k FROM t WHERE k = 'child'").fetchone() is not None
+            conn.execute("INSERT INTO t VALUES ('second', 1)")
+    finally:
+        child.join(30)
+    assert wrote.is_set()
+    assert _keys(db) == ["child", "first", "second"]
+
+
+def test_many_writers_at_once_share_commits_and_none_gives_up(tmp_path: Path) -> None:
+    # The shape of 1,000 deliveries arriving together: each claim is one write.
+    # A long window: however slowly this machine runs them, writers that wait share.
+    db = SqliteDatabase(tmp_path / "burst.db", busy_timeout_s=30.0, group_window_s=60.0)
+    db.ensure_schema(TABLE)
+    writers = 300
+    start = threading.Barrier(writers)
+    failures: list[BaseException] = []
+
+    def claim(i: int) -> None:
+        start.wait()
+        try:
+            with db.transaction() as conn:
+                conn.execute("INSERT INTO t VALUES (?, ?)", (f"job{i:03}", i))
+        except BaseException as exc:
+            failures.append(exc)
+
+    before = db.commits
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert failures == []
+    assert len(_keys(db)) == writers
+    assert db.commits - before <= writers // 2
+
+
+def test_the_last_database_object_of_a_file_takes_its_connection_and_locks_with_it(
+    tmp_path: Path,
+) -> None:
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    gc.collect()
+    before = open_descriptors()
+    for i in range(50):
+        db = SqliteDatabase(tmp_path / f"{i}.db")
+        with db.transaction() as conn:
+            conn.execute(TABLE)
+        del db, conn
+    gc.collect()
+    assert open_descriptors() <= before + 2
+
+
+def test_a_writer_that_gives_up_waiting_leaves_the_turn_and_the_file_free(
+    patient: SqliteDatabase,
+) -> None:
+    impatient = SqliteDatabase(patient.path, busy_timeout_s=0.1)
+    gave_up: list[BaseException] = []
+
+    def late_writer() -> None:
+        try:
+            with impatient.transaction() as conn:
+                conn.execute("INSERT INTO t VALUES ('late', 1)")
+        except sqlite3.OperationalError as exc:
+            gave_up.append(exc)
+
+    with patient.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('holder', 1)")
+        late = threading.Thread(target=late_writer)
+        late.start()
+        late.join(30)
+        assert patient.writers_waiting == 0
+    assert [str(e) for e in gave_up] == ["database is locked (writers of this process)"]
+    # The holder's group committed alone, and every process may write again.
+    with another_process_writing(patient, 0.0):
+        pass
+    assert _keys(patient) == ["held", "holder"]

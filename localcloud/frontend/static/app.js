@@ -8,13 +8,34 @@ const MAX_TRIES = 6;
 const $ = (id) => document.getElementById(id);
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
-// The submission in flight survives a reload: the same answer keeps the same key.
-function submissionFor(answer) {
+// The submission in flight survives a reload: the same answer (and file) keeps the same
+// key, and a file already uploaded for it is not uploaded again.
+function submissionFor(answer, file) {
+  const fileId = file ? `${file.name}:${file.size}:${file.lastModified}` : "";
   const saved = JSON.parse(sessionStorage.getItem("gradeq.submission") || "null");
-  if (saved && saved.answer === answer) return saved;
-  const fresh = { answer, key: crypto.randomUUID(), id: `web-${crypto.randomUUID().slice(0, 8)}` };
+  if (saved && saved.answer === answer && saved.fileId === fileId) return saved;
+  const fresh = {
+    answer, fileId, files: null, key: crypto.randomUUID(), id: `web-${crypto.randomUUID().slice(0, 8)}`,
+  };
   sessionStorage.setItem("gradeq.submission", JSON.stringify(fresh));
   return fresh;
+}
+
+// A photo or PDF goes straight to storage: this page's server asks for a signed URL bound
+// to the file's type and size, and the browser PUTs the bytes to it.
+async function upload(submission, file) {
+  if (!file || submission.files) return;
+  const granted = await fetch("api/uploads", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ content_type: file.type, size: file.size }),
+  });
+  const grant = await granted.json().catch(() => ({}));
+  if (granted.status !== 201) throw new Error(grant.detail || "the file cannot be uploaded");
+  const put = await fetch(grant.upload_url, { method: grant.method, headers: grant.headers, body: file });
+  if (!put.ok) throw new Error("the file upload was refused; try again");
+  submission.files = [{ upload_id: grant.upload_id, name: file.name }];
+  sessionStorage.setItem("gradeq.submission", JSON.stringify(submission));
 }
 
 function retryAfterMs(response, fallbackMs) {
@@ -25,7 +46,9 @@ function retryAfterMs(response, fallbackMs) {
 async function submit(submission) {
   // The server adds the assignment, its rubric and maximum score: the page sends only
   // what a student decides.
-  const body = JSON.stringify({ submission_id: submission.id, answer: submission.answer });
+  const body = JSON.stringify({
+    submission_id: submission.id, answer: submission.answer, files: submission.files || [],
+  });
   for (let attempt = 1; ; attempt++) {
     let response = null;
     try {
@@ -97,7 +120,11 @@ $("form").addEventListener("submit", async (event) => {
   $("progress").hidden = false;
   $("state").textContent = "sending...";
   try {
-    const job = await submit(submissionFor($("answer").value));
+    const file = $("file").files[0] || null;
+    const submission = submissionFor($("answer").value, file);
+    if (file) $("state").textContent = "uploading...";
+    await upload(submission, file);
+    const job = await submit(submission);
     showResult(await follow(job));
   } catch (error) {
     $("error").textContent = String(error.message || error);

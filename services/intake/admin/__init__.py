@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.dashboard import page
 from services.intake.admin.lanes import lanes_api
@@ -15,6 +16,7 @@ from shared.bootstrap import Adapters
 from shared.config.settings import Settings
 from shared.ports import Clock
 from shared.service_layer.admin import AdminService
+from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.queue_health import QueueHealth
 
@@ -22,8 +24,17 @@ from shared.service_layer.queue_health import QueueHealth
 def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -> None:
     """Register the admin API and dashboard on the intake app."""
     app.extensions["gradeq.operator_auth"] = OperatorAuthenticator(settings.operator_key_map())
+    completion = (
+        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        if adapters.assignments is not None
+        else None
+    )
     app.extensions["gradeq.admin"] = AdminService(
-        adapters.store, adapters.queue, adapters.publisher, clock
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        on_final=completion.on_final if completion else None,
     )
     app.extensions["gradeq.queue_health"] = QueueHealth(adapters.store, clock)
     app.extensions["gradeq.lanes"] = LaneService(
@@ -33,7 +44,11 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
         clock,
         settings.queues(),
         settings.lane_policy().default,
+        on_final=completion.on_final if completion else None,
     )
     app.register_blueprint(api)
     app.register_blueprint(lanes_api)
     app.register_blueprint(page)
+    if adapters.assignments is not None:
+        app.extensions["gradeq.admin_assignments"] = adapters.assignments
+        app.register_blueprint(admin_assignments)

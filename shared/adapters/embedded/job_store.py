@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -151,11 +153,49 @@ def _decode(text: str) -> Job:
     return Job.from_record(record)
 
 
+#: Called with each job write's connection, the job before (None: created) and after, to
+#: move other counters in the same transaction (an assignment's tally).
+WriteHook = Callable[[sqlite3.Connection, Job | None, Job], None]
+
+
+class _RecentJobs:
+    """The jobs this store last read or wrote, each with its record's exact text.
+
+    A job is read and rewritten several times in a row by one process (claimed, renewed,
+    finished, announced); when the record read is the text remembered, the remembered
+    job is used instead of decoding it again. A record changed by anyone else differs,
+    and is decoded.
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._jobs: OrderedDict[str, tuple[str, Job]] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def decode(self, job_id: str, text: str) -> Job:
+        with self._guard:
+            entry = self._jobs.get(job_id)
+        if entry is not None and entry[0] == text:
+            return entry[1]
+        job = _decode(text)
+        self.remember(job, text)
+        return job
+
+    def remember(self, job: Job, text: str) -> None:
+        with self._guard:
+            self._jobs[job.id] = (text, job)
+            self._jobs.move_to_end(job.id)
+            if len(self._jobs) > self._size:
+                self._jobs.popitem(last=False)
+
+
 class SqliteJobStore:
     """Jobs as JSON records in the shared SQLite file; status and age are indexed."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteDatabase, on_write: WriteHook | None = None) -> None:
         self._db = db
+        self._on_write = on_write
+        self._recent = _RecentJobs()
         _migrate(db)
         with unavailable_on_error("seed counters"), db.transaction() as conn:
             if conn.execute("SELECT 1 FROM job_counters WHERE scope = ?", (ALL_SCOPE,)).fetchone():
@@ -167,11 +207,13 @@ class SqliteJobStore:
         with unavailable_on_error("create job"), self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
             if row is not None:
-                return _decode(row["record"]), False
+                return self._recent.decode(job.id, row["record"]), False
             if limits is not None:
                 limits.check(self._counts(conn, job.client_id))
             self._write(conn, job, insert=True)
             self._count(conn, job.client_id, +1)
+            if self._on_write is not None:
+                self._on_write(conn, None, job)
         return job, True
 
     def list_jobs(self, query: JobQuery) -> list[Job]:
@@ -223,18 +265,22 @@ class SqliteJobStore:
                 .execute("SELECT record FROM jobs WHERE id = ?", (job_id,))
                 .fetchone()
             )
-        return _decode(row["record"]) if row else None
+        return self._recent.decode(job_id, row["record"]) if row else None
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
         with unavailable_on_error("update job"), self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(f"no job {job_id}")
-            current = _decode(row["record"])
+            current = self._recent.decode(job_id, row["record"])
             updated = mutate(current)
             self._write(conn, updated, insert=False)
             if updated.status.is_final and not current.status.is_final:
                 self._count(conn, updated.client_id, -1)
+            elif current.status.is_final and not updated.status.is_final:
+                self._count(conn, updated.client_id, +1)  # replayed or regraded
+            if self._on_write is not None:
+                self._on_write(conn, current, updated)
         return updated
 
     def find(
@@ -324,15 +370,18 @@ class SqliteJobStore:
         with unavailable_on_error("ping"):
             self._db.connection().execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
 
-    @staticmethod
-    def _write(conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:
+    def _write(self, conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:
+        text = _encode(job)
+        # Remembered as written: the next read of an unchanged record skips decoding. A
+        # rollback leaves the file's text different, which is then decoded as usual.
+        self._recent.remember(job, text)
         params = (
             job.client_id,
             job.status.value,
             _sortable(job.updated_at),
             int(job.event_published),
             *_listing_values(job),
-            _encode(job),
+            text,
             job.id,
         )
         if insert:

@@ -46,6 +46,11 @@ BACKLOG_CACHE_S = 1.0
 _ACTIVE = "active"
 
 
+#: Called with each job write's batch or transaction, the job before (None: created) and
+#: after, to add blind writes to the same commit (an assignment's tally).
+WriteHook = Callable[[Any, Job | None, Job], None]
+
+
 def _client_counter_id(client_id: str) -> str:
     return "client:" + counted_as(client_id).replace("/", "%2F")
 
@@ -60,7 +65,9 @@ class FirestoreJobStore:
         ttl: timedelta,
         deadline_s: float = DEFAULT_DEADLINE_S,
         counters_collection: str | None = None,
+        on_write: WriteHook | None = None,
     ) -> None:
+        self._on_write = on_write
         self._client = client
         self._jobs = client.collection(collection)
         self._counters = client.collection(counters_collection or f"{collection}_counters")
@@ -89,6 +96,8 @@ class FirestoreJobStore:
         batch = self._client.batch()
         batch.create(ref, to_document(job, self._ttl, created=True))
         self._count(batch, client_ref, +1)
+        if self._on_write is not None:
+            self._on_write(batch, None, job)
         try:
             batch.commit(retry=self._retry, timeout=self._deadline_s)
         except gexc.AlreadyExists:
@@ -178,9 +187,12 @@ class FirestoreJobStore:
             # Replace each job field whole but keep server_created_at from the create.
             transaction.set(ref, document, merge=list(document))
             finalized = updated.status.is_final and not current.status.is_final
-            if finalized:
+            reopened = current.status.is_final and not updated.status.is_final
+            if finalized or reopened:  # a replay or regrade counts as not final again
                 client_ref = self._counters.document(_client_counter_id(updated.client_id))
-                self._count(transaction, client_ref, -1)
+                self._count(transaction, client_ref, -1 if finalized else +1)
+            if self._on_write is not None:
+                self._on_write(transaction, current, updated)
             return updated, finalized
 
         result: Job

@@ -22,6 +22,7 @@ import httpx2
 from google.genai import Client, errors, types
 
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
+from shared.adapters.graders.parts import gemini_contents
 from shared.adapters.graders.prompt import RenderedPrompt
 from shared.domain.errors import (
     GraderMisconfigured,
@@ -97,7 +98,9 @@ class GeminiChat:
         )
         response = _call(
             lambda: self._client.models.generate_content(
-                model=self.model, contents=prompt.user, config=config
+                model=self.model,
+                contents=gemini_contents(prompt.user, prompt.attachments),
+                config=config,
             ),
             timeout_s,
         )

@@ -26,6 +26,7 @@ from shared.domain.errors import (
     GradingError,
     GradingTimeout,
     MalformedModelAnswer,
+    PermanentGradingError,
     ProviderQuotaExhausted,
     ProviderRateLimited,
     ProviderRejected,
@@ -171,13 +172,23 @@ class ModelGrader:
         self._request_timeout_s = request_timeout_s
         self._clock = clock
 
+    def _prompt_for(self, request: GradingRequest) -> GradingPrompt:
+        """The prompt version the job asks for (an assignment's), else the configured one."""
+        version = request.prompt_version
+        if not version or version == self._prompt.version:
+            return self._prompt
+        try:
+            return GradingPrompt.load(version)
+        except ValueError as exc:
+            raise PermanentGradingError(f"unknown prompt version {version!r}") from exc
+
     def probe(self) -> None:
         """Check that the provider accepts the model and credentials (see `ChatModel.probe`)."""
         self._chat.probe(timeout_s=min(30.0, self._request_timeout_s))
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         deadline = self._clock() + timeout_s
-        rendered = self._prompt.render(request)
+        rendered = self._prompt_for(request).render(request)
         estimate = rendered.estimated_tokens(self._max_output_tokens)
         # Nothing has been sent yet: ProviderQuotaExhausted goes up as it is, and the
         # worker gives the job back without counting an attempt.

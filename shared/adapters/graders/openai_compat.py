@@ -21,6 +21,7 @@ from typing import Any
 import openai
 
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
+from shared.adapters.graders.parts import openai_user_content
 from shared.adapters.graders.prompt import RenderedPrompt
 from shared.domain.errors import (
     GradingRefused,
@@ -67,7 +68,10 @@ class OpenAICompatChat:
                 model=self.model,
                 messages=[
                     {"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.user},
+                    {
+                        "role": "user",
+                        "content": openai_user_content(prompt.user, prompt.attachments),
+                    },
                 ],
                 response_format={
                     "type": "json_schema",

@@ -12,15 +12,18 @@ inside its field whatever it says.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from shared.adapters.graders.parts import Attachment, FileReader
 from shared.domain.errors import PermanentGradingError
 from shared.domain.job import GradingRequest
 from shared.domain.rubric import criteria_of
+from shared.domain.uploads import FileUnusable
 
 DEFAULT_PROMPT_VERSION = "grading-v1"
 #: A rough, provider-independent count used only to reserve tokens before a request.
@@ -43,10 +46,13 @@ class RenderedPrompt:
     schema: dict[str, Any]
     criteria: tuple[Criterion, ...]
     max_score: float
+    #: The answer's files, sent as the provider's own parts after the user message.
+    attachments: tuple[Attachment, ...] = ()
 
     def estimated_tokens(self, max_output_tokens: int) -> int:
-        """Input tokens (estimated from length) plus the output budget."""
-        return (len(self.system) + len(self.user)) // CHARS_PER_TOKEN + max_output_tokens
+        """Input tokens (estimated from length and files) plus the output budget."""
+        files = sum(a.estimated_tokens() for a in self.attachments)
+        return (len(self.system) + len(self.user)) // CHARS_PER_TOKEN + files + max_output_tokens
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,12 @@ class GradingPrompt:
     version: str
     system: str
     schema: dict[str, Any]
+    #: Reads a job's uploaded files; None: a job with files cannot be graded.
+    files: FileReader | None = field(default=None, compare=False)
+
+    def with_files(self, reader: FileReader) -> GradingPrompt:
+        """This version, reading jobs' files with `reader`."""
+        return dataclasses.replace(self, files=reader)
 
     @classmethod
     @cache
@@ -79,6 +91,13 @@ class GradingPrompt:
             "criteria": [{"id": c.id, "text": c.text} for c in criteria],
             "answer": request.answer,
         }
+        attachments: tuple[Attachment, ...] = ()
+        if request.files:
+            if self.files is None:
+                raise FileUnusable("this grader is not set up to read uploaded files")
+            attachments = self.files.read(request.files)
+            # The files follow as parts of their own; the document names them.
+            document["files"] = [a.label for a in attachments]
         user = json.dumps(document, ensure_ascii=False, indent=1)
         return RenderedPrompt(
             version=self.version,
@@ -87,6 +106,7 @@ class GradingPrompt:
             schema=self._schema_for(criteria, request.max_score),
             criteria=criteria,
             max_score=request.max_score,
+            attachments=attachments,
         )
 
     def _schema_for(self, criteria: tuple[Criterion, ...], max_score: float) -> dict[str, Any]:

@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from shared.adapters.graders.parts import FileReader
 from shared.domain.errors import GradingTimeout, PermanentGradingError, TransientGradingError
 from shared.domain.job import GradeResult, GradingRequest
 from shared.domain.rubric import criteria_of
+from shared.domain.uploads import FileKind, FileUnusable
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
@@ -91,9 +93,12 @@ class RubricGrader:
 
     name = "rubric-offline-v1"
 
-    def __init__(self, latency_s: float = 0.0, simulate: bool = True) -> None:
+    def __init__(
+        self, latency_s: float = 0.0, simulate: bool = True, files: FileReader | None = None
+    ) -> None:
         self._latency_s = latency_s
         self._simulate = simulate
+        self._files = files
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         sim = Simulation.from_metadata(request.metadata) if self._simulate else Simulation()
@@ -111,8 +116,23 @@ class RubricGrader:
             raise PermanentGradingError("the answer cannot be graded (simulated refusal)")
         return self._score(request)
 
+    def _read_files(self, request: GradingRequest) -> tuple[str, list[str]]:
+        """The text of the job's text and source files, and the files it cannot read."""
+        readable = tuple(f for f in request.files if f.kind in (FileKind.TEXT, FileKind.ARCHIVE))
+        unread = [f"{f.name or f.upload_id} ({f.content_type})" for f in request.files]
+        if not readable or self._files is None:
+            return "", unread
+        unread = [u for f, u in zip(request.files, unread, strict=True) if f not in readable]
+        texts = [a.text for a in self._files.read(readable)]
+        return "\n".join(texts), unread
+
     def _score(self, request: GradingRequest) -> GradeResult:
-        answer_terms = _terms(request.answer)
+        file_text, unread = self._read_files(request)
+        if not request.answer and not file_text:
+            raise FileUnusable(
+                "the offline grader reads text only and cannot read " + ", ".join(unread)
+            )
+        answer_terms = _terms(request.answer + "\n" + file_text)
         criteria = criteria_of(request.rubric)
         checked = []
         for criterion in criteria:
@@ -126,6 +146,8 @@ class RubricGrader:
         feedback = f"{met_count} of {len(checked)} criteria met."
         if missing:
             feedback += " Missing: " + "; ".join(str(m) for m in missing) + "."
+        if unread:
+            feedback += " Not read (the offline grader reads text only): " + ", ".join(unread) + "."
         return GradeResult(
             score=score,
             max_score=request.max_score,

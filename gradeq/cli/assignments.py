@@ -1,0 +1,237 @@
+"""`gradeq assignments ...`: create, read, submit a class's answers, grades, regrade, watch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gradeq.cli.common import CliError, JsonFlag, client_of, emit, new_idempotency_key, reported
+
+app = typer.Typer(help="Assignments: one rubric, a class's answers, one grade sheet.")
+out = Console()
+err = Console(stderr=True)
+WATCH_TIMEOUT = 7
+
+
+def _read(source: str) -> Any:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    try:
+        return json.loads(text)
+    except ValueError:
+        # JSON lines: one answer an object a line.
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise CliError("invalid-input", f"{source} is not JSON or JSON lines", 2) from exc
+
+
+def _summary(assignment: dict[str, Any]) -> Table:
+    table = Table(show_header=False, box=None, title=f"assignment {assignment['id']}")
+    table.add_row("title", assignment["title"])
+    table.add_row("rubric version", str(assignment["rubric"]["version"]))
+    table.add_row("prompt version", assignment["prompt_version"])
+    progress = assignment.get("progress")
+    if progress:
+        table.add_row("round", str(progress["round"]))
+        table.add_row("final", f"{progress['final']} of {progress['submissions']}")
+        mean = progress["mean_score"]
+        table.add_row("mean score", "-" if mean is None else f"{mean:.2f}")
+        counts = ", ".join(f"{k} {v}" for k, v in progress["counts"].items() if v)
+        table.add_row("by status", counts or "-")
+    return table
+
+
+@app.command()
+@reported
+def create(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="A JSON assignment file, or - for stdin.")],
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Reuse this key (a retry); generated when absent.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create an assignment (title, rubric, max_score, prompt_version)."""
+    body = _read(source)
+    if not isinstance(body, dict):
+        raise CliError("invalid-input", f"{source} must hold a JSON object", 2)
+    key = idempotency_key or new_idempotency_key()
+    assignment = client_of(ctx).create_assignment(body, key)
+    if as_json:
+        emit(assignment)
+    else:
+        out.print(f"assignment [bold]{assignment['id']}[/] created (Idempotency-Key {key})")
+
+
+@app.command()
+@reported
+def get(ctx: typer.Context, assignment_id: str, as_json: JsonFlag = False) -> None:
+    """Show an assignment and its progress."""
+    body = client_of(ctx).assignment(assignment_id).body
+    if as_json:
+        emit(body)
+    else:
+        out.print(_summary(body))
+
+
+@app.command("list")
+@reported
+def list_assignments(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List your assignments, newest first."""
+    found = list(client_of(ctx).assignments())
+    if as_json:
+        emit(found)
+        return
+    table = Table("id", "title", "rubric version", "created")
+    for a in found:
+        table.add_row(a["id"], a["title"], str(a["rubric"]["version"]), a["created_at"])
+    out.print(table)
+
+
+@app.command("submit-batch")
+@reported
+def submit_batch(
+    ctx: typer.Context,
+    assignment_id: str,
+    source: Annotated[str, typer.Argument(help="JSON list or JSON lines of answers, or -.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Submit answers (each with a submission_id); sending again completes a cut-off batch."""
+    answers = _read(source)
+    if isinstance(answers, dict):
+        answers = answers.get("answers")
+    if not isinstance(answers, list):
+        raise CliError("invalid-input", f"{source} must hold a list of answers", 2)
+    result = client_of(ctx).submit_batch(assignment_id, answers)
+    if as_json:
+        emit(result)
+        return
+    out.print(
+        f"accepted {result['accepted']}, already there {result['existing']},"
+        f" refused {result['refused']}"
+    )
+    for item in result["items"]:
+        if item["status"] == "refused":
+            problem = item["problem"]
+            err.print(f"[red]refused[/] {item['submission_id']}: {problem['detail']}")
+
+
+@app.command()
+@reported
+def grades(
+    ctx: typer.Context,
+    assignment_id: str,
+    csv: Annotated[bool, typer.Option("--csv", help="The grade sheet as CSV.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """The grades: a table, JSON lines of jobs, or the CSV sheet (streamed)."""
+    client = client_of(ctx)
+    if csv:
+        for line in client.grades_csv(assignment_id):
+            typer.echo(line)
+        return
+    jobs = client.grades(assignment_id)
+    if as_json:
+        for job in jobs:
+            emit(job.data)
+        return
+    table = Table("submission", "status", "score", "job")
+    for job in jobs:
+        result = job.result or {}
+        score = result.get("score")
+        table.add_row(
+            job.data["submission_id"], job.status, "-" if score is None else str(score), job.id
+        )
+    out.print(table)
+
+
+@app.command()
+@reported
+def regrade(
+    ctx: typer.Context,
+    assignment_id: str,
+    rubric: Annotated[
+        str | None, typer.Option(help="A file with the new rubric (text, or a JSON list).")
+    ] = None,
+    prompt_version: Annotated[str | None, typer.Option(help="Grade with this prompt.")] = None,
+    report: Annotated[bool, typer.Option(help="Show the report of the last regrade.")] = False,
+    threshold: Annotated[float, typer.Option(help="A changed score moves more.")] = 1.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Grade every final submission again in a new round; --report shows how scores moved."""
+    client = client_of(ctx)
+    if report:
+        body = client.regrade_report(assignment_id, threshold)
+        if as_json:
+            emit(body)
+            return
+        kappa = body["kappa"]
+        shift = body["mean_shift"]
+        out.print(
+            f"round {body['round']}: {body['compared']} compared,"
+            f" mean shift {'-' if shift is None else f'{shift:+.2f}'},"
+            f" {body['changed']} moved more than {body['threshold']:g},"
+            f" kappa {'-' if kappa is None else f'{kappa:.3f}'}"
+        )
+        return
+    new_rubric: str | list[str] | None = None
+    if rubric is not None:
+        text = Path(rubric).read_text()
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = text
+        new_rubric = parsed if isinstance(parsed, list) else text
+    body = client.regrade(assignment_id, new_rubric, prompt_version)
+    if as_json:
+        emit(body)
+    else:
+        out.print(f"regrade started: round {body.get('round', '?')}; watch it with `watch`")
+
+
+@app.command()
+@reported
+def watch(
+    ctx: typer.Context,
+    assignment_id: str,
+    timeout: Annotated[float, typer.Option(help="Give up watching after seconds.")] = 86400.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Follow the current round with a live progress bar until every submission is final."""
+    client = client_of(ctx)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("mean {task.fields[mean]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, disable=as_json) as bar:
+        task = bar.add_task(assignment_id, total=None, mean="-")
+
+        def show(body: dict[str, Any]) -> None:
+            progress = body.get("progress") or {}
+            mean = progress.get("mean_score")
+            bar.update(
+                task,
+                total=progress.get("submissions") or None,
+                completed=progress.get("final", 0),
+                mean="-" if mean is None else f"{mean:.2f}",
+            )
+
+        try:
+            body = client.wait_assignment(assignment_id, timeout, on_update=show)
+        except TimeoutError as exc:
+            detail = f"assignment {assignment_id} not graded after {timeout:g}s"
+            raise CliError("watch-timeout", detail, WATCH_TIMEOUT) from exc
+    if as_json:
+        emit(body)
+    else:
+        out.print(_summary(body))

@@ -1,0 +1,29 @@
+"""The operator's view of assignments: any client's assignment, its progress and histogram."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from services.intake.admin.auth import OperatorAuthenticator
+from services.intake.assignment_views import assignment_view
+from shared.domain.errors import AssignmentNotFound
+from shared.ports import AssignmentStore
+
+admin_assignments = Blueprint("admin_assignments", __name__, url_prefix="/admin/v1/assignments")
+
+
+@admin_assignments.before_request
+def _authenticate() -> None:
+    auth: OperatorAuthenticator = current_app.extensions["gradeq.operator_auth"]
+    request.environ["gradeq.operator"] = auth.operator()
+
+
+@admin_assignments.get("/<assignment_id>")
+def get_assignment(assignment_id: str) -> Response:
+    """The assignment of any client, with its client and the current round's progress."""
+    store: AssignmentStore = current_app.extensions["gradeq.admin_assignments"]
+    assignment = store.get(assignment_id)
+    if assignment is None:
+        raise AssignmentNotFound(f"no assignment {assignment_id}")
+    view = assignment_view(assignment, store.tally(assignment.id, assignment.round))
+    return jsonify({**view.model_dump(mode="json"), "client_id": assignment.client_id})

@@ -1,0 +1,208 @@
+"""The assignment request bodies and queries, validated field by field (unknown refused)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from services.intake.schemas import GradingJobIn, Text, _failed
+from shared.adapters.graders.prompt import DEFAULT_PROMPT_VERSION, GradingPrompt
+from shared.domain.assignment import Rubric
+from shared.domain.errors import ValidationFailed
+from shared.domain.rubric import criteria_of
+from shared.service_layer.assignments import MAX_BATCH, Answer
+
+RubricIn = GradingJobIn.model_fields["rubric"].annotation
+Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class AssignmentIn(BaseModel):
+    """POST /v1/assignments body."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    title: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+    rubric: RubricIn  # type: ignore[valid-type]
+    max_score: float = Field(default=10.0, gt=0, le=1_000_000)
+    prompt_version: Text = DEFAULT_PROMPT_VERSION
+
+    @field_validator("prompt_version")
+    @classmethod
+    def _shipped(cls, value: str) -> str:
+        _shipped_prompt(value)
+        return value
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
+        return _with_criteria(value)
+
+    def rubric_value(self) -> Rubric:
+        rubric: str | list[str] = self.rubric
+        return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class RubricRevisionIn(BaseModel):
+    """PATCH /v1/assignments/{id} body: the rubric's next version."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    rubric: RubricIn  # type: ignore[valid-type]
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
+        return _with_criteria(value)
+
+    def rubric_value(self) -> Rubric:
+        rubric: str | list[str] = self.rubric
+        return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class AnswerIn(BaseModel):
+    """One answer of a batch; `submission_id` is its idempotency key in the assignment."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    submission_id: Text
+    answer: str = Field(min_length=1)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+
+    @field_validator("answer", "metadata", "callback_url")
+    @classmethod
+    def _as_for_one_job(cls, value: Any, info: ValidationInfo) -> Any:
+        """The same checks as a single job's field (answer and metadata size, https)."""
+        return _job_check(info.field_name or "")(value)
+
+    def to_answer(self) -> Answer:
+        return Answer(self.submission_id, self.answer, self.metadata, self.callback_url)
+
+
+class AssignmentJobIn(AnswerIn):
+    """POST /v1/grading-jobs body for an answer to one of your assignments: the rubric,
+    max score and prompt version come from the assignment, the key is the submission id."""
+
+    assignment_id: Text
+
+
+class BatchIn(BaseModel):
+    """POST /v1/assignments/{id}/submissions:batch body (each item is checked on its own)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    answers: list[AnswerIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class PageQuery(BaseModel):
+    """A page size and the cursor of the next page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cursor: Cursor | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+class RegradeIn(BaseModel):
+    """POST /v1/assignments/{id}/regrade body: what changes for the new round (if anything)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    rubric: RubricIn | None = None  # type: ignore[valid-type]
+    prompt_version: Text | None = None
+
+    @field_validator("prompt_version")
+    @classmethod
+    def _shipped(cls, value: str | None) -> str | None:
+        return _shipped_prompt(value)
+
+    @field_validator("rubric")
+    @classmethod
+    def _has_criteria(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return None if value is None else _with_criteria(value)
+
+    def rubric_value(self) -> Rubric | None:
+        rubric: str | list[str] | None = self.rubric
+        return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class ReportQuery(BaseModel):
+    """GET /v1/assignments/{id}/regrade query: what counts as a changed score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(default=1.0, ge=0)
+
+
+_JOB_CHECKS = {"answer": "_answer_size", "metadata": "_metadata_size", "callback_url": "_https"}
+
+
+def _job_check(field_name: str) -> Any:
+    validators = GradingJobIn.__pydantic_decorators__.field_validators
+    return validators[_JOB_CHECKS[field_name]].func
+
+
+def _shipped_prompt(version: str | None) -> str | None:
+    """A prompt version the graders have (an unknown one would fail every grading)."""
+    if version is None:
+        return None
+    try:
+        GradingPrompt.load(version)
+    except ValueError as exc:
+        raise ValueError(f"no prompt version {version!r} is shipped") from exc
+    return version
+
+
+def _with_criteria(value: str | list[str]) -> str | list[str]:
+    if not criteria_of(value):
+        raise ValueError("must name at least one criterion (blank items do not count)")
+    return value
+
+
+def parse(model: type[BaseModel], payload: object, summary: str = "invalid fields") -> Any:
+    """Validate a decoded JSON body; raise ValidationFailed listing every bad field."""
+    if not isinstance(payload, dict):
+        raise ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"field": "", "message": "expected an object"}],
+        )
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise _failed(exc, summary) from exc
+
+
+def parse_batch(payload: object) -> list[Answer | ValidationFailed]:
+    """The batch's answers in order, each an Answer or why that one item is refused.
+
+    The envelope (an object with 1 to MAX_BATCH answers) must be valid as a whole.
+    """
+    if not isinstance(payload, dict) or not isinstance(payload.get("answers"), list):
+        raise ValidationFailed(
+            "the body must be an object with a list of answers",
+            errors=[{"field": "answers", "message": "expected a list"}],
+        )
+    extra = sorted(set(payload) - {"answers"})
+    items: list[Any] = payload["answers"]
+    if extra or not 1 <= len(items) <= MAX_BATCH:
+        raise ValidationFailed(
+            f"a batch holds 1 to {MAX_BATCH} answers and nothing else",
+            errors=[{"field": "answers", "message": f"1 to {MAX_BATCH} items"}]
+            + [{"field": name, "message": "unknown field"} for name in extra],
+        )
+    parsed: list[Answer | ValidationFailed] = []
+    for item in items:
+        try:
+            parsed.append(parse(AnswerIn, item).to_answer())
+        except ValidationFailed as refused:
+            parsed.append(refused)
+    return parsed

@@ -1,0 +1,201 @@
+"""The public JSON shapes of assignments, as pydantic models (rendered and documented)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.intake.views import JobView, _iso
+from shared.domain.assignment import Assignment, RubricVersion, Tally
+from shared.domain.errors import GradeqError
+from shared.domain.job import Job, JobStatus
+from shared.service_layer.assignments import ItemResult, ItemStatus
+from shared.service_layer.regrade import RegradeReport
+
+
+class RubricVersionView(BaseModel):
+    """One version of the rubric; versions are numbered from 1 and never change."""
+
+    version: int = Field(ge=1)
+    rubric: str | list[str]
+    created_at: str
+
+
+class ProgressView(BaseModel):
+    """The current grading round's counts by status and mean score so far."""
+
+    round: int = Field(ge=0)
+    submissions: int = Field(ge=0)
+    final: int = Field(ge=0)
+    counts: dict[JobStatus, int]
+    mean_score: float | None
+    done: bool
+    #: Scores so far in tenths of the max score: [0, 10%), [10%, 20%), ..., the full score.
+    histogram: list[int]
+
+
+class AssignmentView(BaseModel):
+    """An assignment as its client sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    title: str
+    max_score: float
+    prompt_version: str
+    rubric: RubricVersionView
+    rubric_versions: list[RubricVersionView]
+    created_at: str
+    updated_at: str
+    progress: ProgressView | None = None
+
+
+class AssignmentPageView(BaseModel):
+    """One page of a client's assignments, newest first; `next_cursor` fetches the next."""
+
+    assignments: list[AssignmentView]
+    next_cursor: str | None
+
+
+class ItemProblem(BaseModel):
+    """Why one answer of a batch was refused (an RFC 9457 problem, without status)."""
+
+    type: str
+    title: str
+    detail: str
+    errors: list[dict[str, str]] | None = None
+
+
+class BatchItemView(BaseModel):
+    """What the batch did with one answer."""
+
+    submission_id: str | None
+    status: ItemStatus
+    job_id: str | None = None
+    problem: ItemProblem | None = None
+
+
+class BatchView(BaseModel):
+    """The batch's answer, item by item in the order sent, with the totals."""
+
+    accepted: int
+    existing: int
+    refused: int
+    items: list[BatchItemView]
+
+
+class GradePageView(BaseModel):
+    """One page of the assignment's jobs, newest first."""
+
+    jobs: list[JobView]
+    next_cursor: str | None
+
+
+def _rubric(version: RubricVersion) -> RubricVersionView:
+    rubric: Any = version.rubric
+    created_at = _iso(version.created_at)
+    assert created_at is not None
+    return RubricVersionView(
+        version=version.version,
+        rubric=list(rubric) if isinstance(rubric, tuple) else rubric,
+        created_at=created_at,
+    )
+
+
+def assignment_view(assignment: Assignment, tally: Tally | None = None) -> AssignmentView:
+    created_at, updated_at = _iso(assignment.created_at), _iso(assignment.updated_at)
+    assert created_at is not None and updated_at is not None
+    progress = None
+    if tally is not None:
+        progress = ProgressView(
+            round=assignment.round,
+            submissions=tally.total,
+            final=tally.final,
+            counts={s: tally.counts.get(s, 0) for s in JobStatus},
+            mean_score=tally.mean_score,
+            histogram=list(tally.histogram),
+            done=tally.done and tally.total >= assignment.expected,
+        )
+    return AssignmentView(
+        id=assignment.id,
+        title=assignment.title,
+        max_score=assignment.max_score,
+        prompt_version=assignment.prompt_version,
+        rubric=_rubric(assignment.rubric),
+        rubric_versions=[_rubric(v) for v in assignment.rubrics],
+        created_at=created_at,
+        updated_at=updated_at,
+        progress=progress,
+    )
+
+
+def _problem(error: GradeqError) -> ItemProblem:
+    errors = error.extensions.get("errors")
+    return ItemProblem(type=error.type_uri, title=error.title, detail=error.detail, errors=errors)
+
+
+def batch_view(results: list[ItemResult | tuple[str | None, GradeqError]]) -> BatchView:
+    """The batch's answer; a (submission id, error) pair is an item refused before storing."""
+    items: list[BatchItemView] = []
+    for result in results:
+        if isinstance(result, tuple):
+            submission_id, error = result
+            items.append(
+                BatchItemView(
+                    submission_id=submission_id, status=ItemStatus.REFUSED, problem=_problem(error)
+                )
+            )
+            continue
+        job: Job | None = result.job
+        items.append(
+            BatchItemView(
+                submission_id=result.submission_id,
+                status=result.status,
+                job_id=job.id if job is not None else None,
+                problem=_problem(result.problem) if result.problem is not None else None,
+            )
+        )
+    count = {s: sum(1 for i in items if i.status is s) for s in ItemStatus}
+    return BatchView(
+        accepted=count[ItemStatus.ACCEPTED],
+        existing=count[ItemStatus.EXISTING],
+        refused=count[ItemStatus.REFUSED],
+        items=items,
+    )
+
+
+class ScoreChangeView(BaseModel):
+    """One submission's score before and after the regrade (null: no score)."""
+
+    submission_id: str
+    job_id: str
+    old: float | None
+    new: float | None
+    status: JobStatus
+
+
+class RegradeReportView(BaseModel):
+    """How the last regrade moved the scores: mean shift, how many moved more than the
+    threshold, and the quadratic weighted kappa between the two gradings."""
+
+    round: int
+    compared: int
+    mean_shift: float | None
+    changed: int
+    threshold: float
+    kappa: float | None
+    changes: list[ScoreChangeView]
+
+
+def report_view(report: RegradeReport) -> RegradeReportView:
+    return RegradeReportView(
+        round=report.round,
+        compared=report.compared,
+        mean_shift=report.mean_shift,
+        changed=report.changed,
+        threshold=report.threshold,
+        kappa=report.kappa,
+        changes=[ScoreChangeView(**dataclasses.asdict(c)) for c in report.changes],
+    )

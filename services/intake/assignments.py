@@ -1,0 +1,266 @@
+"""HTTP handlers of assignments: create, read, revise, submit a class's answers, grades out."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    request,
+    stream_with_context,
+    url_for,
+)
+
+from services.intake.assignment_schemas import (
+    AssignmentIn,
+    AssignmentJobIn,
+    PageQuery,
+    RegradeIn,
+    ReportQuery,
+    RubricRevisionIn,
+    parse,
+    parse_batch,
+)
+from services.intake.assignment_views import (
+    AssignmentPageView,
+    GradePageView,
+    assignment_view,
+    batch_view,
+    report_view,
+)
+from services.intake.body import read_json_body
+from services.intake.client_auth import ClientAuthenticator
+from services.intake.views import job_model
+from shared.domain.errors import GradeqError
+from shared.domain.job import Job
+from shared.domain.rubric import criteria_of
+from shared.http.callback_guard import CallbackGuard
+from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
+from shared.service_layer.assignments import Answer, AssignmentService, ItemResult, ItemStatus
+from shared.service_layer.intake import Submission
+from shared.service_layer.regrade import Regrader
+
+bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
+
+_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+#: The largest batch body: 1,000 answers of 16 KiB on average (each at most 100 KiB).
+MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
+CSV = "text/csv"
+
+
+def _service() -> AssignmentService:
+    service: AssignmentService = current_app.extensions["gradeq.assignments"]
+    return service
+
+
+def _client_id() -> str:
+    auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
+    return auth.client_id()
+
+
+def _json_body(limit: int | None = None) -> object:
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
+    if limit is not None:
+        request.max_content_length = limit
+    return read_json_body(limit or current_app.config["MAX_CONTENT_LENGTH"])
+
+
+def _json(model: Any, status: int = 200) -> Response:
+    response = jsonify(model.model_dump(mode="json"))
+    response.status_code = status
+    return response
+
+
+@bp.post("")
+def create_assignment() -> Response:
+    client_id = _client_id()
+    key = request.headers.get("Idempotency-Key")
+    if key is None or not _KEY.match(key):
+        raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
+    body: AssignmentIn = parse(AssignmentIn, _json_body())
+    assignment, created = _service().create(
+        client_id, key, body.title, body.rubric_value(), body.max_score, body.prompt_version
+    )
+    response = _json(assignment_view(assignment), 201 if created else 200)
+    response.headers["Location"] = url_for(
+        "assignments.get_assignment", assignment_id=assignment.id
+    )
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("")
+def list_assignments() -> Response:
+    query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
+    page = _service().page(_client_id(), query.limit, query.cursor)
+    return _json(
+        AssignmentPageView(
+            assignments=[assignment_view(a) for a in page.assignments],
+            next_cursor=page.next_cursor,
+        )
+    )
+
+
+@bp.get("/<assignment_id>")
+def get_assignment(assignment_id: str) -> Response:
+    progress = _service().progress(_client_id(), assignment_id)
+    response = _json(assignment_view(progress.assignment, progress.tally))
+    if not progress.tally.done:
+        response.headers["Retry-After"] = str(current_app.config["RETRY_AFTER_S"])
+    return response
+
+
+@bp.patch("/<assignment_id>")
+def revise_assignment(assignment_id: str) -> Response:
+    client_id = _client_id()
+    body: RubricRevisionIn = parse(RubricRevisionIn, _json_body())
+    return _json(assignment_view(_service().revise(client_id, assignment_id, body.rubric_value())))
+
+
+@bp.post("/<assignment_id>/submissions:batch")
+def submit_batch(assignment_id: str) -> Response:
+    client_id = _client_id()
+    _service().get(client_id, assignment_id)  # a 404 before any callback URL is resolved
+    parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES))
+    guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+    answers: list[Answer] = []
+    refused: dict[int, tuple[str | None, GradeqError]] = {}
+    for index, item in enumerate(parsed):
+        if isinstance(item, GradeqError):
+            refused[index] = (None, item)
+            continue
+        try:
+            if item.callback_url is not None:
+                guard.check(item.callback_url)
+        except GradeqError as error:
+            refused[index] = (item.submission_id, error)
+            continue
+        answers.append(item)
+    stored = iter(_service().submit_batch(client_id, assignment_id, answers))
+    results: list[ItemResult | tuple[str | None, GradeqError]] = [
+        refused[i] if i in refused else next(stored) for i in range(len(parsed))
+    ]
+    return _json(batch_view(results))
+
+
+@bp.post("/<assignment_id>/regrade")
+def regrade(assignment_id: str) -> Response:
+    client_id = _client_id()
+    body: RegradeIn = parse(RegradeIn, _json_body())
+    regrader: Regrader = current_app.extensions["gradeq.regrader"]
+    assignment = regrader.regrade(
+        client_id, assignment_id, body.rubric_value(), body.prompt_version
+    )
+    response = _json(assignment_view(assignment), 202)
+    response.headers["Location"] = url_for(
+        "assignments.regrade_report", assignment_id=assignment.id
+    )
+    return response
+
+
+@bp.get("/<assignment_id>/regrade")
+def regrade_report(assignment_id: str) -> Response:
+    client_id = _client_id()
+    query: ReportQuery = parse(ReportQuery, request.args.to_dict(), "invalid query parameters")
+    regrader: Regrader = current_app.extensions["gradeq.regrader"]
+    return _json(report_view(regrader.report(client_id, assignment_id, query.threshold)))
+
+
+@bp.get("/<assignment_id>/grades")
+def grades(assignment_id: str) -> Response:
+    client_id = _client_id()
+    if request.accept_mimetypes.best_match(["application/json", CSV]) == CSV:
+        return _grades_csv(client_id, assignment_id)
+    query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
+    page = _service().grades(client_id, assignment_id, query.limit, query.cursor)
+    return _json(
+        GradePageView(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
+    )
+
+
+def _grades_csv(client_id: str, assignment_id: str) -> Response:
+    service = _service()
+    assignment = service.get(client_id, assignment_id)  # a 404 before the stream starts
+    criteria = criteria_of(assignment.rubric.rubric)
+
+    def rows() -> Iterator[str]:
+        yield _csv_line(
+            [
+                "submission_id",
+                "job_id",
+                "status",
+                "score",
+                "max_score",
+                "rubric_version",
+                "prompt_version",
+                "feedback",
+                *criteria,
+            ]
+        )
+        for job in service.all_grades(client_id, assignment.id):
+            yield _csv_line(_row(job, len(criteria)))
+
+    response = Response(stream_with_context(rows()), mimetype=CSV)
+    response.headers["Content-Disposition"] = f'attachment; filename="{assignment.id}.csv"'
+    return response
+
+
+def _row(job: Job, n_criteria: int) -> list[object]:
+    result = job.result
+    verdicts: list[object] = []
+    for criterion in result.criteria if result else ():
+        verdicts.append(
+            next((criterion[k] for k in ("score", "verdict", "met") if k in criterion), "")
+        )
+    verdicts = (verdicts + [""] * n_criteria)[:n_criteria]
+    return [
+        job.request.submission_id,
+        job.id,
+        job.status.value,
+        result.score if result else "",
+        job.request.max_score,
+        job.request.rubric_version if job.request.rubric_version is not None else "",
+        (result.prompt_version if result and result.prompt_version else None)
+        or job.request.prompt_version
+        or "",
+        result.feedback if result else "",
+        *verdicts,
+    ]
+
+
+def _csv_line(values: list[object]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(values)
+    return buffer.getvalue()
+
+
+def submit_to_assignment(client_id: str, payload: object) -> Submission | None:
+    """Submit a single job's body that names one of the client's assignments.
+
+    None when it names none (an `assignment_id` may also be a free-form label on a job
+    that carries its own rubric): the caller handles it as a job of its own.
+    """
+    assignment_id = payload.get("assignment_id") if isinstance(payload, dict) else None
+    service: AssignmentService | None = current_app.extensions.get("gradeq.assignments")
+    if service is None or not isinstance(assignment_id, str):
+        return None
+    if service.find(client_id, assignment_id) is None:
+        return None
+    body: AssignmentJobIn = parse(AssignmentJobIn, payload)
+    if body.callback_url is not None:
+        guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+        guard.check(body.callback_url)
+    [result] = service.submit_batch(client_id, assignment_id, [body.to_answer()])
+    if result.problem is not None:
+        raise result.problem
+    assert result.job is not None
+    return Submission(result.job, result.status is ItemStatus.ACCEPTED)

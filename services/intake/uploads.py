@@ -1,0 +1,77 @@
+"""POST /v1/uploads: a short-lived signed URL for one direct PUT of an answer file."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from services.intake.body import read_json_body
+from services.intake.client_auth import ClientAuthenticator
+from services.intake.rate_limit import SubmissionRateLimiter
+from services.intake.schemas import _failed
+from shared.domain.errors import ValidationFailed
+from shared.http.errors import UnsupportedMediaType
+from shared.service_layer.uploads import UploadService
+
+bp = Blueprint("uploads", __name__, url_prefix="/v1/uploads")
+_BODY_LIMIT = 4 * 1024
+
+
+class UploadIn(BaseModel):
+    """POST /v1/uploads body: what will be PUT."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    content_type: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    size: int = Field(gt=0, description="exact size in bytes of the file to be PUT")
+
+
+class UploadOut(BaseModel):
+    """Where to PUT the file, with which headers, until when; name `upload_id` in a job."""
+
+    upload_id: str
+    upload_url: str
+    method: str = "PUT"
+    headers: dict[str, str]
+    expires_at: str
+
+
+def uploads_service() -> UploadService:
+    service: UploadService = current_app.extensions["gradeq.uploads"]
+    return service
+
+
+@bp.post("")
+def create_upload() -> Response:
+    auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
+    client_id = auth.client_id()
+    # Each upload may store a file: its own bucket of tokens keeps storage bounded.
+    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.upload_rate_limiter"]
+    limiter.take(client_id)
+    if request.mimetype != "application/json":
+        raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
+    payload = read_json_body(_BODY_LIMIT)
+    if not isinstance(payload, dict):
+        raise ValidationFailed(
+            "the body must be a JSON object",
+            errors=[{"field": "", "message": "expected an object"}],
+        )
+    try:
+        body = UploadIn.model_validate(payload)
+    except ValidationError as exc:
+        raise _failed(exc, "invalid fields") from exc
+    created = uploads_service().create(client_id, body.content_type, body.size)
+    url = created.signed.url
+    if url.startswith("/"):  # the embedded store's URL is served by this intake
+        url = request.host_url.rstrip("/") + url
+    out = UploadOut(
+        upload_id=created.upload_id,
+        upload_url=url,
+        headers=created.signed.headers,
+        expires_at=created.signed.expires_at.isoformat().replace("+00:00", "Z"),
+    )
+    response = jsonify(out.model_dump(mode="json"))
+    response.status_code = 201
+    return response

@@ -1,0 +1,373 @@
+"""Assignments: create and revise them, accept a class's answers in one call, report progress.
+
+A submission's job id is derived from the client, the assignment and the submission id,
+so the submission id is the idempotency key within the assignment: a retried batch
+creates nothing twice, and a batch cut off half way is completed by sending it again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.assignment import Assignment, Rubric, Tally
+from shared.domain.errors import (
+    AssignmentNotFound,
+    BacklogFull,
+    GradeqError,
+    IdempotencyConflict,
+    TooManyActiveJobs,
+    ValidationFailed,
+)
+from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
+from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.ports import (
+    AssignmentStore,
+    Clock,
+    JobBatchWriter,
+    JobCursor,
+    JobFilter,
+    JobStore,
+    TaskQueue,
+    TaskSpec,
+    UnitOfWork,
+)
+from shared.service_layer.intake import decode_cursor, encode_cursor
+
+log = logging.getLogger(__name__)
+
+#: The most answers one batch call accepts.
+MAX_BATCH = 1000
+#: Task creations in flight at once for one batch, where the queue is remote.
+ENQUEUE_PARALLELISM = 16
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of a batch: its submission id is its key within the assignment."""
+
+    submission_id: str
+    answer: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    callback_url: str | None = None
+
+    def fingerprint(self) -> str:
+        """Hash of what the client sent for this submission (not the assignment's rubric)."""
+        canonical = json.dumps(
+            {
+                "submission_id": self.submission_id,
+                "answer": self.answer,
+                "metadata": self.metadata,
+                "callback_url": self.callback_url,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ItemStatus(StrEnum):
+    """What a batch did with one answer."""
+
+    ACCEPTED = "accepted"
+    EXISTING = "existing"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One answer's outcome: its job, or the problem type and detail of its refusal."""
+
+    submission_id: str
+    status: ItemStatus
+    job: Job | None = None
+    problem: GradeqError | None = None
+
+
+@dataclass(frozen=True)
+class AssignmentPage:
+    """One page of a client's assignments, and the cursor of the next (None on the last)."""
+
+    assignments: list[Assignment]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class GradePage:
+    """One page of an assignment's jobs, newest first."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """An assignment with its current round's tally."""
+
+    assignment: Assignment
+    tally: Tally
+
+
+def _cursor_of(assignment: Assignment) -> str:
+    """The same opaque cursor as a job page's: where the page ended."""
+    raw = json.dumps([assignment.created_at.isoformat(), assignment.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+class AssignmentService:
+    """Assignments of one authenticated client and their submissions."""
+
+    def __init__(
+        self,
+        assignments: AssignmentStore,
+        jobs: JobStore,
+        batch: JobBatchWriter,
+        queue: TaskQueue,
+        clock: Clock,
+        limits: AdmissionLimits | None = None,
+        uow: UnitOfWork | None = None,
+        enqueue_parallelism: int = 1,
+    ) -> None:
+        self._assignments = assignments
+        self._jobs = jobs
+        self._batch = batch
+        self._queue = queue
+        self._clock = clock
+        self._limits = limits
+        self._uow = uow
+        self._parallelism = enqueue_parallelism
+
+    # --- the resource ------------------------------------------------------------------
+
+    def create(
+        self,
+        client_id: str,
+        idempotency_key: str,
+        title: str,
+        rubric: Rubric,
+        max_score: float,
+        prompt_version: str,
+        settings: dict[str, Any] | None = None,
+    ) -> tuple[Assignment, bool]:
+        """Create the assignment once per key; a retry with another body is a conflict."""
+        new = Assignment.new(
+            assignment_id_for(client_id, idempotency_key),
+            client_id,
+            title,
+            rubric,
+            max_score,
+            prompt_version,
+            self._clock.now(),
+            settings,
+        )
+        stored, created = self._assignments.create(new)
+        if not created and _definition(stored) != _definition(new):
+            raise IdempotencyConflict(
+                "this Idempotency-Key was already used with a different assignment"
+            )
+        return stored, created
+
+    def get(self, client_id: str, assignment_id: str) -> Assignment:
+        """The client's assignment; another client's is as unknown as a missing one."""
+        assignment = self._assignments.get(assignment_id)
+        if assignment is None or assignment.client_id != client_id:
+            raise AssignmentNotFound(f"no assignment {assignment_id}")
+        return assignment
+
+    def find(self, client_id: str, assignment_id: str) -> Assignment | None:
+        """The client's assignment of this id, or None (a free-form label on a job)."""
+        assignment = self._assignments.get(assignment_id)
+        return assignment if assignment and assignment.client_id == client_id else None
+
+    def page(self, client_id: str, limit: int, cursor: str | None = None) -> AssignmentPage:
+        after = decode_cursor(cursor) if cursor else None
+        found = self._assignments.list_of(client_id, limit + 1, after)
+        more = len(found) > limit
+        found = found[:limit]
+        return AssignmentPage(found, _cursor_of(found[-1]) if more else None)
+
+    def revise(self, client_id: str, assignment_id: str, rubric: Rubric) -> Assignment:
+        """Make `rubric` the assignment's next rubric version (the same rubric: no change)."""
+        self.get(client_id, assignment_id)
+        now = self._clock.now()
+        return self._assignments.update(assignment_id, lambda a: a.revise(rubric, now))
+
+    def progress(self, client_id: str, assignment_id: str) -> Progress:
+        """The assignment and its current round's counters: two reads plus the tally's."""
+        assignment = self.get(client_id, assignment_id)
+        return Progress(assignment, self._assignments.tally(assignment.id, assignment.round))
+
+    def grades(
+        self, client_id: str, assignment_id: str, limit: int, cursor: str | None = None
+    ) -> GradePage:
+        """One page of the assignment's jobs, newest first."""
+        assignment = self.get(client_id, assignment_id)
+        after = JobCursor(*decode_cursor(cursor)) if cursor else None
+        where = JobFilter(client_id=client_id, assignment_id=assignment.id)
+        jobs = self._jobs.find_jobs(where, limit + 1, after)
+        more = len(jobs) > limit
+        jobs = jobs[:limit]
+        return GradePage(jobs, encode_cursor(jobs[-1]) if more else None)
+
+    def all_grades(self, client_id: str, assignment_id: str, page: int = 200) -> Iterator[Job]:
+        """Every job of the assignment, a page at a time (for a streamed sheet)."""
+        cursor: str | None = None
+        while True:
+            found = self.grades(client_id, assignment_id, page, cursor)
+            yield from found.jobs
+            if found.next_cursor is None:
+                return
+            cursor = found.next_cursor
+
+    # --- submissions -------------------------------------------------------------------
+
+    def request_for(self, assignment: Assignment, answer: Answer) -> GradingRequest:
+        """The grading request of one answer under the assignment's current rubric."""
+        return GradingRequest(
+            submission_id=answer.submission_id,
+            answer=answer.answer,
+            rubric=assignment.rubric.rubric,
+            max_score=assignment.max_score,
+            assignment_id=assignment.id,
+            callback_url=answer.callback_url,
+            metadata=answer.metadata,
+            rubric_version=assignment.rubric.version,
+            prompt_version=assignment.prompt_version,
+            assignment_round=assignment.round,
+        )
+
+    def submit_batch(
+        self, client_id: str, assignment_id: str, answers: list[Answer]
+    ) -> list[ItemResult]:
+        """Accept each answer once: new ones get a job and its task, retries their job back.
+
+        Items come back in the order given. An answer whose submission id was used with
+        other content is refused (a conflict); a repeated id within one batch too.
+        """
+        if len(answers) > MAX_BATCH:
+            raise ValidationFailed(
+                f"a batch holds at most {MAX_BATCH} answers",
+                errors=[{"field": "answers", "message": f"at most {MAX_BATCH} items"}],
+            )
+        assignment = self.get(client_id, assignment_id)
+        now = self._clock.now()
+        capacity, over = self._capacity(client_id)
+        results: dict[int, ItemResult] = {}
+        seen: set[str] = set()
+        wanted: list[tuple[int, Answer, Job]] = []
+        for index, answer in enumerate(answers):
+            if answer.submission_id in seen:
+                results[index] = ItemResult(
+                    answer.submission_id,
+                    ItemStatus.REFUSED,
+                    problem=ValidationFailed("the submission id is repeated within the batch"),
+                )
+                continue
+            seen.add(answer.submission_id)
+            job_id = submission_job_id(client_id, assignment.id, answer.submission_id)
+            new = Job.new(
+                job_id, client_id, self.request_for(assignment, answer), answer.fingerprint(), now
+            )
+            wanted.append((index, answer, new))
+        with self._uow.atomic() if self._uow else nullcontext():
+            stored = self._batch.create_many([w[2] for w in wanted], capacity)
+            pending: list[Job] = []
+            for (index, answer, new), (job, created) in zip(wanted, stored, strict=True):
+                if job is None:
+                    # Past a ceiling: not stored. A retried answer is never refused here.
+                    assert over is not None
+                    results[index] = ItemResult(
+                        answer.submission_id, ItemStatus.REFUSED, None, over
+                    )
+                    continue
+                if not created and job.fingerprint != new.fingerprint:
+                    results[index] = ItemResult(
+                        answer.submission_id,
+                        ItemStatus.REFUSED,
+                        job,
+                        IdempotencyConflict(
+                            "this submission id was already used with a different answer"
+                        ),
+                    )
+                    continue
+                status = ItemStatus.ACCEPTED if created else ItemStatus.EXISTING
+                results[index] = ItemResult(answer.submission_id, status, job)
+                if job.status is JobStatus.PENDING:
+                    # Also for an existing job: the first batch may have died before its
+                    # task was made. The task name dedupes.
+                    pending.append(job)
+            failed = self._enqueue(pending, now)
+        for index, result in results.items():
+            if result.job is not None and result.job.id in failed:
+                results[index] = ItemResult(
+                    result.submission_id, ItemStatus.REFUSED, result.job, failed[result.job.id]
+                )
+        if over is not None and not any(r.job for r in results.values()):
+            raise over  # nothing admitted nor found: the whole batch waits (429 or 503)
+        accepted = sum(1 for r in results.values() if r.status is ItemStatus.ACCEPTED)
+        log.info(
+            "batch accepted",
+            extra={"assignment_id": assignment.id, "answers": len(answers), "accepted": accepted},
+        )
+        return [results[i] for i in range(len(answers))]
+
+    def _capacity(self, client_id: str) -> tuple[int | None, GradeqError | None]:
+        """How many new jobs the ceilings admit now, and the error refusing the rest.
+
+        One read of the counters for the whole batch; like single creates racing, the
+        ceilings stay soft against concurrent batches.
+        """
+        if self._limits is None:
+            return None, None
+        counts = self._jobs.active_counts(client_id)
+        try:
+            self._limits.check(counts)
+        except (TooManyActiveJobs, BacklogFull) as full:
+            return 0, full
+        room = min(self._limits.per_client - counts.client, self._limits.backlog - counts.total)
+        try:
+            self._limits.check(ActiveCounts(counts.client + room, counts.total + room))
+        except (TooManyActiveJobs, BacklogFull) as past:
+            return room, past
+        raise AssertionError("a ceiling admits more than it allows")
+
+    def _enqueue(self, jobs: list[Job], now: datetime) -> dict[str, GradeqError]:
+        """Make each pending job's task; the ones that failed, by job id (they stay pending:
+        the batch's retry or the recovery sweep makes their task)."""
+
+        def one(job: Job) -> tuple[str, GradeqError | None]:
+            due = job.request.scheduled_for or now
+            try:
+                self._queue.enqueue(
+                    TaskSpec(
+                        task_name_for(job.id, job.generation),
+                        job.id,
+                        schedule_time=due,
+                        queue=job.lane,
+                    )
+                )
+            except GradeqError as exc:
+                return job.id, exc
+            return job.id, None
+
+        if self._parallelism <= 1 or len(jobs) <= 1:
+            outcomes = [one(job) for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=self._parallelism) as pool:
+                outcomes = list(pool.map(one, jobs))
+        return {job_id: error for job_id, error in outcomes if error is not None}
+
+
+def _definition(assignment: Assignment) -> tuple[Any, ...]:
+    first = assignment.rubrics[0]
+    return (assignment.title, first.rubric, assignment.max_score, assignment.settings)

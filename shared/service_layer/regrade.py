@@ -1,0 +1,204 @@
+"""Regrade a whole assignment under a new rubric or prompt version, and report the change.
+
+A regrade opens the assignment's next grading round and moves every final submission of
+the round before into it as a new generation of its job (`Job.regrade`: the previous
+result kept, a fresh attempt budget and event id). The round is not graded before all it
+expects are counted in it; a regrade cut off half way is completed by asking again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared.domain.agreement import quadratic_weighted_kappa
+from shared.domain.assignment import Assignment, Rubric
+from shared.domain.errors import AssignmentBusy, GradeqError, JobLocked, ValidationFailed
+from shared.domain.ids import task_name_for
+from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.ports import AssignmentStore, Clock, JobStore, TaskQueue, TaskSpec
+from shared.service_layer.assignments import AssignmentService
+
+log = logging.getLogger(__name__)
+
+_REGRADABLE = (JobStatus.SUCCEEDED, JobStatus.FAILED)
+#: How long a regrade waits for a just-finished job's event to be published (it is in
+#: flight when the round has only just become done).
+ANNOUNCE_WAITS_S = (0.05, 0.2, 0.5)
+
+
+@dataclass(frozen=True)
+class ScoreChange:
+    """One submission's score before and after the regrade (None: no score)."""
+
+    submission_id: str
+    job_id: str
+    old: float | None
+    new: float | None
+    status: JobStatus
+
+
+@dataclass(frozen=True)
+class RegradeReport:
+    """How the regrade moved the scores of the submissions graded both times."""
+
+    round: int
+    compared: int
+    mean_shift: float | None
+    changed: int
+    threshold: float
+    kappa: float | None
+    changes: list[ScoreChange]
+
+
+class Regrader:
+    """Starts (or resumes) an assignment's regrade, and reports on the last one."""
+
+    def __init__(
+        self,
+        service: AssignmentService,
+        assignments: AssignmentStore,
+        jobs: JobStore,
+        queue: TaskQueue,
+        clock: Clock,
+        check_round: Callable[[str, str, int], bool] | None = None,
+        parallelism: int = 1,
+    ) -> None:
+        self._service = service
+        self._assignments = assignments
+        self._jobs = jobs
+        self._queue = queue
+        self._clock = clock
+        self._check_round = check_round
+        self._parallelism = parallelism
+
+    def regrade(
+        self,
+        client_id: str,
+        assignment_id: str,
+        rubric: Rubric | None = None,
+        prompt_version: str | None = None,
+    ) -> Assignment:
+        """Open the next round and move every final submission into it (or finish moving)."""
+        assignment = self._service.get(client_id, assignment_id)
+        tally = self._assignments.tally(assignment.id, assignment.round)
+        resuming = assignment.round > 0 and tally.total < assignment.expected
+        if not resuming:
+            if sum(tally.counts.get(s, 0) for s in _REGRADABLE) == 0 and tally.final == tally.total:
+                raise ValidationFailed(
+                    "the assignment has no graded submission to regrade",
+                    errors=[{"field": "", "message": "nothing to regrade"}],
+                )
+            if not tally.done:
+                raise AssignmentBusy(
+                    f"round {assignment.round} has {tally.total - tally.final} submissions"
+                    " not yet final; regrade once it is graded"
+                )
+            expected = sum(tally.counts.get(s, 0) for s in _REGRADABLE)
+            now = self._clock.now()
+            current_round = assignment.round
+
+            def start(a: Assignment) -> Assignment:
+                if a.round != current_round:
+                    raise AssignmentBusy("another regrade of this assignment started first")
+                revised = a.revise(rubric, now) if rubric is not None else a
+                return revised.start_round(now, expected, prompt_version)
+
+            assignment = self._assignments.update(assignment.id, start)
+        moved = self._move(assignment)
+        log.info(
+            "regrade started",
+            extra={"assignment_id": assignment.id, "round": assignment.round, "moved": moved},
+        )
+        if self._check_round is not None:
+            # Every job may have been graded already while others were still moving.
+            self._check_round(assignment.id, client_id, assignment.round)
+        return assignment
+
+    def _move(self, assignment: Assignment) -> int:
+        """Regrade each final job of the round before; how many are in this round now."""
+        now = self._clock.now()
+        previous = assignment.round - 1
+
+        def one(job: Job) -> int:
+            if job.request.assignment_round == assignment.round:
+                return 1  # moved by the regrade's first try
+            if job.request.assignment_round != previous or job.status not in _REGRADABLE:
+                return 0
+            request = dataclasses.replace(
+                job.request,
+                rubric=assignment.rubric.rubric,
+                rubric_version=assignment.rubric.version,
+                prompt_version=assignment.prompt_version,
+                assignment_round=assignment.round,
+            )
+            regraded = self._regrade_when_announced(job.id, now, request)
+            if regraded is None:
+                return 0  # its event is still not out: the next ask moves it
+            if regraded.status is JobStatus.PENDING:
+                name = task_name_for(regraded.id, regraded.generation)
+                task = TaskSpec(name, regraded.id, now, queue=regraded.lane)
+                try:
+                    self._queue.enqueue(task)
+                except GradeqError:
+                    log.warning("regrade task not made; the sweep replays it", exc_info=True)
+            return 1
+
+        jobs = self._service.all_grades(assignment.client_id, assignment.id)
+        if self._parallelism <= 1:
+            return sum(one(job) for job in jobs)
+        with ThreadPoolExecutor(max_workers=self._parallelism) as pool:
+            return sum(pool.map(one, jobs))
+
+    def _regrade_when_announced(
+        self, job_id: str, now: datetime, request: GradingRequest
+    ) -> Job | None:
+        """Regrade the job, waiting a little for its completion event to go out first."""
+        for wait_s in (*ANNOUNCE_WAITS_S, None):
+            try:
+                return self._jobs.update(job_id, lambda j: _regrade(j, now, request))
+            except JobLocked:
+                if wait_s is None:
+                    log.warning("regrade skipped a job still announcing", extra={"job_id": job_id})
+                    return None
+                time.sleep(wait_s)
+        return None
+
+    def report(self, client_id: str, assignment_id: str, threshold: float = 1.0) -> RegradeReport:
+        """Old and new score of each submission of the current round, and the summary."""
+        assignment = self._service.get(client_id, assignment_id)
+        changes = list(self._changes(assignment))
+        pairs = [(c.old, c.new) for c in changes if c.old is not None and c.new is not None]
+        old = [p[0] for p in pairs]
+        new = [p[1] for p in pairs]
+        shift = statistics.fmean(n - o for o, n in pairs) if pairs else None
+        return RegradeReport(
+            round=assignment.round,
+            compared=len(pairs),
+            mean_shift=shift,
+            changed=sum(1 for o, n in pairs if abs(n - o) > threshold),
+            threshold=threshold,
+            kappa=quadratic_weighted_kappa(old, new, 0, round(assignment.max_score)),
+            changes=changes,
+        )
+
+    def _changes(self, assignment: Assignment) -> Iterator[ScoreChange]:
+        for job in self._service.all_grades(assignment.client_id, assignment.id):
+            if job.request.assignment_round != assignment.round:
+                continue
+            before = job.regraded_from
+            old = before.result.score if before and before.result else None
+            new = job.result.score if job.result else None
+            yield ScoreChange(job.request.submission_id, job.id, old, new, job.status)
+
+
+def _regrade(job: Job, now: datetime, request: GradingRequest) -> Job:
+    if job.request.assignment_round == request.assignment_round:
+        return job  # a retried move: already in the new round
+    return job.regrade(now, request)

@@ -1,0 +1,116 @@
+"""Uploads: hand out signed URLs, then check each file a job names before it is accepted."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from shared.domain.file_content import SNIFF_BYTES, check_head, read_archive
+from shared.domain.uploads import (
+    FileKind,
+    FileRef,
+    UploadLimits,
+    UploadMismatch,
+    UploadNotFound,
+    UploadRefused,
+    UploadTooLarge,
+    UploadTypeNotAllowed,
+    kind_of,
+    new_upload_id,
+    object_name,
+)
+from shared.ports import BlobStore, Clock, SignedUpload
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NewUpload:
+    """An upload id and where to PUT its bytes."""
+
+    upload_id: str
+    signed: SignedUpload
+
+
+class UploadService:
+    """Signed URLs bound to a declared type and size; checks of a job's files at submit."""
+
+    def __init__(self, blobs: BlobStore, clock: Clock, limits: UploadLimits) -> None:
+        self._blobs = blobs
+        self._clock = clock
+        self.limits = limits
+
+    def create(self, client_id: str, content_type: str, size: int) -> NewUpload:
+        """A new upload of `size` bytes of `content_type` for this client."""
+        _check_declared(content_type, size, self.limits)
+        upload_id = new_upload_id()
+        expires_at = self._clock.now() + timedelta(seconds=self.limits.url_ttl_s)
+        signed = self._blobs.signed_put(
+            object_name(client_id, upload_id), content_type, size, expires_at
+        )
+        return NewUpload(upload_id, signed)
+
+    def verify(self, client_id: str, files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
+        """The job's files, each checked: present, this client's, as declared, allowed.
+
+        A refused file is deleted (a hostile upload is not kept); the job is refused
+        with the first file's problem.
+        """
+        limits = self.limits
+        if len(files) > limits.max_files_per_job:
+            raise UploadTooLarge(
+                f"a job may name at most {limits.max_files_per_job} files",
+                limit=limits.max_files_per_job,
+            )
+        total = sum(f.size for f in files)
+        if total > limits.max_job_bytes:
+            raise UploadTooLarge(
+                f"the job's files add up to {total} bytes, at most {limits.max_job_bytes}",
+                limit=limits.max_job_bytes,
+            )
+        if len({f.upload_id for f in files}) != len(files):
+            raise UploadMismatch("the same upload is named twice")
+        return tuple(self._verify_one(client_id, f) for f in files)
+
+    def _verify_one(self, client_id: str, ref: FileRef) -> FileRef:
+        _check_declared(ref.content_type, ref.size, self.limits)
+        name = object_name(client_id, ref.upload_id)
+        info = self._blobs.stat(name)
+        if info is None:
+            raise UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
+        try:
+            if info.size != ref.size:
+                raise UploadMismatch(
+                    f"upload {ref.upload_id} holds {info.size} bytes, {ref.size} were declared"
+                )
+            if info.content_type != ref.content_type:
+                raise UploadMismatch(
+                    f"upload {ref.upload_id} was stored as {info.content_type}, "
+                    f"{ref.content_type} was declared"
+                )
+            if ref.kind is FileKind.ARCHIVE:
+                read_archive(self._blobs.read(name, ref.size), self.limits)
+            else:
+                check_head(ref.content_type, self._blobs.read(name, SNIFF_BYTES), ref.size)
+        except UploadRefused as exc:
+            log.warning("upload refused", extra={"upload_id": ref.upload_id, "reason": exc.slug})
+            self._blobs.delete([name])
+            raise
+        return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name)
+
+    def delete(self, files: tuple[FileRef, ...]) -> None:
+        """Remove a job's files (erasure, expiry)."""
+        self._blobs.delete([f.object for f in files if f.object])
+
+
+def _check_declared(content_type: str, size: int, limits: UploadLimits) -> None:
+    if kind_of(content_type) is None:
+        raise UploadTypeNotAllowed(f"{content_type or 'no type'} cannot be graded")
+    if size > limits.max_file_bytes:
+        raise UploadTooLarge(
+            f"{size} bytes is over the {limits.max_file_bytes}-byte limit per file",
+            limit=limits.max_file_bytes,
+        )
+    if size < 1:
+        raise UploadMismatch("an upload must hold at least one byte")

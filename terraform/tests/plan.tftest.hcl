@@ -1,0 +1,93 @@
+# `terraform test` (make terraform-check): plans only, against the provider stand-in
+# (docs/terraform-check.md); nothing is created.
+
+variables {
+  project_id = "my-gradeq-project"
+  region     = "europe-west1"
+  image      = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq:0.1.0"
+}
+
+run "production_defaults" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for s in [google_pubsub_subscription.notification, google_pubsub_subscription.analytics, google_pubsub_subscription.dead_letter] : s.expiration_policy[0].ttl == ""])
+    error_message = "Every subscription must never expire (expiration_policy.ttl = \"\"); the default deletes it after 31 idle days."
+  }
+
+  assert {
+    condition     = alltrue([for s in [google_cloud_run_v2_service.worker, google_cloud_run_v2_service.notification] : s.ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY" && s.invoker_iam_disabled == false])
+    error_message = "The worker and the notification service must be internal and check run.invoker."
+  }
+
+  assert {
+    condition     = google_cloud_run_v2_service.intake.invoker_iam_disabled == true
+    error_message = "A public intake disables the invoker check instead of granting allUsers (refused under domain restricted sharing)."
+  }
+}
+
+run "private_intake" {
+  command = plan
+
+  variables {
+    intake_public   = false
+    intake_invokers = ["serviceAccount:frontend@my-gradeq-project.iam.gserviceaccount.com"]
+  }
+
+  assert {
+    condition     = google_cloud_run_v2_service.intake.invoker_iam_disabled == false && length(google_cloud_run_v2_service_iam_member.intake_invokers) == 1
+    error_message = "A private intake checks run.invoker and grants it to intake_invokers only."
+  }
+}
+
+# Every optional feature at once: terraform checks the branches the defaults leave out.
+run "every_option_set" {
+  command = plan
+
+  variables {
+    labels                              = { team = "grading" }
+    intake_public                       = false
+    intake_invokers                     = ["serviceAccount:frontend@my-gradeq-project.iam.gserviceaccount.com"]
+    intake_ingress                      = "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
+    cors_origins                        = ["https://app.example.com"]
+    firebase_auth                       = true
+    firebase_tenant_clients             = { tenant1 = "client1" }
+    grader                              = { kind = "openai", base_url = "https://api.openai.com/v1", model = "gpt-5-mini" }
+    firestore_database                  = "gradeq"
+    bigquery_location                   = "EU"
+    analytics_partition_expiration_days = 30
+    notification_channels               = ["projects/my-gradeq-project/notificationChannels/123"]
+    deletion_protection                 = false
+  }
+
+  assert {
+    condition     = google_pubsub_topic.events.labels["team"] == "grading" && google_firestore_database.main.name == "gradeq"
+    error_message = "Labels and the database id reach the resources."
+  }
+
+  assert {
+    condition     = length(google_secret_manager_secret.grader_api_key) == 1 && length(google_secret_manager_secret_iam_member.worker_grader_api_key) == 1
+    error_message = "A grader with a key reads it from its secret, granted to the worker."
+  }
+}
+
+run "dataset_id_is_validated" {
+  command = plan
+
+  variables {
+    analytics_dataset_id = "gradeq-analytics"
+  }
+
+  expect_failures = [var.analytics_dataset_id]
+}
+
+run "worker_budget_is_checked" {
+  command = plan
+
+  variables {
+    grader_timeout_s = 3600
+  }
+
+  # lease + grader timeout + result write retry must fit the queue's dispatch deadline.
+  expect_failures = [google_cloud_run_v2_service.worker]
+}

@@ -1,0 +1,197 @@
+"""What must hold in production, asserted on terraform's own plan (`terraform show -json`).
+
+The plan is made offline against the provider stand-in (docs/terraform-check.md) on an
+empty state, from terraform/examples/minimal.tfvars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.infra import terraform_run, tfconfig
+from tests.infra.tfconfig import REPO
+
+pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
+
+PUBLIC = {"allUsers", "allAuthenticatedUsers"}
+# Services only Google's own callers (Cloud Tasks, Scheduler, Pub/Sub) may reach.
+INTERNAL_SERVICES = ("worker", "notification", "analytics")
+RUN_IAM = (
+    "google_cloud_run_v2_service_iam_member",
+    "google_cloud_run_v2_service_iam_binding",
+    "google_cloud_run_v2_service_iam_policy",
+    "google_cloud_run_service_iam_member",
+    "google_cloud_run_service_iam_binding",
+)
+
+
+def planned(plan: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """Planned values of every resource of one type, by address."""
+    resources = plan["planned_values"]["root_module"].get("resources", [])
+    return {r["address"]: r["values"] for r in resources if r["type"] == rtype}
+
+
+def unknown(plan: dict[str, Any], address: str) -> dict[str, Any]:
+    """Which attributes of `address` are known only after apply."""
+    (change,) = [c for c in plan["resource_changes"] if c["address"] == address]
+    after_unknown: dict[str, Any] = change["change"]["after_unknown"]
+    return after_unknown
+
+
+def configured(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["address"]: r for r in plan["configuration"]["root_module"]["resources"]}
+
+
+def services(plan: dict[str, Any], roles: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Cloud Run services whose name ends with one of `roles` (PREFIX-worker, ...)."""
+    found = planned(plan, "google_cloud_run_v2_service")
+    return {a: v for a, v in found.items() if str(v["name"]).rsplit("-", 1)[-1] in roles}
+
+
+def test_no_public_invoker_on_the_internal_services(production_plan: dict[str, Any]) -> None:
+    internal = {v["name"] for v in services(production_plan, INTERNAL_SERVICES).values()}
+    assert {"gradeq-worker", "gradeq-notification"} <= internal
+    for rtype in RUN_IAM:
+        for address, values in planned(production_plan, rtype).items():
+            members = set(values.get("members") or []) | {values.get("member")}
+            members |= {str(values.get("policy_data"))}
+            if values.get("name") in internal:
+                assert not members & PUBLIC, f"{address} lets anyone invoke {values['name']}"
+
+
+def test_the_internal_services_take_internal_traffic_and_check_the_invoker(
+    production_plan: dict[str, Any],
+) -> None:
+    for address, values in services(production_plan, INTERNAL_SERVICES).items():
+        assert values["ingress"] == "INGRESS_TRAFFIC_INTERNAL_ONLY", address
+        # Known and false when planned: not left to a provider default.
+        assert "invoker_iam_disabled" not in unknown(production_plan, address), address
+        assert values["invoker_iam_disabled"] is False, address
+
+
+def test_the_public_intake_needs_no_all_users_binding(production_plan: dict[str, Any]) -> None:
+    # Domain restricted sharing (Google's secure-by-default organisations) refuses allUsers:
+    # a public intake turns the invoker check off on the service instead.
+    (intake,) = services(production_plan, ("intake",)).values()
+    assert production_plan["variables"].get("intake_public", {}).get("value", True) is True
+    assert intake["invoker_iam_disabled"] is True
+    for rtype in RUN_IAM:
+        for address, values in planned(production_plan, rtype).items():
+            members = set(values.get("members") or []) | {values.get("member")}
+            assert not members & PUBLIC, f"{address} grants {members & PUBLIC}"
+
+
+def test_every_subscription_never_expires(production_plan: dict[str, Any]) -> None:
+    subscriptions = planned(production_plan, "google_pubsub_subscription")
+    assert len(subscriptions) >= 3
+    for address, values in subscriptions.items():
+        # Without it the provider's default deletes a subscription after 31 quiet days.
+        assert values["expiration_policy"] == [{"ttl": ""}], address
+
+
+def _secret_ids(values: Any) -> Iterator[str]:
+    """Secret ids a service's planned containers read (env value_source.secret_key_ref)."""
+    if isinstance(values, list):
+        for item in values:
+            yield from _secret_ids(item)
+    elif isinstance(values, dict):
+        for key, value in values.items():
+            if key == "secret_key_ref":
+                yield from (ref["secret"] for ref in value)
+            else:
+                yield from _secret_ids(value)
+
+
+def _base(address: str) -> str:
+    """`google_x.name[0]` -> `google_x.name`."""
+    return address.split("[", 1)[0]
+
+
+def _duration_s(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return float(text[:-1]) * units[text[-1]]
+
+
+@pytest.mark.parametrize("plan_name", ["production_plan", "keyed_grader_plan"])
+def test_every_service_that_reads_a_secret_waits_for_its_grant_to_propagate(
+    plan_name: str, request: pytest.FixtureRequest
+) -> None:
+    plan: dict[str, Any] = request.getfixturevalue(plan_name)
+    config = configured(plan)
+    readers = 0
+    secret_address = {
+        v["secret_id"]: _base(a) for a, v in planned(plan, "google_secret_manager_secret").items()
+    }
+    for address, values in services(
+        plan, ("intake", "worker", "notification", "analytics")
+    ).items():
+        service = config[address]
+        secrets = {secret_address[s] for s in _secret_ids(values["template"])}
+        if not secrets:
+            continue
+        readers += 1
+        account = {
+            r
+            for r in service["expressions"]["template"][0]["service_account"]["references"]
+            if r.count(".") == 1
+        }
+        waits = [config[a] for a in service.get("depends_on", []) if a.startswith("time_sleep.")]
+        for secret in secrets:
+            grants = [
+                a
+                for a, r in config.items()
+                if r["type"] == "google_secret_manager_secret_iam_member"
+                and secret in r["expressions"]["secret_id"]["references"]
+                and account & set(r["expressions"]["member"]["references"])
+                and r["expressions"]["role"]["constant_value"]
+                == "roles/secretmanager.secretAccessor"
+            ]
+            assert grants, f"{address} reads {secret} but nothing grants its account access"
+            for grant in grants:
+                timed = [
+                    w
+                    for w in waits
+                    if grant
+                    in w["expressions"].get("triggers", {}).get("references", [])
+                    + w.get("depends_on", [])
+                    and _duration_s(w["expressions"]["create_duration"]["constant_value"]) >= 60
+                ]
+                assert timed, (
+                    f"{address} may start before {grant} has propagated: it must depend on a "
+                    "time_sleep (>= 60s) that waits for the grant"
+                )
+    assert readers >= (3 if plan_name == "keyed_grader_plan" else 2)
+
+
+# Resources whose name would clash between two environments in one project.
+ENVIRONMENT_SCOPED = {
+    "google_cloud_tasks_queue": "name",
+    "google_bigquery_dataset": "dataset_id",
+    "google_firestore_database": "name",
+}
+
+
+def test_what_name_prefix_does_not_rename_is_named_in_the_deploy_docs(
+    production_plan: dict[str, Any], keyed_grader_plan: dict[str, Any]
+) -> None:
+    other = keyed_grader_plan  # name_prefix = "staging"
+    assert {v["name"] for v in services(other, ("worker",)).values()} == {"staging-worker"}
+    shared = []
+    for rtype, attribute in ENVIRONMENT_SCOPED.items():
+        ours = {v[attribute] for v in planned(production_plan, rtype).values()}
+        theirs = {v[attribute] for v in planned(other, rtype).values()}
+        shared += sorted(ours & theirs)
+    deploy = (REPO / "docs" / "deploy.md").read_text()
+    described = tfconfig.load(terraform_run.TERRAFORM_DIR).variables["name_prefix"]["description"]
+    if not shared:
+        return  # every environment-scoped name follows the prefix
+    # Two environments in one project would share these: the docs must say so plainly.
+    assert "several environments can" not in deploy and "several environments can" not in described
+    assert "needs its own project" in deploy and "own project" in described
+    for name in shared:
+        assert f"`{name}`" in deploy, f"docs/deploy.md does not name the shared {name!r}"
+    # Renaming the queue instead is no way out: Cloud Tasks reserves a deleted queue's name.
+    assert "tombstone" in deploy

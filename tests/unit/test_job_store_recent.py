@@ -1,0 +1,93 @@
+"""The job store decodes a record only when it is not the text this process last saw."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded import job_store
+from shared.adapters.embedded.job_store import SqliteJobStore, _decode, _encode
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+
+REQUEST = GradingRequest(
+    submission_id="s",
+    answer="an answer",
+    rubric=("c1", "c2"),
+    max_score=9,
+    assignment_id="hw-1",
+    callback_url="https://example.com/hook",
+    metadata={"course": {"id": 7, "tags": ["a", "b"]}},
+)
+LEASE = timedelta(seconds=30)
+CLOCK = FrozenClock()
+
+
+def _lives() -> Iterator[Job]:
+    """A job through every kind of write the worker and the intake make."""
+    now = CLOCK.now()
+    job = Job.new("job-1", "client-a", REQUEST, "fp", now)
+    yield job
+    job = job.start_attempt("o1", now + timedelta(seconds=1), LEASE, 5)
+    yield job
+    job = job.renew("o1", now + timedelta(seconds=2), LEASE)
+    yield job
+    job = job.retry_later("o1", JobError("grading-transient", "busy"), now + timedelta(seconds=3))
+    yield job
+    job = job.start_attempt("o2", now + timedelta(seconds=4), LEASE, 5)
+    yield job
+    result = GradeResult(7.5, 9, "fine", ({"criterion": "c1", "met": True},), "rubric", "m", "v1")
+    job = job.succeed("o2", result, now + timedelta(seconds=5))
+    yield job
+    yield job.mark_event_published(now + timedelta(seconds=6))
+
+
+@pytest.mark.parametrize("job", list(_lives()), ids=lambda j: j.status.value)
+def test_a_written_record_decodes_to_the_job_that_was_written(job: Job) -> None:
+    # What makes remembering a written job as its record's decoding sound.
+    assert _decode(_encode(job)) == job
+
+
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+
+    def counted(text: str) -> Job:
+        seen.append(text)
+        return _decode(text)
+
+    monkeypatch.setattr(job_store, "_decode", counted)
+    return seen
+
+
+def test_a_job_read_and_rewritten_by_this_process_is_not_decoded_again(
+    tmp_path: Path, decodes: list[str]
+) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    lives = list(_lives())
+    store.create(lives[0])
+    for before, after in itertools.pairwise(lives):
+        assert store.update("job-1", lambda j, b=before, a=after: a if j == b else j) == after
+    assert store.get("job-1") == lives[-1]
+    assert decodes == []
+
+
+def test_a_record_changed_by_another_process_is_decoded(tmp_path: Path, decodes: list[str]) -> None:
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    job = store.create(Job.new("job-1", "client-a", REQUEST, "fp", CLOCK.now()))[0]
+    claimed = job.start_attempt("elsewhere", CLOCK.now(), LEASE, 5)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("UPDATE jobs SET record = ? WHERE id = ?", (_encode(claimed), job.id))
+    other.close()
+    assert store.get(job.id) == claimed
+    assert len(decodes) == 1
+    # Then remembered: the same text is not decoded twice.
+    assert store.get(job.id) == claimed
+    assert len(decodes) == 1
