@@ -64,7 +64,7 @@ bench-tools:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server wrk; \
 	fi
 
-bench: install $(BENCH_STAMP) bench-tools
+bench: install $(BENCH_STAMP) bench-tools bench-lanes
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
 
@@ -72,6 +72,13 @@ bench: install $(BENCH_STAMP) bench-tools
 .PHONY: bench-assignments
 bench-assignments: install
 	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
+
+# Priority lanes (bench/lanes.py, about two minutes): 2,000 bulk jobs queued, then 50 exam
+# jobs; exam queue wait and bulk throughput, on lanes and on a single lane side by side.
+BENCH_LANES_ARGS ?=
+.PHONY: bench-lanes
+bench-lanes: install
+	$(PY) -m bench.lanes $(BENCH_LANES_ARGS)
 
 # RPCs per request of the Google adapters on the official emulators and the local Cloud
 # Tasks API, by method; fails if a client or channel is built per request.

@@ -7,10 +7,11 @@ Seeded and time-bounded. Clients submit `--jobs` jobs over `--duration` seconds,
 quick, slow, transient, permanent, hanging and always-failing gradings, with duplicate
 POSTs (same body: the same job; another body: 422) and cancels. Meanwhile one fault at a
 time hits a random process (intake, worker, dispatcher, bus, notification, analytics):
-SIGKILL then a restart, or SIGSTOP then SIGCONT. Then the faults stop and every accepted
-job must become final. `--classes` assignments of `--class-size` answers arrive in
-batches, each cut off half way and sent again (localcloud.soak_assignments). Checked at
-the end:
+SIGKILL then a restart, or SIGSTOP then SIGCONT; or an operator pauses the `bulk` lane
+and resumes it a moment later, every second time purging it while paused (a third of the
+jobs go through the `bulk` lane). Then the faults stop and every accepted job must become
+final. `--classes` assignments of `--class-size` answers arrive in batches, each cut off
+half way and sent again (localcloud.soak_assignments). Checked at the end:
 
 - every accepted job is final, and no job exists that was not accepted;
 - no result was overwritten (what a client saw final stays as it was);
@@ -88,6 +89,13 @@ ENV = {
     "GRADEQ_SUBMIT_BURST": "100000",
     "GRADEQ_SUBMIT_RATE_PER_S": "1000",
 }
+# A second lane, on the same settings, that the operator faults pause and purge.
+QUEUES["bulk"] = {**QUEUES["grading"], "lane": {"priority": 100, "min_quota_share": 0.1}}
+LANE = "bulk"
+OPERATOR_KEY = "soak-operator-key"
+ENV["GRADEQ_OPERATOR_KEYS"] = f"soak-ops={OPERATOR_KEY}"
+#: Of the faults, the share that are an operator's lane actions (pause, purge).
+LANE_FAULTS = 0.3
 BUS_ARGS = ["--ack-deadline", "10", "--min-backoff", "0.3", "--max-backoff", "2"]
 BUS_ARGS += ["--max-delivery-attempts", "100"]
 #: Kinds of job and their weights; each maps to the offline grader's simulation.
@@ -281,6 +289,8 @@ class Soak:
     violations: list[str] = field(default_factory=list)
     duplicates: Counter[str] = field(default_factory=Counter)
     cancels: Counter[str] = field(default_factory=Counter)
+    #: Jobs a purge of their lane cancelled.
+    purged: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watch: list[tuple[str, int, float]] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
@@ -324,6 +334,8 @@ class Soak:
                 "max_score": 9,
                 "metadata": {"simulate": simulation(kind, self.rng)},
             }
+            if self.rng.random() < 1 / 3:
+                body["lane"] = LANE
             cancel = self.rng.uniform(0.0, 2.0) if kind == "cancelled" else None
             at = self.rng.uniform(0, self.duration_s * 0.8)
             planned.append(Planned(i, kind, f"soak-{self.seed}-{i}", body, at, duplicate, cancel))
@@ -404,7 +416,35 @@ class Soak:
             if r["status"] == "RUNNING"
         ]
 
+    def _lane_fault(self) -> None:
+        """An operator pauses the lane and resumes it a moment later; every second time
+        they purge it before resuming, cancelling what queued up meanwhile."""
+        operator = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+        purge = self.faults[f"pause {LANE}"] % 2 == 1
+        self.faults[f"pause {LANE}"] += 1
+        paused = self._call("POST", f"/admin/v1/lanes/{LANE}/pause", headers=operator)
+        if paused.status_code != 200 or paused.json()["paused"] is not True:
+            self._violation(f"pause answered {paused.status_code}")
+        time.sleep(self.rng.uniform(0.3, 3.0))
+        if purge:
+            self.faults[f"purge {LANE}"] += 1
+            body = {"reason": "soak"}
+            answer = self._call(
+                "POST", f"/admin/v1/lanes/{LANE}/purge", json=body, headers=operator
+            )
+            if answer.status_code != 200:
+                self._violation(f"purge answered {answer.status_code}")
+            else:
+                with self._lock:
+                    self.purged.update(answer.json()["cancelled"])
+        resumed = self._call("POST", f"/admin/v1/lanes/{LANE}/resume", headers=operator)
+        if resumed.status_code != 200 or resumed.json()["paused"] is not False:
+            self._violation(f"resume answered {resumed.status_code}")
+
     def _fault(self) -> None:
+        if self.rng.random() < LANE_FAULTS:
+            self._lane_fault()
+            return
         name = self.rng.choice([p for p in self.targets if p in self.stack.processes])
         kind = self.rng.choice(("SIGKILL", "SIGSTOP"))
         process = self.stack.processes[name]
@@ -527,6 +567,12 @@ class Soak:
                     self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}{trace}")
                 elif outcomes[(subscriber, job_id)] != job["status"].lower():
                     self._violation(f"{job_id}: {subscriber} saw another outcome")
+        for job_id in self.purged:
+            job = jobs.get(job_id) or {}
+            if job.get("status") != "CANCELLED" or (job.get("error") or {}).get("type") != (
+                "lane-purged"
+            ):
+                self._violation(f"{job_id}: purged, yet {job.get('status')} {job.get('error')}")
         calls = self._grader_calls()
         for job_id, n in calls.items():
             if n > MAX_ATTEMPTS:
@@ -587,6 +633,10 @@ class Soak:
                 "final_by_status": dict(statuses),
                 "duplicate_posts": dict(self.duplicates),
                 "cancels_by_answer": dict(self.cancels),
+                "by_lane": dict(
+                    Counter(p.body.get("lane", "grading") for p in self.accepted.values())
+                ),
+                "cancelled_by_purge": len(self.purged),
                 "max_grader_calls_per_job": max(calls.values(), default=0),
                 "grader_call_budget": MAX_ATTEMPTS,
             },

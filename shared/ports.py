@@ -173,17 +173,38 @@ class TaskSpec:
     name: str
     job_id: str
     schedule_time: datetime | None = None
+    #: The lane (a queue of shared/config/queues.json); None: the adapter's default queue.
+    queue: str | None = None
 
 
 class TaskQueue(Protocol):
-    """A Cloud Tasks queue whose HTTP target is the worker."""
+    """The Cloud Tasks queues (one per lane) whose HTTP target is the worker.
+
+    `queue` arguments name a lane; None is the adapter's default queue.
+    """
 
     def enqueue(self, task: TaskSpec) -> bool:
         """Create the task; True if created, False if the name already exists (success)."""
         ...
 
-    def exists(self, task_name: str) -> bool:
+    def exists(self, task_name: str, queue: str | None = None) -> bool:
         """Whether the queue still holds this task (to be delivered or retried)."""
+        ...
+
+    def pause(self, queue: str | None) -> None:
+        """Stop dispatching the queue's tasks; it still accepts new ones (PauseQueue)."""
+        ...
+
+    def resume(self, queue: str | None) -> None:
+        """Dispatch again, the backlog at the queue's rate limit (ResumeQueue)."""
+        ...
+
+    def purge(self, queue: str | None) -> None:
+        """Delete every task the queue holds (PurgeQueue); attempts in flight carry on."""
+        ...
+
+    def is_paused(self, queue: str | None) -> bool:
+        """Whether the queue is paused."""
         ...
 
     def ping(self) -> None:

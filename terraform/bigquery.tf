@@ -75,6 +75,7 @@ resource "google_bigquery_table" "events_v1" {
         JSON_VALUE(data, '$.error.type') AS error_type,
         JSON_VALUE(data, '$.error.message') AS error_message,
         JSON_VALUE(data, '$.model') AS model,
+        JSON_VALUE(data, '$.lane') AS lane,
         SAFE_CAST(JSON_VALUE(data, '$.usage.input_tokens') AS INT64) AS input_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.output_tokens') AS INT64) AS output_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.total_tokens') AS INT64) AS total_tokens,

@@ -176,3 +176,88 @@ resource "google_monitoring_alert_policy" "worker_errors" {
     }
   }
 }
+
+# Lanes (docs/lanes.md): each recovery sweep logs every lane's oldest waiting job's age
+# (event lane_figures); an alert per lane fires when it passes the lane's
+# oldest_age_objective in shared/config/queues.json. Cloud Tasks exports no oldest-task
+# age, and a starved lane dispatches nothing, so its attempt delays would say nothing.
+locals {
+  lane_objectives = {
+    for name, queue in local.queues : name => tonumber(trimsuffix(queue.lane.oldest_age_objective, "s"))
+    if can(queue.lane.oldest_age_objective)
+  }
+}
+
+resource "google_logging_metric" "lane_oldest_job_age" {
+  name        = "${var.name_prefix}/lane_oldest_job_age"
+  description = "Age in seconds of each lane's oldest waiting job, logged by every recovery sweep."
+  filter      = "${local.worker_revisions} AND jsonPayload.event = \"lane_figures\""
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "s"
+
+    labels {
+      key         = "lane"
+      value_type  = "STRING"
+      description = "The lane (queue) of shared/config/queues.json."
+    }
+  }
+
+  value_extractor = "EXTRACT(jsonPayload.oldest_age_s)"
+  label_extractors = {
+    lane = "EXTRACT(jsonPayload.lane)"
+  }
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 32
+      growth_factor      = 2
+      scale              = 1
+    }
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+resource "time_sleep" "lane_metric" {
+  create_duration = "60s"
+
+  triggers = {
+    metric = google_logging_metric.lane_oldest_job_age.id
+  }
+}
+
+resource "google_monitoring_alert_policy" "lane_starved" {
+  for_each = local.lane_objectives
+
+  display_name          = "${var.name_prefix}: lane ${each.key} has a job older than ${each.value}s"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = var.labels
+
+  documentation {
+    content   = "Lane ${each.key}'s oldest waiting job is older than its objective (${each.value}s, shared/config/queues.json): the lane is paused, starved by the higher lanes' quota claims, or the worker is saturated. Check `gradeq lanes list` and docs/lanes.md."
+    mime_type = "text/markdown"
+  }
+
+  conditions {
+    display_name = "Oldest waiting job of lane ${each.key}"
+
+    condition_threshold {
+      filter          = "resource.type = \"cloud_run_revision\" AND metric.type = \"logging.googleapis.com/user/${google_logging_metric.lane_oldest_job_age.name}\" AND metric.labels.lane = \"${each.key}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = each.value
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_PERCENTILE_99"
+        cross_series_reducer = "REDUCE_MAX"
+      }
+    }
+  }
+
+  depends_on = [time_sleep.lane_metric]
+}

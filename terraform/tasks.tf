@@ -49,6 +49,51 @@ resource "google_cloud_tasks_queue" "main" {
   depends_on = [time_sleep.apis]
 }
 
+# Lanes (docs/lanes.md): the intake and the worker enqueue in every lane, and the worker's
+# recovery sweep looks up tasks in every lane, as iam.tf grants on the default queue.
+locals {
+  other_lanes = toset([for name in keys(local.queues) : name if name != var.queue])
+}
+
+resource "google_cloud_tasks_queue_iam_member" "lane_intake_enqueuer" {
+  for_each = local.other_lanes
+
+  name     = google_cloud_tasks_queue.main[each.key].name
+  location = var.region
+  role     = "roles/cloudtasks.enqueuer"
+  member   = "serviceAccount:${google_service_account.intake.email}"
+}
+
+resource "google_cloud_tasks_queue_iam_member" "lane_worker_enqueuer" {
+  for_each = local.other_lanes
+
+  name     = google_cloud_tasks_queue.main[each.key].name
+  location = var.region
+  role     = "roles/cloudtasks.enqueuer"
+  member   = "serviceAccount:${google_service_account.worker.email}"
+}
+
+resource "google_cloud_tasks_queue_iam_member" "lane_worker_task_viewer" {
+  for_each = local.other_lanes
+
+  name     = google_cloud_tasks_queue.main[each.key].name
+  location = var.region
+  role     = "roles/cloudtasks.viewer"
+  member   = "serviceAccount:${google_service_account.worker.email}"
+}
+
+# The admin API (in the intake) pauses, resumes and purges lanes: PauseQueue, ResumeQueue
+# and PurgeQueue need cloudtasks.queues.pause/resume/purge, which only
+# roles/cloudtasks.queueAdmin holds among the predefined roles; it is granted per queue.
+resource "google_cloud_tasks_queue_iam_member" "lane_operator" {
+  for_each = local.queues
+
+  name     = google_cloud_tasks_queue.main[each.key].name
+  location = var.region
+  role     = "roles/cloudtasks.queueAdmin"
+  member   = "serviceAccount:${google_service_account.intake.email}"
+}
+
 # The queue must not be what keeps a model grader below its quota: the worker instances
 # together may send share_rpm x max_instances requests a minute (the README's "Quota"),
 # and a grading sends one (more only when an unusable answer is asked again). A slower

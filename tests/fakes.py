@@ -21,20 +21,38 @@ class FakeTaskQueue:
     gone: set[str] = field(default_factory=set)
     #: The task names `exists` was asked about, in order.
     asked: list[str] = field(default_factory=list)
+    #: The paused lanes, and the lanes purged (in order).
+    paused: set[str | None] = field(default_factory=set)
+    purged: list[str | None] = field(default_factory=list)
 
     def enqueue(self, task: TaskSpec) -> bool:
         if not self.available:
             raise DependencyUnavailable("queue down")
-        if any(t.name == task.name for t in self.tasks):
+        if any(t.name == task.name and t.queue == task.queue for t in self.tasks):
             return False
         self.tasks.append(task)
         return True
 
-    def exists(self, task_name: str) -> bool:
+    def exists(self, task_name: str, queue: str | None = None) -> bool:
         self.asked.append(task_name)
         if not self.available:
             raise DependencyUnavailable("queue down")
-        return task_name not in self.gone and any(t.name == task_name for t in self.tasks)
+        return task_name not in self.gone and any(
+            t.name == task_name and t.queue == queue for t in self.tasks
+        )
+
+    def pause(self, queue: str | None) -> None:
+        self.paused.add(queue)
+
+    def resume(self, queue: str | None) -> None:
+        self.paused.discard(queue)
+
+    def purge(self, queue: str | None) -> None:
+        self.purged.append(queue)
+        self.gone.update(t.name for t in self.tasks if t.queue == queue)
+
+    def is_paused(self, queue: str | None) -> bool:
+        return queue in self.paused
 
     def finish_all(self) -> None:
         """Let every task leave the queue, as after its last attempt."""

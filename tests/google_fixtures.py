@@ -263,6 +263,7 @@ def cloud_tasks_queue(client: Any, target_url: str, service_account: str = "") -
         queue=config,
         service_account=service_account,
         audience=target_url,
+        lanes=load_queues(),
     )
 
 

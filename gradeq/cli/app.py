@@ -106,6 +106,9 @@ def submit(
     idempotency_key: Annotated[
         str | None, typer.Option(help="Reuse this key (a retry); generated when absent.")
     ] = None,
+    lane: Annotated[
+        str | None, typer.Option(help="The priority lane (e.g. exam, grading, bulk).")
+    ] = None,
     file: Annotated[
         list[Path] | None,
         typer.Option(
@@ -119,6 +122,8 @@ def submit(
 ) -> None:
     """Submit a grading request; prints the Idempotency-Key so a retry can reuse it."""
     body = _read_body(source)
+    if lane is not None:
+        body["lane"] = lane
     key = idempotency_key or new_idempotency_key()
     if not as_json:
         err.print(f"Idempotency-Key: {key}")
@@ -127,7 +132,8 @@ def submit(
         _emit({"idempotency_key": key, "replayed": job.replayed, "job": job.data})
         return
     verb = "already submitted" if job.replayed else "submitted"
-    out.print(f"{verb}: job [bold]{job.id}[/] is {job.status}")
+    where = f" in lane {job.data['lane']}" if job.data.get("lane") else ""
+    out.print(f"{verb}: job [bold]{job.id}[/] is {job.status}{where}")
 
 
 @app.command()
@@ -308,11 +314,76 @@ def stats(
     as_json: JsonFlag = False,
 ) -> None:
     """Queue health: counts, oldest waiting job, timing percentiles, failures, throughput."""
-    reply = _client(ctx).admin("GET", "/queue-health", params={"window_minutes": window})
+    api = _client(ctx)
+    reply = api.admin("GET", "/queue-health", params={"window_minutes": window})
+    lanes = api.admin("GET", "/lanes", params={"window_minutes": window}).body["lanes"]
     if as_json:
-        _emit(reply.body)
+        _emit({**reply.body, "lanes": lanes})
     else:
-        render.print_all(out, *render.health_tables(reply.body))
+        render.print_all(out, *render.health_tables(reply.body), render.lanes_table(lanes))
+
+
+lanes_app = typer.Typer(help="Priority lanes: figures, pause, resume, purge (operator).")
+app.add_typer(lanes_app, name="lanes")
+LaneName = Annotated[str, typer.Argument(help="The lane (a queue of queues.json).")]
+
+
+@lanes_app.command("list")
+@reported
+def lanes_list(
+    ctx: typer.Context,
+    window: Annotated[int, typer.Option(min=1, max=1440, help="Minutes to look back.")] = 60,
+    as_json: JsonFlag = False,
+) -> None:
+    """Each lane: paused or not, backlog, oldest job's age, queue wait p50/p99."""
+    lanes = _client(ctx).admin("GET", "/lanes", params={"window_minutes": window}).body
+    if as_json:
+        _emit(lanes)
+    else:
+        out.print(render.lanes_table(lanes["lanes"]))
+
+
+def _lane_state(ctx: typer.Context, lane: str, action: str, as_json: bool) -> None:
+    reply = _client(ctx).admin("POST", f"/lanes/{lane}/{action}").body
+    if as_json:
+        _emit(reply)
+    else:
+        out.print(f"lane {reply['lane']} is {'paused' if reply['paused'] else 'running'}")
+
+
+@lanes_app.command("pause")
+@reported
+def lanes_pause(ctx: typer.Context, lane: LaneName, as_json: JsonFlag = False) -> None:
+    """Stop dispatching the lane's jobs; new jobs are still accepted."""
+    _lane_state(ctx, lane, "pause", as_json)
+
+
+@lanes_app.command("resume")
+@reported
+def lanes_resume(ctx: typer.Context, lane: LaneName, as_json: JsonFlag = False) -> None:
+    """Dispatch the lane again: its backlog goes out at the lane's rate."""
+    _lane_state(ctx, lane, "resume", as_json)
+
+
+@lanes_app.command("purge")
+@reported
+def lanes_purge(
+    ctx: typer.Context,
+    lane: LaneName,
+    reason: Annotated[str, typer.Option(help="Why, recorded on every cancelled job.")] = "",
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Delete the lane's tasks and cancel its jobs not yet final (with their events)."""
+    if not yes and not typer.confirm(f"Cancel every job of lane {lane} not yet final?"):
+        raise CliError("usage", "purge not confirmed", 2)
+    reply = _client(ctx).admin("POST", f"/lanes/{lane}/purge", json={"reason": reason}).body
+    if as_json:
+        _emit(reply)
+        return
+    out.print(f"lane {lane} purged: {len(reply['cancelled'])} job(s) cancelled")
+    for skipped, why in reply["skipped"].items():
+        err.print(f"skipped {skipped}: {why}")
 
 
 app.add_typer(assignments.app, name="assignments")

@@ -32,6 +32,8 @@ def job_panel(job: dict[str, Any]) -> Table:
     table = Table(show_header=False, box=None, title=f"job {job['id']}")
     timings = job.get("timings") or {}
     table.add_row("state", _status(job["status"]))
+    if job.get("lane"):
+        table.add_row("lane", str(job["lane"]))
     table.add_row("attempts", str(job.get("attempts", 0)))
     table.add_row("elapsed", elapsed(job))
     table.add_row("queue wait", seconds(timings.get("queue_wait_ms")))
@@ -51,7 +53,7 @@ def job_panel(job: dict[str, Any]) -> Table:
 def jobs_table(jobs: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
     table.add_column("id", no_wrap=True)  # copied into the next command: never wrapped
-    for column in ("client", "status", "attempts", "created", "queue wait", "processing"):
+    for column in ("client", "lane", "status", "attempts", "created", "queue wait", "processing"):
         table.add_column(column)
     table.add_column("last error", overflow="fold")
     for job in jobs:
@@ -60,6 +62,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str) -> Table:
         table.add_row(
             job["id"],
             job.get("client_id") or "",
+            job.get("lane") or "",
             _status(job["status"]),
             str(job.get("attempts", 0)),
             str(job.get("created_at") or ""),
@@ -91,6 +94,29 @@ def health_tables(health: dict[str, Any]) -> list[Table]:
         queue.add_row(f"  {kind}", f"{figures['count']} ({figures['rate']:.1%})")
     queue.add_row("throughput", f"{health['throughput_per_minute']:.2f}/min")
     return [counts, timings, queue]
+
+
+def lanes_table(lanes: list[dict[str, Any]]) -> Table:
+    """Per lane: state, backlog, oldest waiting job's age against its objective, waits."""
+    table = Table(title="lanes")
+    for column in ("lane", "state", "backlog", "oldest", "objective", "wait p50", "wait p99"):
+        table.add_column(column)
+    for lane in lanes:
+        age, objective = lane["oldest_age_s"], lane["oldest_age_objective_s"]
+        oldest = "-" if age is None else f"{age:.0f}s"
+        if lane["objective_breached"]:
+            oldest = f"[red]{oldest}[/]"
+        wait = lane["queue_wait_ms"]
+        table.add_row(
+            lane["lane"],
+            "[yellow]paused[/]" if lane["paused"] else "running",
+            str(lane["backlog"]),
+            oldest,
+            "-" if objective is None else f"{objective:.0f}s",
+            seconds(wait["p50"]),
+            seconds(wait["p99"]),
+        )
+    return table
 
 
 def print_all(console: Console, *renderables: Any) -> None:

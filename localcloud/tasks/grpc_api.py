@@ -1,6 +1,7 @@
 """The subset of the Cloud Tasks v2 gRPC API Gradeq uses, served from the `tasks` table.
 
-CreateTask, GetTask, DeleteTask, ListTasks and GetQueue, so the official
+CreateTask, GetTask, DeleteTask, ListTasks, GetQueue, PauseQueue, ResumeQueue and
+PurgeQueue, so the official
 `tasks_v2.CloudTasksClient` works against the local dispatcher. Any project and location
 are accepted; the queue id selects the queue config. Tasks need an `http_request`.
 """
@@ -19,7 +20,14 @@ from google.cloud import tasks_v2
 from google.protobuf import empty_pb2
 
 from localcloud.tasks.rate_limit import burst_size
-from shared.adapters.embedded.task_table import TASK_ID, NewTask, TaskRow, TaskTable
+from shared.adapters.embedded.task_table import (
+    PAUSED,
+    RUNNING,
+    TASK_ID,
+    NewTask,
+    TaskRow,
+    TaskTable,
+)
 from shared.config.queues import QueueConfig
 
 SERVICE = "google.cloud.tasks.v2.CloudTasks"
@@ -80,6 +88,15 @@ class CloudTasksApi:
                 ),
                 "GetQueue": unary(
                     self.get_queue, tasks_v2.GetQueueRequest, tasks_v2.Queue.serialize
+                ),
+                "PauseQueue": unary(
+                    self.pause_queue, tasks_v2.PauseQueueRequest, tasks_v2.Queue.serialize
+                ),
+                "ResumeQueue": unary(
+                    self.resume_queue, tasks_v2.ResumeQueueRequest, tasks_v2.Queue.serialize
+                ),
+                "PurgeQueue": unary(
+                    self.purge_queue, tasks_v2.PurgeQueueRequest, tasks_v2.Queue.serialize
                 ),
             },
         )
@@ -150,13 +167,41 @@ class CloudTasksApi:
             next_page_token=page[-1].name if len(rows) > size else "",
         )
 
+    def pause_queue(
+        self, request: tasks_v2.PauseQueueRequest, context: grpc.ServicerContext
+    ) -> tasks_v2.Queue:
+        """Stop dispatching; the queue keeps accepting tasks (Cloud Tasks' PAUSED)."""
+        self.table.set_state(self._queue_id(request.name, context), PAUSED)
+        return self._queue(request.name, context)
+
+    def resume_queue(
+        self, request: tasks_v2.ResumeQueueRequest, context: grpc.ServicerContext
+    ) -> tasks_v2.Queue:
+        """Dispatch again: the backlog goes out at the queue's rate limit."""
+        queue_id = self._queue_id(request.name, context)
+        self.table.set_state(queue_id, RUNNING)
+        self.on_created(queue_id)  # wakes the queue's pump
+        return self._queue(request.name, context)
+
+    def purge_queue(
+        self, request: tasks_v2.PurgeQueueRequest, context: grpc.ServicerContext
+    ) -> tasks_v2.Queue:
+        """Delete every task of the queue; attempts in flight cannot record an outcome."""
+        self.table.purge(self._queue_id(request.name, context), "purged through the API")
+        return self._queue(request.name, context)
+
     def get_queue(
         self, request: tasks_v2.GetQueueRequest, context: grpc.ServicerContext
     ) -> tasks_v2.Queue:
-        queue = self.queues[self._queue_id(request.name, context)]
+        return self._queue(request.name, context)
+
+    def _queue(self, name: str, context: grpc.ServicerContext) -> tasks_v2.Queue:
+        queue_id = self._queue_id(name, context)
+        queue = self.queues[queue_id]
+        paused = self.table.state(queue_id) == PAUSED
         rate, retry = queue.rate_limits, queue.retry_config
         return tasks_v2.Queue(
-            name=request.name,
+            name=name,
             rate_limits=tasks_v2.RateLimits(
                 max_dispatches_per_second=rate.max_dispatches_per_second,
                 max_burst_size=int(burst_size(rate.max_dispatches_per_second)),
@@ -169,7 +214,7 @@ class CloudTasksApi:
                 max_backoff=retry.max_backoff,
                 max_doublings=retry.max_doublings,
             ),
-            state=tasks_v2.Queue.State.RUNNING,
+            state=tasks_v2.Queue.State.PAUSED if paused else tasks_v2.Queue.State.RUNNING,
         )
 
     def _get(

@@ -81,6 +81,7 @@ def create_app(
         limits,
         settings.fair_spacing(),
         uow=adapters.uow,
+        lanes=settings.lane_policy(),
         on_final=completion.on_final if completion else None,
     )
     if adapters.assignments is not None and adapters.batch is not None:

@@ -32,6 +32,7 @@ from shared.domain.errors import (
     IdempotencyConflict,
     JobAlreadyFinal,
     JobNotFound,
+    LaneNotAllowed,
     TooManyActiveJobs,
     ValidationFailed,
 )
@@ -199,6 +200,7 @@ def _paths() -> dict[str, Any]:
         PayloadTooLarge,
         UnsupportedMediaType,
         IdempotencyConflict,
+        LaneNotAllowed,
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,

@@ -75,6 +75,15 @@ class GradingJobIn(BaseModel):
         ),
     )
 
+    lane: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,62}$")] | None = Field(
+        default=None,
+        description=(
+            "The priority lane (a queue of shared/config/queues.json, e.g. exam, grading, "
+            "bulk); omitted: the client's default lane. A lane the client may not use is "
+            "answered 403 lane-not-allowed."
+        ),
+    )
+
     @field_validator("answer")
     @classmethod
     def _answer_size(cls, value: str) -> str:
@@ -134,6 +143,7 @@ class GradingJobIn(BaseModel):
             callback_url=self.callback_url,
             metadata=self.metadata,
             not_before=_rfc3339(self.not_before) if self.not_before else None,
+            lane=self.lane,
             files=tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
         )
 

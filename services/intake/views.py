@@ -72,6 +72,9 @@ class JobView(BaseModel):
     completed_at: str | None
     last_updated_at: str
     not_before: str | None = None
+    lane: str | None = Field(
+        default=None, description="The priority lane the job goes through (docs/lanes.md)."
+    )
     timings: Timings
     files: list[FileView] | None = None
     result: Result | None = None
@@ -121,6 +124,7 @@ def job_model(job: Job) -> JobView:
         completed_at=_iso(job.completed_at),
         last_updated_at=updated_at,
         not_before=job.request.not_before,
+        lane=job.lane,
         timings=Timings(**job.timings()),
         files=[
             FileView(upload_id=f.upload_id, name=f.name, content_type=f.content_type, size=f.size)
@@ -135,7 +139,7 @@ def job_model(job: Job) -> JobView:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "files"):
+    for optional in ("result", "error", "not_before", "lane", "files"):
         if view[optional] is None:
             del view[optional]
     return view

@@ -15,6 +15,7 @@ from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import WorkerService
 
@@ -50,6 +51,7 @@ def create_app(
         queue=adapters.queue,
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
+        lane_retries={q.name: q.retry_config for q in settings.queues().values()},
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(
@@ -59,6 +61,14 @@ def create_app(
         clock=clock,
         budget=budget,
         assignments=completion,
+    )
+    app.extensions["gradeq.lanes"] = LaneService(
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        settings.queues(),
+        settings.lane_policy().default,
     )
     drain_on_sigterm(worker, budget.drain_grace_s)
     register_error_handlers(app)

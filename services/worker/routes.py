@@ -10,6 +10,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from services.worker.replies import reply
 from shared.codecs.task_body import MalformedTaskBody, decode_task_body
 from shared.logs import job_context
+from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 
@@ -42,6 +43,7 @@ def grade() -> Response:
         task_name=request.headers.get("X-CloudTasks-TaskName", ""),
         retry_count=_int_header("X-CloudTasks-TaskRetryCount"),
         execution_count=_int_header("X-CloudTasks-TaskExecutionCount"),
+        queue=request.headers.get("X-CloudTasks-QueueName", ""),
     )
     with job_context(job_id):
         log.debug(
@@ -54,4 +56,8 @@ def grade() -> Response:
 
 def recover() -> Response:
     service: RecoveryService = current_app.extensions["gradeq.recovery"]
-    return jsonify(service.sweep().as_dict())
+    swept = service.sweep().as_dict()
+    lanes: LaneService | None = current_app.extensions.get("gradeq.lanes")
+    if lanes is not None:
+        lanes.report()  # each lane's oldest job's age, for its alert
+    return jsonify(swept)

@@ -49,7 +49,7 @@ class EmbeddedFamily:
     def task_queue(self) -> SqliteTaskQueue:
         queue = self._settings.queue_config()
         # Relative to the worker: the dispatcher adds the worker's current base URL.
-        return SqliteTaskQueue(self._db, queue, queue.target_path)
+        return SqliteTaskQueue(self._db, queue, queue.target_path, lanes=self._settings.queues())
 
     def api_key_store(self) -> SqliteApiKeyStore:
         return SqliteApiKeyStore(self._db)

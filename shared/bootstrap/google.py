@@ -111,6 +111,7 @@ class GoogleFamily:
             queue=queue,
             service_account=s.tasks_service_account,
             audience=worker_url,
+            lanes=s.queues(),
         )
 
     def api_key_store(self) -> FirestoreApiKeyStore:

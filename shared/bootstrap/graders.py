@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, date, datetime
 
+from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
+from shared.adapters.graders.lanes import LaneGraders
 from shared.adapters.graders.lifecycle import check_model
-from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
+from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
@@ -42,10 +44,27 @@ def grader_for(settings: Settings, today: date | None = None) -> Grader:
             default=not settings.grader_model,
             today=today or datetime.now(UTC).date(),
         )
+    default = _model_grader(settings)
+    # A lane naming its own model gets a grader (and a quota limiter) of its own.
+    models = {q.name: q.lane.grader_model for q in settings.queues().values()}
+    own = {lane: m for lane, m in models.items() if m and m != settings.grader_model_name}
+    if not own:
+        return default
+    by_model = {
+        m: _model_grader(settings.model_copy(update={"grader_model": m})) for m in set(own.values())
+    }
+    return LaneGraders(default, {lane: by_model[m] for lane, m in own.items()})
+
+
+def _model_grader(settings: Settings) -> ModelGrader:
+    """The model grader of the settings' model, its quota shared by the lanes by priority."""
     chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
+    queues = settings.queues().values()
     return ModelGrader(
         chat,
-        limiter=RollingLimiter(quota_share(settings)),
+        limiter=LaneQuotaLimiter(
+            quota_share(settings), LaneQuota.of(queues), settings.default_lane or settings.queue
+        ),
         prompt=GradingPrompt.load(settings.grader_prompt_version).with_files(
             file_reader(settings, by_reference=_reads_cloud_storage(settings))
         ),

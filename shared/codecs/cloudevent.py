@@ -103,6 +103,7 @@ def _event(event_id: str, occurred_at: datetime, data: dict[str, Any]) -> Gradin
         error=dict(data["error"]) if data["error"] is not None else None,
         model=data.get("model"),
         usage=dict(data["usage"]) if data.get("usage") is not None else None,
+        lane=data.get("lane"),
     )
 
 

@@ -69,12 +69,45 @@ class RateLimits:
 
 
 @dataclass(frozen=True)
+class LaneConfig:
+    """How a queue ranks as a priority lane (the "lane" object of its entry).
+
+    `priority`: a higher lane has first claim on the shared provider quota.
+    `oldest_age_objective`: the age past which the lane's oldest queued job is alerted on.
+    `min_quota_share`: the fraction of the provider quota the lane keeps whatever the
+    higher lanes ask (so the lowest lane never stops). `grader_model`: the model the
+    lane's jobs are graded with ("" is the worker's configured model).
+    """
+
+    priority: int = 0
+    oldest_age_objective: timedelta | None = None
+    min_quota_share: float = 0.0
+    grader_model: str = ""
+
+
+@dataclass(frozen=True)
 class QueueConfig:
     name: str
     target_path: str
     dispatch_deadline: timedelta
     rate_limits: RateLimits
     retry_config: RetryConfig
+    lane: LaneConfig = LaneConfig()
+
+
+def _lane(raw: dict[str, object] | None) -> LaneConfig:
+    if not raw:
+        return LaneConfig()
+    objective = raw.get("oldest_age_objective")
+    share = float(str(raw.get("min_quota_share", 0.0)))
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"min_quota_share must be in [0, 1), got {share}")
+    return LaneConfig(
+        priority=int(str(raw.get("priority", 0))),
+        oldest_age_objective=parse_duration(str(objective)) if objective else None,
+        min_quota_share=share,
+        grader_model=str(raw.get("grader_model", "")),
+    )
 
 
 def load_queues(path: Path | str = DEFAULT_QUEUES_FILE) -> dict[str, QueueConfig]:
@@ -99,5 +132,11 @@ def load_queues(path: Path | str = DEFAULT_QUEUES_FILE) -> dict[str, QueueConfig
                 max_backoff=parse_duration(rc["max_backoff"]),
                 max_doublings=int(rc["max_doublings"]),
             ),
+            lane=_lane(q.get("lane")),
         )
     return queues
+
+
+def lanes_by_priority(queues: dict[str, QueueConfig]) -> list[QueueConfig]:
+    """The queues as lanes, the highest priority first (ties by name)."""
+    return sorted(queues.values(), key=lambda q: (-q.lane.priority, q.name))

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
 from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
+from shared.domain.lanes import LanePolicy
 from shared.domain.uploads import UploadLimits
 
 _EMULATOR_VARIABLES = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
@@ -82,6 +83,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     queues_file: Path = DEFAULT_QUEUES_FILE
     queue: str = "grading"
+    # Lanes (see docs/lanes.md): the lane of a request naming none, and the lanes each
+    # client may use, e.g. "acme=exam|grading,*=grading|bulk" (first: that client's default).
+    default_lane: str | None = None
+    client_lanes: str = ""
 
     # Where the queue delivers tasks: the worker's base URL (also the OIDC audience).
     worker_url: str = "http://127.0.0.1:8081"
@@ -275,7 +280,9 @@ class Settings(BaseSettings):
         self._queues = load_queues(self.queues_file)
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
-        self.budget()  # refuse an inconsistent set of durations at start-up
+        self.lane_policy()  # refuse a lane list naming undeclared lanes
+        for lane in self._queues:  # refuse an inconsistent set of durations at start-up
+            self.budget(lane)
         return self
 
     def _check_grader(self) -> None:
@@ -341,6 +348,15 @@ class Settings(BaseSettings):
         """Every queue of the queues file, read once when the settings were made."""
         return dict(self._queues)
 
+    def lane_policy(self) -> LanePolicy:
+        """Which lanes each client may use (GRADEQ_CLIENT_LANES, GRADEQ_DEFAULT_LANE)."""
+        default = self.default_lane or self.queue
+        if default not in self._queues:
+            raise ValueError(f"GRADEQ_DEFAULT_LANE {default!r} is not a queue of the file")
+        rank = self._queues[default].lane.priority
+        urgent = [q.name for q in self._queues.values() if q.lane.priority > rank]
+        return LanePolicy.parse(self._queues, default, self.client_lanes, urgent)
+
     def fair_spacing(self) -> timedelta:
         """How far apart one client's queued jobs are scheduled."""
         if self.fair_spacing_s is not None:
@@ -351,9 +367,9 @@ class Settings(BaseSettings):
     def queue_config(self) -> QueueConfig:
         return self._queues[self.queue]
 
-    def budget(self) -> Budget:
-        """The checked time budget of the configured queue (raises `BudgetError`)."""
-        queue = self.queue_config()
+    def budget(self, lane: str | None = None) -> Budget:
+        """The checked time budget of the configured queue, or of a lane (`BudgetError`)."""
+        queue = self._queues[lane] if lane is not None else self.queue_config()
         attempts = self.job_max_attempts
         if attempts is None:
             attempts = queue.retry_config.max_attempts

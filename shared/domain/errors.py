@@ -91,6 +91,22 @@ class BacklogFull(GradeqError):
         self.retry_after_s = retry_after_s
 
 
+class LaneNotAllowed(GradeqError):
+    """The client asked for a lane it may not use (`lane` names it, `allowed` lists them)."""
+
+    slug = "lane-not-allowed"
+    title = "This client may not use the requested lane"
+    status = 403
+
+
+class LaneNotFound(GradeqError):
+    """No lane of that name is declared in shared/config/queues.json."""
+
+    slug = "lane-not-found"
+    title = "No such lane"
+    status = 404
+
+
 # --- job state errors ----------------------------------------------------------------
 
 

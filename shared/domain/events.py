@@ -47,6 +47,8 @@ class GradingCompleted:
     # assignment and per client; None for the offline grader and for failed jobs.
     model: str | None = None
     usage: dict[str, int] | None = None
+    # The lane the job went through; None for jobs of the default queue made before lanes.
+    lane: str | None = None
 
     @classmethod
     def from_job(cls, job: Job) -> GradingCompleted:
@@ -67,6 +69,7 @@ class GradingCompleted:
             error=job.error.to_dict() if job.error else None,
             model=(job.result.model or None) if job.result else None,
             usage=(dict(job.result.usage) or None) if job.result else None,
+            lane=job.lane,
         )
 
     def data(self) -> dict[str, Any]:
@@ -87,6 +90,7 @@ class GradingCompleted:
             "error": self.error,
             "model": self.model,
             "usage": dict(self.usage) if self.usage is not None else None,
+            "lane": self.lane,
         }
 
 

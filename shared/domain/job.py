@@ -82,6 +82,8 @@ class GradingRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Not to be graded before this moment (RFC 3339, UTC); None: as soon as possible.
     not_before: str | None = None
+    #: The lane the client asked for; None: its default lane.
+    lane: str | None = None
     #: Set when the rubric came from an assignment: its version, the assignment's prompt
     #: version and grading round (0: first grading, n: the n-th regrade).
     rubric_version: int | None = None
@@ -113,6 +115,8 @@ class GradingRequest:
         }
         if self.not_before is not None:  # the fingerprint of an unscheduled request is unchanged
             data["not_before"] = self.not_before
+        if self.lane is not None:  # likewise for a request naming no lane
+            data["lane"] = self.lane
         if self.rubric_version is not None:  # likewise of a request without an assignment
             data["rubric_version"] = self.rubric_version
             data["prompt_version"] = self.prompt_version
@@ -133,6 +137,7 @@ class GradingRequest:
             callback_url=data.get("callback_url"),
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
+            lane=data.get("lane"),
             rubric_version=data.get("rubric_version"),
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
@@ -334,12 +339,22 @@ class Job:
     queued_at: datetime | None = None
     # Deliveries of this generation handed on to a later task (no provider quota).
     deferrals: int = 0
+    # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
+    # service's default queue (jobs stored before lanes existed).
+    lane: str | None = None
 
     @classmethod
     def new(
-        cls, job_id: str, client_id: str, request: GradingRequest, fingerprint: str, now: datetime
+        cls,
+        job_id: str,
+        client_id: str,
+        request: GradingRequest,
+        fingerprint: str,
+        now: datetime,
+        lane: str | None = None,
     ) -> Job:
         return cls(
+            lane=lane,
             id=job_id,
             client_id=client_id,
             request=request,
@@ -492,14 +507,16 @@ class Job:
             JobStatus.FAILED, owner or "recovery", now, error=error, history=history
         )
 
-    def cancel(self, now: datetime) -> Job:
+    def cancel(self, now: datetime, reason: JobError | None = None) -> Job:
+        """End the job unfinished; `reason` says why when it was not the client's call."""
         if self.status.is_final:
             raise JobAlreadyFinal(self.id, self.status)
         return self._finish(
             JobStatus.CANCELLED,
             "cancel",
             now,
-            history=self._closed(now, AttemptOutcome.CANCELLED),
+            error=reason,
+            history=self._closed(now, AttemptOutcome.CANCELLED, reason),
         )
 
     def mark_event_published(self, now: datetime) -> Job:
@@ -652,6 +669,7 @@ class Job:
             "replays": [r.to_dict() for r in self.replays],
             "queued_at": self.queued_at,
             "deferrals": self.deferrals,
+            "lane": self.lane,
         }
 
     @classmethod
@@ -682,6 +700,7 @@ class Job:
             replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
             queued_at=record.get("queued_at"),
             deferrals=int(record.get("deferrals", 0)),
+            lane=record.get("lane"),
         )
 
 

@@ -138,7 +138,7 @@ class AdminService:
         return Replay(job, False)
 
     def _enqueue(self, job: Job) -> None:
-        self._queue.enqueue(TaskSpec(task_name_for(job.id, job.generation), job.id))
+        self._queue.enqueue(TaskSpec(task_name_for(job.id, job.generation), job.id, queue=job.lane))
 
     def replay_failed(self, where: JobFilter, by: str, limit: int) -> BatchReplay:
         """Replay the newest failed jobs matching `where`, at most `limit` (<= MAX_PAGE)."""

@@ -349,7 +349,12 @@ class AssignmentService:
             due = job.request.scheduled_for or now
             try:
                 self._queue.enqueue(
-                    TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
+                    TaskSpec(
+                        task_name_for(job.id, job.generation),
+                        job.id,
+                        schedule_time=due,
+                        queue=job.lane,
+                    )
                 )
             except GradeqError as exc:
                 return job.id, exc

@@ -16,6 +16,7 @@ from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.lanes import LanePolicy
 from shared.logs import job_context
 from shared.ports import (
     Clock,
@@ -90,8 +91,11 @@ class IntakeService:
         limits: AdmissionLimits | None = None,
         fair_spacing: timedelta = timedelta(0),
         uow: UnitOfWork | None = None,
+        lanes: LanePolicy | None = None,
         on_final: Callable[[Job], None] | None = None,
     ) -> None:
+        # None: every job goes to the queue's default lane (the request's lane is kept).
+        self._lanes = lanes
         self._on_final = on_final
         self._limits = limits
         self._uow = uow
@@ -112,8 +116,9 @@ class IntakeService:
                     f"not_before may be at most {MAX_SCHEDULE_AHEAD.days} days ahead",
                     errors=[{"field": "not_before", "message": "too far ahead"}],
                 )
+            lane = self._lanes.resolve(client_id, request.lane) if self._lanes else request.lane
             digest = fingerprint(request)
-            new = Job.new(job_id, client_id, request, digest, now)
+            new = Job.new(job_id, client_id, request, digest, now, lane=lane)
             # The job and its task commit together where the backend allows: nothing is
             # half-written. Elsewhere a job may be stored without its task; its client's
             # retry (same key) or the recovery sweep creates the task.
@@ -124,10 +129,13 @@ class IntakeService:
 
     def _create(self, new: Job, digest: str, now: datetime) -> tuple[Job, bool]:
         """Store the job unless its key was used, and make sure a pending job has its task."""
+        # Fairness: the client's n-th job not yet final is due n spacings from now,
+        # so another client's first job is never queued behind this client's burst.
+        # A lane above the default one is not spaced: a live exam's jobs never queue
+        # behind their client's backlog in the lower lanes.
+        spaced = self._fair_spacing and not (self._lanes and self._lanes.urgent(new.lane))
         # Past a ceiling the store refuses a new job (TooManyActiveJobs, BacklogFull).
-        if self._fair_spacing:
-            # Fairness: the client's n-th job not yet final is due n spacings from now,
-            # so another client's first job is never queued behind this client's burst.
+        if spaced:
             # The count comes with the create: the one the client's ceiling is checked on.
             admission = self._store.admit(new, self._limits)
             job, created, ahead = admission.job, admission.created, admission.ahead
@@ -144,7 +152,9 @@ class IntakeService:
             # always given, so the queue orders every task on this service's clock.
             due = max(job.request.scheduled_for or now, now + ahead * self._fair_spacing)
             self._queue.enqueue(
-                TaskSpec(task_name_for(job.id, job.generation), job.id, schedule_time=due)
+                TaskSpec(
+                    task_name_for(job.id, job.generation), job.id, schedule_time=due, queue=job.lane
+                )
             )
         return job, created
 

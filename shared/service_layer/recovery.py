@@ -7,6 +7,7 @@ enqueues a fresh task (a new generation, hence a new task name) or, once the rep
 or attempt budget is spent, fails them for good. Final jobs whose event was never
 published are announced.
 
+A job whose lane is paused is left alone: its task waits in the paused queue.
 A job is replayed only when the queue no longer holds its current task (task names are
 deterministic, so the sweep asks the queue): a job waiting in a deep backlog is left to
 its task. Replays keep the job's attempt count, so they never grant a fresh budget; the
@@ -78,9 +79,12 @@ class RecoveryService:
         # Younger jobs are still in the intake's or a delivery's hands.
         self._stale = budget.sweep_stale
         self._unannounced_after = timedelta(minutes=1)
+        # Lanes found paused in the current sweep: their queued jobs are left alone.
+        self._paused_lanes: dict[str | None, bool] = {}
 
     def sweep(self) -> SweepReport:
         report = SweepReport()
+        self._paused_lanes = {}
         now = self._clock.now()
         for status in (JobStatus.PENDING, JobStatus.RETRYING, JobStatus.RUNNING):
             for job in self._stale_jobs(status, now - self._stale):
@@ -120,12 +124,21 @@ class RecoveryService:
     def _recover(self, job: Job, report: SweepReport) -> None:
         if job.status is JobStatus.RUNNING and job.lease_is_live(self._clock.now()):
             return
-        if self._try(job, report, lambda j: self._queue.exists(self._task_name(j))) is not False:
+        if self._try(job, report, self._paused) is not False:
+            return  # its lane is paused (or could not be asked): its task waits there
+        exists = self._try(job, report, lambda j: self._queue.exists(self._task_name(j), j.lane))
+        if exists is not False:
             return  # the queue still holds its task (or could not be asked): leave it be
         if job.recovery_replays >= self._max_replays or job.attempts >= self._max_attempts:
             self._try(job, report, lambda j: self._give_up(j, report))
         else:
             self._try(job, report, lambda j: self._replay(j, report))
+
+    def _paused(self, job: Job) -> bool:
+        """Whether the job's lane is paused (asked once per lane and sweep)."""
+        if job.lane not in self._paused_lanes:
+            self._paused_lanes[job.lane] = self._queue.is_paused(job.lane)
+        return self._paused_lanes[job.lane]
 
     @staticmethod
     def _task_name(job: Job) -> str:
@@ -137,7 +150,9 @@ class RecoveryService:
         # A scheduled job's new task still waits for its not_before.
         scheduled = replayed.request.scheduled_for
         at = scheduled if scheduled is not None and scheduled > now else now
-        self._queue.enqueue(TaskSpec(self._task_name(replayed), replayed.id, at))
+        self._queue.enqueue(
+            TaskSpec(self._task_name(replayed), replayed.id, at, queue=replayed.lane)
+        )
         log.warning("stuck job replayed", extra={"generation": replayed.generation})
         report.replayed.append(job.id)
 

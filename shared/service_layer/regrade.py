@@ -142,7 +142,8 @@ class Regrader:
             if regraded is None:
                 return 0  # its event is still not out: the next ask moves it
             if regraded.status is JobStatus.PENDING:
-                task = TaskSpec(task_name_for(regraded.id, regraded.generation), regraded.id, now)
+                name = task_name_for(regraded.id, regraded.generation)
+                task = TaskSpec(name, regraded.id, now, queue=regraded.lane)
                 try:
                     self._queue.enqueue(task)
                 except GradeqError:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +39,7 @@ from shared.domain.errors import (
     TransientGradingError,
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
+from shared.domain.lanes import lane_context
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
@@ -61,6 +62,8 @@ class TaskDelivery:
     task_name: str = ""
     retry_count: int = 0
     execution_count: int = 0
+    #: The queue (lane) that sent it (X-CloudTasks-QueueName); "" when unknown.
+    queue: str = ""
 
 
 class Verdict(StrEnum):
@@ -92,9 +95,10 @@ class _Released(Exception):
 class _Superseded(Exception):
     """The delivered task was handed on to a later one (`Job.defer`), named `successor`."""
 
-    def __init__(self, successor: str) -> None:
+    def __init__(self, successor: str, lane: str | None) -> None:
         super().__init__(successor)
         self.successor = successor
+        self.lane = lane
 
 
 class _Grading:
@@ -137,8 +141,11 @@ class WorkerService:
         uow: UnitOfWork | None = None,
         queue: TaskQueue | None = None,
         probe: Callable[[], None] | None = None,
+        lane_retries: Mapping[str, RetryConfig] | None = None,
         on_final: Callable[[Job], None] | None = None,
     ) -> None:
+        # Each lane's queue retries on its own config; `retry` is the default queue's.
+        self._lane_retries = dict(lane_retries or {})
         self._uow = uow
         self._on_final = on_final
         # Where a delivery without provider quota hands its job on; None: answer 429.
@@ -199,7 +206,7 @@ class WorkerService:
 
         def start(job: Job) -> Job:
             if task_name and self._handed_on(job, task_name):
-                raise _Superseded(job.task_name)
+                raise _Superseded(job.task_name, job.lane)
             return job.start_attempt(owner, self._clock.now(), self._lease, budget)
 
         return self._store.update(job_id, start)
@@ -222,14 +229,14 @@ class WorkerService:
         try:
             return self._start(delivery.job_id, owner, delivery.task_name)
         except _Superseded as superseded:
-            if self._queue is None or self._queue.exists(superseded.successor):
+            if self._queue is None or self._queue.exists(superseded.successor, superseded.lane):
                 raise
         # The successor was never created (its delivery answered 429): this task goes on.
         return self._start(delivery.job_id, owner)
 
     def _may_be_last(self, delivery: TaskDelivery) -> bool:
         """Whether the queue may delete the task after this delivery (by its attempts)."""
-        attempts = self._retry.max_attempts
+        attempts = self._retry_of(delivery).max_attempts
         return attempts >= 0 and delivery.retry_count + 1 >= attempts
 
     def _handle(
@@ -269,7 +276,9 @@ class WorkerService:
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
         try:
-            result = self._grade(job, owner)
+            # The quota limiter and a lane's own model read the job's lane from the context.
+            with lane_context(job.lane):
+                result = self._grade(job, owner)
         except _Released:
             return self._release(job, owner)
         except PermanentGradingError as exc:
@@ -391,7 +400,11 @@ class WorkerService:
     def _is_last(self, delivery: TaskDelivery, job: Job | None) -> bool:
         started = job.started_at if job is not None else None
         elapsed = self._clock.now() - started if started is not None else None
-        return self._retry.is_last_attempt(delivery.retry_count, elapsed)
+        return self._retry_of(delivery).is_last_attempt(delivery.retry_count, elapsed)
+
+    def _retry_of(self, delivery: TaskDelivery) -> RetryConfig:
+        """The retry config of the queue that made this delivery."""
+        return self._lane_retries.get(delivery.queue, self._retry)
 
     def _transient(
         self,
@@ -456,7 +469,9 @@ class WorkerService:
         deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
         due = self._clock.now() + timedelta(seconds=wait)
         try:
-            self._queue.enqueue(TaskSpec(deferred.task_name, deferred.id, schedule_time=due))
+            self._queue.enqueue(
+                TaskSpec(deferred.task_name, deferred.id, schedule_time=due, queue=deferred.lane)
+            )
         except DependencyUnavailable as unavailable:
             log.warning(
                 "the job could not be deferred to a new task; the queue retries this one",

@@ -43,9 +43,11 @@ def task_queue_harness(
         yield google
         return
     db = SqliteDatabase(tmp_path / "tasks.sqlite3")
-    queue = load_queues()["grading"]
+    lanes = load_queues()
+    queue = lanes["grading"]
     with RecordingTarget() as target, running_dispatcher(db, queue):
-        yield TargetHarness(SqliteTaskQueue(db, queue, target.url + queue.target_path), target)
+        adapter = SqliteTaskQueue(db, queue, target.url + queue.target_path, lanes=lanes)
+        yield TargetHarness(adapter, target)
 
 
 # --- event_bus_harness, processed_events ----------------------------------------------

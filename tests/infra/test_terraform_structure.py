@@ -673,10 +673,11 @@ def test_least_privilege_grants(tf: Terraform) -> None:
         for body in tf.of_type(rtype).values():
             if body["role"] != role:
                 continue
-            if "for_each" in body:
-                local = tf.locals[path_of(body["for_each"])[1]]  # type: ignore[index]
+            path = path_of(body.get("for_each"))
+            if path is not None and isinstance(tf.locals.get(path[1]), dict):
+                local = tf.locals[path[1]]
                 found |= {path_of(v)[1] for v in local.values()}  # type: ignore[index]
-            else:
+            else:  # one member (for each lane, say)
                 found |= {ref[2] for ref in references(body["member"]) if ref[0] == "resource"}
         return found
 
@@ -697,8 +698,15 @@ def test_least_privilege_grants(tf: Terraform) -> None:
     # The sweep's GetTask (cloudtasks.tasks.get) on the queue: the worker only.
     assert members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.viewer") == {"worker"}
     assert members("google_project_iam_member", "roles/aiplatform.user") == {"worker"}
+    # Pause, resume and purge of a lane from the admin API: the intake only.
+    queue_admin = members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.queueAdmin")
+    assert queue_admin == {"intake"}
     roles = {b["role"] for b in tf.of_type("google_cloud_tasks_queue_iam_member").values()}
-    assert roles == {"roles/cloudtasks.enqueuer", "roles/cloudtasks.viewer"}
+    assert roles == {
+        "roles/cloudtasks.enqueuer",
+        "roles/cloudtasks.viewer",
+        "roles/cloudtasks.queueAdmin",
+    }
 
 
 def test_the_worker_may_read_tasks_on_its_own_queue(tf: Terraform) -> None:

@@ -10,12 +10,14 @@ from flask import Flask
 from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.dashboard import page
+from services.intake.admin.lanes import lanes_api
 from services.intake.admin.routes import api
 from shared.bootstrap import Adapters
 from shared.config.settings import Settings
 from shared.ports import Clock
 from shared.service_layer.admin import AdminService
 from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.lanes import LaneService
 from shared.service_layer.queue_health import QueueHealth
 
 
@@ -35,7 +37,17 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
         on_final=completion.on_final if completion else None,
     )
     app.extensions["gradeq.queue_health"] = QueueHealth(adapters.store, clock)
+    app.extensions["gradeq.lanes"] = LaneService(
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        settings.queues(),
+        settings.lane_policy().default,
+        on_final=completion.on_final if completion else None,
+    )
     app.register_blueprint(api)
+    app.register_blueprint(lanes_api)
     app.register_blueprint(page)
     if adapters.assignments is not None:
         app.extensions["gradeq.admin_assignments"] = adapters.assignments

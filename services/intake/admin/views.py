@@ -23,6 +23,7 @@ def admin_job_view(job: Job, *, detail: bool = False) -> dict[str, Any]:
         "id": job.id,
         "client_id": job.client_id,
         "status": job.status.value,
+        "lane": job.lane,
         "submission_id": job.request.submission_id,
         "assignment_id": job.request.assignment_id,
         "attempts": job.attempts,

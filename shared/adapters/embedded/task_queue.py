@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.adapters.embedded.task_table import (
     DEFAULT_NAME_RESERVATION,
+    PAUSED,
+    RUNNING,
     TASK_ID,
     NewTask,
     TaskTable,
@@ -20,6 +23,7 @@ from shared.adapters.embedded.task_table import (
 from shared.adapters.embedded.wakeup import TASKS, WakeSender
 from shared.codecs.task_body import CONTENT_TYPE, encode_task_body
 from shared.config.queues import QueueConfig
+from shared.domain.errors import LaneNotFound
 from shared.ports import TaskSpec
 
 
@@ -40,9 +44,12 @@ class SqliteTaskQueue:
         queue: QueueConfig,
         target_url: str,
         name_reservation: timedelta = DEFAULT_NAME_RESERVATION,
+        lanes: Mapping[str, QueueConfig] | None = None,
     ) -> None:
         self.table = TaskTable(db)
         self.queue = queue
+        # Every queue a task may name (the lanes); the default queue is always one.
+        self.lanes = {**(lanes or {}), queue.name: queue}
         self.target_url = target_url
         self.name_reservation = name_reservation
         self._wake = WakeSender(db.path, TASKS)
@@ -52,7 +59,7 @@ class SqliteTaskQueue:
         if not TASK_ID.match(task.name):
             raise ValueError(f"invalid task name {task.name!r}: want [A-Za-z0-9_-]{{1,500}}")
         return NewTask(
-            queue=self.queue.name,
+            queue=self._lane(task.queue),
             name=task.name,
             url=self.target_url,
             body=encode_task_body(task.job_id),
@@ -73,9 +80,33 @@ class SqliteTaskQueue:
         with unavailable_on_error("enqueue task"), self.table.db.transaction() as conn:
             return self.enqueue_in(conn, task)
 
-    def exists(self, task_name: str) -> bool:
+    def exists(self, task_name: str, queue: str | None = None) -> bool:
         with unavailable_on_error("look up task"):
-            return self.table.get(self.queue.name, task_name) is not None
+            return self.table.get(self._lane(queue), task_name) is not None
+
+    def pause(self, queue: str | None) -> None:
+        with unavailable_on_error("pause queue"):
+            self.table.set_state(self._lane(queue), PAUSED)
+
+    def resume(self, queue: str | None) -> None:
+        with unavailable_on_error("resume queue"):
+            self.table.set_state(self._lane(queue), RUNNING)
+        self._wake.notify()  # the dispatcher starts on the backlog at once
+
+    def purge(self, queue: str | None) -> None:
+        with unavailable_on_error("purge queue"):
+            self.table.purge(self._lane(queue))
+
+    def is_paused(self, queue: str | None) -> bool:
+        with unavailable_on_error("read queue state"):
+            return self.table.state(self._lane(queue)) == PAUSED
+
+    def _lane(self, queue: str | None) -> str:
+        if queue is None:
+            return self.queue.name
+        if queue not in self.lanes:
+            raise LaneNotFound(f"no lane {queue!r}")
+        return queue
 
     def ping(self) -> None:
         with unavailable_on_error("ping task queue"):

@@ -54,8 +54,17 @@ CREATE TABLE IF NOT EXISTS tasks (
     delete_reason TEXT,
     PRIMARY KEY (queue, name)
 );
-CREATE INDEX IF NOT EXISTS tasks_due ON tasks (queue, state, schedule_time)
+CREATE INDEX IF NOT EXISTS tasks_due ON tasks (queue, state, schedule_time);
+CREATE TABLE IF NOT EXISTS queue_states (
+    queue TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_at REAL NOT NULL
+)
 """
+
+#: A queue's states, as Cloud Tasks names them (Queue.State).
+RUNNING = "RUNNING"
+PAUSED = "PAUSED"
 
 
 class TaskState(StrEnum):
@@ -204,7 +213,10 @@ class TaskTable:
         with self.db.transaction() as conn:
             rows = conn.execute(
                 "SELECT * FROM tasks WHERE queue = ? AND state = ? AND schedule_time <= ?"
-                " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY schedule_time LIMIT ?",
+                " AND (lease_until IS NULL OR lease_until <= ?)"
+                # A paused queue's tasks are not claimed (nor counted as due, below).
+                " AND NOT EXISTS (SELECT 1 FROM queue_states s WHERE s.queue = tasks.queue"
+                " AND s.state = 'PAUSED') ORDER BY schedule_time LIMIT ?",
                 (queue, _P, now, now, limit),
             ).fetchall()
             conn.executemany(
@@ -234,7 +246,8 @@ class TaskTable:
         """When the earliest pending task becomes claimable, or None when there is none."""
         sql = (
             "SELECT MIN(MAX(schedule_time, COALESCE(lease_until, 0))) FROM tasks"
-            " WHERE queue = ? AND state = ?"
+            " WHERE queue = ? AND state = ? AND NOT EXISTS (SELECT 1 FROM queue_states s"
+            " WHERE s.queue = tasks.queue AND s.state = 'PAUSED')"
         )
         value = self.db.connection().execute(sql, (queue, _P)).fetchone()[0]
         return float(value) if value is not None else None
@@ -274,6 +287,39 @@ class TaskTable:
                 (reason, _P, owner, owner),
             )
             return cur.rowcount
+
+    # --- queue states (PauseQueue, ResumeQueue, PurgeQueue) -----------------------------
+
+    def set_state(self, queue: str, state: str) -> None:
+        """Mark the queue RUNNING or PAUSED (a paused queue keeps accepting tasks)."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO queue_states (queue, state, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (queue) DO UPDATE SET state = excluded.state,"
+                " updated_at = excluded.updated_at",
+                (queue, state, time.time()),
+            )
+
+    def state(self, queue: str) -> str:
+        """RUNNING or PAUSED (a queue never paused is RUNNING)."""
+        sql = "SELECT state FROM queue_states WHERE queue = ?"
+        row = self.db.connection().execute(sql, (queue,)).fetchone()
+        return str(row["state"]) if row else RUNNING
+
+    def purge(self, queue: str, reason: str = "purged") -> int:
+        """Delete every pending task of the queue (tombstones keep the names reserved)."""
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE tasks SET state = ?, deleted_at = ?, delete_reason = ?, lease_owner = NULL,"
+                " lease_until = NULL WHERE queue = ? AND state = ?",
+                (TaskState.DELETED, time.time(), reason, queue, _P),
+            )
+            return cur.rowcount
+
+    def count_pending(self, queue: str) -> int:
+        """How many tasks the queue holds."""
+        sql = "SELECT COUNT(*) FROM tasks WHERE queue = ? AND state = ?"
+        return int(self.db.connection().execute(sql, (queue, _P)).fetchone()[0])
 
     def purge_tombstones(self, queue: str, before: float) -> int:
         """Forget tombstones older than the reservation window, freeing their names."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 from google.cloud import tasks_v2
@@ -9,7 +11,7 @@ from google.cloud import tasks_v2
 from shared.adapters.google import metering
 from shared.codecs.task_body import CONTENT_TYPE, encode_task_body
 from shared.config.queues import QueueConfig
-from shared.domain.errors import DependencyUnavailable
+from shared.domain.errors import DependencyUnavailable, LaneNotFound
 from shared.ports import TaskSpec
 
 #: Bounded retry of the create call itself. Retrying after DEADLINE_EXCEEDED is safe
@@ -40,9 +42,13 @@ class CloudTasksQueue:
         audience: str,
         retry: gretry.Retry = CREATE_RETRY,
         timeout_s: float = CREATE_TIMEOUT_S,
+        lanes: Mapping[str, QueueConfig] | None = None,
     ) -> None:
         self._client = client
         self._queue_path = queue_path
+        # The lanes are sibling queues of the default one (same project and location).
+        self._lanes = {**(lanes or {}), queue.name: queue}
+        self._parent = queue_path.rpartition("/queues/")[0]
         self._target_url = target_url
         self._queue = queue
         self._service_account = service_account
@@ -51,8 +57,18 @@ class CloudTasksQueue:
         self._timeout_s = timeout_s
         self.meter = metering.Meter()
 
+    def path_of(self, lane: str | None) -> str:
+        """The full queue name of a lane (None: the default queue)."""
+        if lane is None:
+            return self._queue_path
+        if lane not in self._lanes:
+            raise LaneNotFound(f"no lane {lane!r}")
+        return f"{self._parent}/queues/{lane}"
+
     def build_task(self, spec: TaskSpec) -> tasks_v2.Task:
         """The Task message for `spec` (exposed for tests and logs)."""
+        path = self.path_of(spec.queue)  # LaneNotFound for an undeclared lane
+        config = self._lanes[spec.queue] if spec.queue is not None else self._queue
         http_request = tasks_v2.HttpRequest(
             url=self._target_url,
             http_method=tasks_v2.HttpMethod.POST,
@@ -67,9 +83,9 @@ class CloudTasksQueue:
                 service_account_email=self._service_account, audience=self._audience
             )
         task = tasks_v2.Task(
-            name=f"{self._queue_path}/tasks/{spec.name}",
+            name=f"{path}/tasks/{spec.name}",
             http_request=http_request,
-            dispatch_deadline=self._queue.dispatch_deadline,
+            dispatch_deadline=config.dispatch_deadline,
         )
         if spec.schedule_time is not None:
             task.schedule_time = spec.schedule_time
@@ -80,7 +96,7 @@ class CloudTasksQueue:
         self.meter.add(metering.TASKS_CREATE_CALLS)
         try:
             self._client.create_task(
-                parent=self._queue_path,
+                parent=self.path_of(task.queue),
                 task=message,
                 retry=self._retry,
                 timeout=self._timeout_s,
@@ -92,11 +108,11 @@ class CloudTasksQueue:
         self.meter.add(metering.TASKS_CREATED)
         return True
 
-    def exists(self, task_name: str) -> bool:
+    def exists(self, task_name: str, queue: str | None = None) -> bool:
         self.meter.add(TASKS_GET_CALLS)
         try:
             self._client.get_task(
-                name=f"{self._queue_path}/tasks/{task_name}",
+                name=f"{self.path_of(queue)}/tasks/{task_name}",
                 retry=self._retry,
                 timeout=self._timeout_s,
             )
@@ -105,6 +121,28 @@ class CloudTasksQueue:
         except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
             raise DependencyUnavailable(f"Cloud Tasks get_task failed: {exc}") from exc
         return True
+
+    def pause(self, queue: str | None) -> None:
+        self._call("PauseQueue", self._client.pause_queue, queue)
+
+    def resume(self, queue: str | None) -> None:
+        self._call("ResumeQueue", self._client.resume_queue, queue)
+
+    def purge(self, queue: str | None) -> None:
+        self._call("PurgeQueue", self._client.purge_queue, queue)
+
+    def is_paused(self, queue: str | None) -> bool:
+        state = self._call("GetQueue", self._client.get_queue, queue).state
+        return bool(state == tasks_v2.Queue.State.PAUSED)
+
+    def _call(
+        self, what: str, method: Callable[..., tasks_v2.Queue], lane: str | None
+    ) -> tasks_v2.Queue:
+        """One queue-level call; these need cloudtasks.queues.* (the operator's rights)."""
+        try:
+            return method(name=self.path_of(lane), retry=self._retry, timeout=self._timeout_s)
+        except (gexc.GoogleAPICallError, gexc.RetryError) as exc:
+            raise DependencyUnavailable(f"Cloud Tasks {what} failed: {exc}") from exc
 
     def ping(self) -> None:
         try:

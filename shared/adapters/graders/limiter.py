@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from shared.domain.errors import ProviderQuotaExhausted
 
@@ -68,6 +69,16 @@ class Reservation:
     def settle(self, tokens: int) -> None:
         """Replace the estimate with the tokens the request really took."""
         self._limiter._settle(self._entry, tokens)
+
+
+class QuotaLimiter(Protocol):
+    """What a model grader asks before each provider request."""
+
+    share: QuotaShare
+
+    def acquire(self, tokens: int) -> Reservation:
+        """Admit one request expected to take `tokens`, or raise `ProviderQuotaExhausted`."""
+        ...
 
 
 class RollingLimiter:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shared.adapters.graders.answer import UnusableAnswer, parse_answer
-from shared.adapters.graders.limiter import RollingLimiter
+from shared.adapters.graders.limiter import QuotaLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
 from shared.domain.errors import (
     GraderMisconfigured,
@@ -156,7 +156,7 @@ class ModelGrader:
     def __init__(
         self,
         chat: ChatModel,
-        limiter: RollingLimiter,
+        limiter: QuotaLimiter,
         prompt: GradingPrompt,
         max_output_tokens: int,
         answer_retries: int = 2,

@@ -108,6 +108,7 @@ function showDetail(job) {
   document.getElementById("detail-status").textContent = job.status;
   document.getElementById("detail-generation").textContent = String(job.generation);
   document.getElementById("detail-attempts").textContent = String(job.attempts);
+  document.getElementById("detail-lane").textContent = job.lane || "default";
   const rows = job.history.map((a) => el("tr", {},
     el("td", {}, String(a.attempt)), el("td", {}, String(a.generation)),
     el("td", {}, a.started_at), el("td", {}, a.ended_at || "running"),
@@ -137,13 +138,49 @@ async function replayJob(job, button) {
   }
 }
 
+function showLanes(lanes) {
+  const rows = lanes.map((lane) => {
+    const toggle = el("button", { type: "button", class: "lane-toggle" },
+      lane.paused ? "Resume" : "Pause");
+    toggle.addEventListener("click", () =>
+      laneAction(lane.lane, lane.paused ? "resume" : "pause", toggle));
+    const purge = el("button", { type: "button", class: "lane-purge" }, "Purge");
+    purge.addEventListener("click", () => {
+      if (window.confirm(`Cancel every job of lane ${lane.lane} not yet final?`)) {
+        laneAction(lane.lane, "purge", purge);
+      }
+    });
+    const age = lane.oldest_age_s === null ? "-" : `${Math.round(lane.oldest_age_s)} s`;
+    const objective = lane.oldest_age_objective_s === null ? "-" : `${lane.oldest_age_objective_s} s`;
+    return el("tr", { "data-lane": lane.lane, class: lane.objective_breached ? "breached" : "" },
+      el("td", {}, lane.lane), el("td", {}, lane.paused ? "paused" : "running"),
+      el("td", {}, String(lane.backlog)), el("td", {}, age), el("td", {}, objective),
+      el("td", {}, seconds(lane.queue_wait_ms.p50)), el("td", {}, seconds(lane.queue_wait_ms.p99)),
+      el("td", {}, toggle, purge));
+  });
+  document.querySelector("#lanes tbody").replaceChildren(...rows);
+}
+
+async function laneAction(lane, action, button) {
+  button.disabled = true;
+  try {
+    await call(`lanes/${encodeURIComponent(lane)}/${action}`, { method: "POST" });
+    await refresh();
+  } catch (error) {
+    say(String(error.message || error));
+    button.disabled = false;
+  }
+}
+
 function say(text) {
   document.getElementById("message").textContent = text;
 }
 
 async function refresh() {
-  const [health, failed] = await Promise.all([call("queue-health"), call("dead-letters?limit=50")]);
+  const [health, failed, lanes] = await Promise.all(
+    [call("queue-health"), call("dead-letters?limit=50"), call("lanes")]);
   showCounts(health);
+  showLanes(lanes.lanes);
   drawChart(health.series);
   showFailed(failed);
   if (shownJob) await showJob(shownJob);
