@@ -365,6 +365,9 @@ resource "google_firestore_index" "assignments_client_created" {
     field_path = "__name__"
     order      = "DESCENDING"
   }
+
+  # One index build at a time in the database (concurrent builds can fail with 409).
+  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
 }
 
 # AssignmentGraded events recorded but not yet published (the recovery sweep,
@@ -383,4 +386,6 @@ resource "google_firestore_index" "assignment_graded_unpublished" {
     field_path = "recorded_at"
     order      = "ASCENDING"
   }
+
+  depends_on = [google_firestore_index.assignments_client_created]
 }
