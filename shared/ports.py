@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
-from shared.domain.events import AssignmentGraded, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -176,7 +176,7 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 

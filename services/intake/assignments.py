@@ -87,7 +87,13 @@ def create_assignment() -> Response:
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     body: AssignmentIn = parse(AssignmentIn, _json_body())
     assignment, created = _service().create(
-        client_id, key, body.title, body.rubric_value(), body.max_score, body.prompt_version
+        client_id,
+        key,
+        body.title,
+        body.rubric_value(),
+        body.max_score,
+        body.prompt_version,
+        body.settings(),
     )
     response = _json(assignment_view(assignment), 201 if created else 200)
     response.headers["Location"] = url_for(

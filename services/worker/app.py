@@ -16,6 +16,7 @@ from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.review import ReviewPolicies
 from shared.service_layer.worker import WorkerService
 
 
@@ -47,6 +48,7 @@ def create_app(
         budget=budget,
         uow=adapters.uow,
         on_final=completion.on_final if completion else None,
+        review_policy=ReviewPolicies(adapters.assignments, settings.client_review_policies),
         queue=adapters.queue,
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),

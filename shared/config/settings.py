@@ -10,6 +10,7 @@ import os
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -89,6 +90,9 @@ class Settings(BaseSettings):
     # commas; a key may be given as "sha256:<hex digest>" so the setting holds no secret.
     operator_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
+    # Review rules of jobs without an assignment, per client: a JSON object of client id
+    # to policy (docs/review.md), e.g. {"school-a": {"sample_rate": 0.05}}.
+    client_review_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)

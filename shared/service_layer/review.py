@@ -1,0 +1,150 @@
+"""Which review rules apply to a job, and a reviewer's decision on a held grade.
+
+A review is one job write (the decision beside the model's grade, `announced` False),
+then its events: `GradeReviewed` (id from job, generation and review number) and, when
+the grade was withheld from the student, the job's own `GradingCompleted` with its usual
+stable id; then a write marking them announced. A crash in between leaves the review
+unannounced; `announce_pending` (called again by the next read of the job or the sweep)
+publishes the same ids again, which subscribers dedupe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.domain.errors import IllegalTransition, JobNotFound
+from shared.domain.events import GradeReviewed, GradingCompleted
+from shared.domain.job import GradeResult, Job, JobStatus
+from shared.domain.review import (
+    Release,
+    Review,
+    ReviewDecision,
+    ReviewPolicy,
+    policy_of,
+)
+from shared.ports import AssignmentStore, Clock, EventPublisher, JobStore
+
+log = logging.getLogger(__name__)
+
+
+class ReviewPolicies:
+    """The review policy of a job: its assignment's, else its client's, else none."""
+
+    def __init__(
+        self,
+        assignments: AssignmentStore | None,
+        client_policies: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._assignments = assignments
+        self._clients = {
+            c: ReviewPolicy.from_dict(dict(p)) for c, p in (client_policies or {}).items()
+        }
+
+    def __call__(self, job: Job) -> ReviewPolicy | None:
+        assignment_id = job.request.assignment_id
+        if assignment_id is not None and self._assignments is not None:
+            assignment = self._assignments.get(assignment_id)
+            if assignment is not None and assignment.client_id == job.client_id:
+                policy = policy_of(assignment.settings)
+                if policy is not None:
+                    return policy
+        return self._clients.get(job.client_id)
+
+
+@dataclass(frozen=True)
+class Override:
+    """A reviewer's own grade: the score, and optionally criteria and feedback."""
+
+    score: float
+    criteria: tuple[dict[str, Any], ...] | None = None
+    feedback: str | None = None
+
+
+class NotHeld(IllegalTransition):
+    """The job's grade was never held for review."""
+
+
+class ReviewService:
+    """Reviewers' decisions on held grades, recorded and announced exactly once."""
+
+    def __init__(self, store: JobStore, publisher: EventPublisher, clock: Clock) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._clock = clock
+
+    def get(self, client_id: str, job_id: str) -> Job:
+        """A held or reviewed job of the reviewer's client; JobNotFound for any other."""
+        job = self._store.get(job_id)
+        if job is None or job.client_id != client_id or job.review is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def decide(
+        self,
+        client_id: str,
+        job_id: str,
+        by: str,
+        reason: str,
+        override: Override | None = None,
+    ) -> Job:
+        """Accept the model's grade (`override` None) or replace it; then announce."""
+        # A previous review still unannounced goes out first: each keeps its own events.
+        self.announce_pending(self.get(client_id, job_id))
+
+        def review(job: Job) -> Job:
+            if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
+                raise NotHeld(job.id, job.status, job.status)
+            now = self._clock.now()
+            number = len(job.review.reviews) + 1
+            if override is None:
+                decision, result = ReviewDecision.ACCEPT, job.result
+            else:
+                decision, result = ReviewDecision.OVERRIDE, _overridden(job.result, override, by)
+            return job.record_review(Review(number, by, now, decision, reason, result), now)
+
+        reviewed = self._store.update(job_id, review)
+        return self.announce_pending(reviewed)
+
+    def announce_pending(self, job: Job) -> Job:
+        """Publish the newest review's events unless they are marked announced."""
+        state = job.review
+        if state is None or state.announced or state.latest is None:
+            return job
+        event = GradeReviewed.from_job(job)
+        self._publisher.publish(event)
+        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1:
+            # The grade was withheld: its completion goes out now, with its usual id.
+            self._publisher.publish(GradingCompleted.from_job(job))
+
+        def mark(current: Job) -> Job:
+            assert current.review is not None
+            return dataclasses.replace(current, review=current.review.mark_announced())
+
+        announced = self._store.update(job.id, mark)
+        log.info(
+            "grade reviewed",
+            extra={
+                "event": "grade_reviewed",
+                "event_id": event.event_id,
+                "decision": state.latest.decision.value,
+                "review": state.latest.number,
+            },
+        )
+        return announced
+
+
+def _overridden(model: GradeResult, override: Override, by: str) -> GradeResult:
+    """The teacher's grade: the model's, with what the teacher changed."""
+    return GradeResult(
+        score=override.score,
+        max_score=model.max_score,
+        feedback=override.feedback if override.feedback is not None else model.feedback,
+        criteria=override.criteria if override.criteria is not None else model.criteria,
+        grader=f"reviewer:{by}",
+        model=model.model,
+        prompt_version=model.prompt_version,
+    )
