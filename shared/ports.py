@@ -52,6 +52,32 @@ class JobCursor:
     job_id: str
 
 
+@dataclass(frozen=True)
+class ReviewCursor:
+    """Where an oldest-first review queue page stopped: the last job's hold time and id."""
+
+    held_at: str
+    job_id: str
+
+
+class ReviewQueue(Protocol):
+    """Reads of the jobs held for review (their writes go through `JobStore.update`)."""
+
+    def held(
+        self,
+        client_id: str,
+        assignment_id: str | None,
+        limit: int,
+        after: ReviewCursor | None = None,
+    ) -> list[Job]:
+        """The client's grades waiting for a review, oldest hold first."""
+        ...
+
+    def reviewed(self, client_id: str, assignment_id: str | None, limit: int) -> list[Job]:
+        """The client's reviewed grades (of one assignment, or all), oldest hold first."""
+        ...
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 

@@ -386,6 +386,8 @@ def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process)."""
     # Imported here: the assignments part builds on this module's helpers.
     from services.intake.assignment_openapi import MODELS, assignment_paths
+    from services.intake.review_openapi import MODELS as REVIEW_MODELS
+    from services.intake.review_openapi import review_paths
 
     _, schemas = models_json_schema(
         [
@@ -396,6 +398,7 @@ def openapi_document() -> dict[str, Any]:
             (JobPage, "serialization"),
             (Problem, "serialization"),
             *MODELS,
+            *REVIEW_MODELS,
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -414,6 +417,7 @@ def openapi_document() -> dict[str, Any]:
         "paths": {
             **_paths(),
             **assignment_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
+            **review_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
         },
         "components": {
             "schemas": schemas.get("$defs", {}),

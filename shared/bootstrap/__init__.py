@@ -23,6 +23,7 @@ from shared.ports import (
     JobBatchWriter,
     JobStore,
     ProcessedEvents,
+    ReviewQueue,
     TaskQueue,
     UnitOfWork,
     WebhookSecretStore,
@@ -49,6 +50,8 @@ class AdapterFamily(Protocol):
     def unit_of_work(self) -> UnitOfWork: ...
 
     def assignment_store(self) -> AssignmentStore: ...
+
+    def review_queue(self) -> ReviewQueue: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

@@ -24,6 +24,7 @@ from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
@@ -80,6 +81,10 @@ class GoogleFamily:
             ASSIGNMENT_GRADED,
             self._settings.firestore_deadline_s,
         )
+
+    def review_queue(self) -> FirestoreReviewQueue:
+        s = self._settings
+        return FirestoreReviewQueue(self._firestore, s.jobs_collection, s.firestore_deadline_s)
 
     def job_batch(self) -> FirestoreJobBatch:
         s = self._settings

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -202,7 +202,8 @@ class ReviewState:
             "status": self.status.value,
             "reasons": [r.value for r in self.reasons],
             "release": self.release.value,
-            "held_at": self.held_at.isoformat(),
+            # Fixed-width UTC text: stores order the review queue by it as a string.
+            "held_at": self.held_at.astimezone(UTC).isoformat(timespec="microseconds"),
             "generation": self.generation,
             "reviews": [r.to_dict() for r in self.reviews],
             "announced": self.announced,

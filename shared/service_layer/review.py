@@ -10,13 +10,17 @@ publishes the same ids again, which subscribers dedupe.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from shared.domain.errors import IllegalTransition, JobNotFound
+from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.domain.events import GradeReviewed, GradingCompleted
 from shared.domain.job import GradeResult, Job, JobStatus
 from shared.domain.review import (
@@ -26,7 +30,14 @@ from shared.domain.review import (
     ReviewPolicy,
     policy_of,
 )
-from shared.ports import AssignmentStore, Clock, EventPublisher, JobStore
+from shared.ports import (
+    AssignmentStore,
+    Clock,
+    EventPublisher,
+    JobStore,
+    ReviewCursor,
+    ReviewQueue,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,23 +75,68 @@ class Override:
     feedback: str | None = None
 
 
-class NotHeld(IllegalTransition):
-    """The job's grade was never held for review."""
+class GradeNotHeld(GradeqError):
+    slug = "grade-not-held"
+    title = "The job's grade is not held for review"
+    status = 409
+
+
+@dataclass(frozen=True)
+class ReviewPage:
+    """One page of the held grades, oldest first, and the cursor of the next."""
+
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+def _encode_cursor(job: Job) -> str:
+    assert job.review is not None
+    held_at = job.review.to_dict()["held_at"]
+    raw = json.dumps([held_at, job.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> ReviewCursor:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        held_at, job_id = json.loads(raw)
+        datetime.fromisoformat(held_at)
+        if not isinstance(held_at, str) or not isinstance(job_id, str):
+            raise ValueError("not a cursor")
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ValidationFailed(
+            "the cursor is not one this API returned",
+            errors=[{"field": "cursor", "message": "invalid cursor"}],
+        ) from exc
+    return ReviewCursor(held_at, job_id)
 
 
 class ReviewService:
     """Reviewers' decisions on held grades, recorded and announced exactly once."""
 
-    def __init__(self, store: JobStore, publisher: EventPublisher, clock: Clock) -> None:
+    def __init__(
+        self, store: JobStore, queue: ReviewQueue, publisher: EventPublisher, clock: Clock
+    ) -> None:
         self._store = store
+        self._queue = queue
         self._publisher = publisher
         self._clock = clock
+
+    def held(
+        self, client_id: str, assignment_id: str | None, limit: int, cursor: str | None = None
+    ) -> ReviewPage:
+        """The client's held grades, oldest first (of one assignment, or all)."""
+        after = _decode_cursor(cursor) if cursor else None
+        found = self._queue.held(client_id, assignment_id, limit + 1, after)
+        more = len(found) > limit
+        found = found[:limit]
+        return ReviewPage(found, _encode_cursor(found[-1]) if more else None)
 
     def get(self, client_id: str, job_id: str) -> Job:
         """A held or reviewed job of the reviewer's client; JobNotFound for any other."""
         job = self._store.get(job_id)
         if job is None or job.client_id != client_id or job.review is None:
-            raise JobNotFound(job_id)
+            raise JobNotFound(f"no grading job {job_id} held for review")
         return job
 
     def decide(
@@ -97,9 +153,14 @@ class ReviewService:
 
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
-                raise NotHeld(job.id, job.status, job.status)
+                raise GradeNotHeld(f"grading job {job.id} has no grade held for review")
             now = self._clock.now()
             number = len(job.review.reviews) + 1
+            if override is not None and override.score > job.request.max_score:
+                raise ValidationFailed(
+                    f"the score is above the job's max score {job.request.max_score:g}",
+                    errors=[{"field": "score", "message": "above the max score"}],
+                )
             if override is None:
                 decision, result = ReviewDecision.ACCEPT, job.result
             else:
