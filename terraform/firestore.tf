@@ -203,7 +203,7 @@ resource "google_firestore_index" "jobs_status_created" {
     order      = "DESCENDING"
   }
 
-  depends_on = [google_firestore_index.jobs_client_status_submission_created]
+  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
 }
 
 resource "google_firestore_index" "jobs_assignment_created" {
@@ -383,4 +383,68 @@ resource "google_firestore_index" "assignment_graded_unpublished" {
     field_path = "recorded_at"
     order      = "ASCENDING"
   }
+}
+
+# The review queue (GET /v1/reviews, FirestoreReviewQueue): where client_id == C
+# [and request.assignment_id == A] and review.status == S order by review.held_at,
+# __name__ (the cursor's tie-break). Built after the listing indexes (409 contention).
+resource "google_firestore_index" "jobs_client_review_held" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.held_at"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
+}
+
+resource "google_firestore_index" "jobs_client_assignment_review_held" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.held_at"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_review_held]
 }

@@ -4,8 +4,8 @@ A review is one job write (the decision beside the model's grade, `announced` Fa
 then its events: `GradeReviewed` (id from job, generation and review number) and, when
 the grade was withheld from the student, the job's own `GradingCompleted` with its usual
 stable id; then a write marking them announced. A crash in between leaves the review
-unannounced; `announce_pending` (called again by the next read of the job or the sweep)
-publishes the same ids again, which subscribers dedupe.
+unannounced; the next request about the job to the review API publishes the same ids
+again (`announce_pending`), which subscribers dedupe.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ class ReviewService:
         job = self._store.get(job_id)
         if job is None or job.client_id != client_id or job.review is None:
             raise JobNotFound(f"no grading job {job_id} held for review")
-        return job
+        # A review whose events a crash left unpublished goes out on the next look at it.
+        return self.announce_pending(job)
 
     def decide(
         self,
@@ -148,8 +149,8 @@ class ReviewService:
         override: Override | None = None,
     ) -> Job:
         """Accept the model's grade (`override` None) or replace it; then announce."""
-        # A previous review still unannounced goes out first: each keeps its own events.
-        self.announce_pending(self.get(client_id, job_id))
+        # A previous review still unannounced goes out first (`get`): each keeps its events.
+        self.get(client_id, job_id)
 
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
