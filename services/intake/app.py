@@ -111,8 +111,10 @@ def create_app(
     app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
         settings.reviewer_key_map(), firebase
     )
+    review_queue = family.review_queue()
+    app.extensions["gradeq.review_queue"] = review_queue
     app.extensions["gradeq.reviews"] = ReviewService(
-        adapters.store, family.review_queue(), adapters.publisher, clock
+        adapters.store, review_queue, adapters.publisher, clock
     )
     app.register_blueprint(reviews.bp)
     blob_store = family.blob_store(clock)

@@ -15,9 +15,10 @@ from services.intake.assignment_schemas import parse
 from services.intake.body import read_json_body
 from services.intake.reviewer_auth import Reviewer, ReviewerAuthenticator
 from services.intake.views import Result, _iso
+from shared.domain.agreement import Agreement
 from shared.domain.job import GradeResult, Job
 from shared.domain.rubric import criteria_of
-from shared.service_layer.review import Override, ReviewService
+from shared.service_layer.review import AgreementReport, Override, ReviewService
 
 bp = Blueprint("reviews", __name__, url_prefix="/v1/reviews")
 
@@ -186,3 +187,51 @@ def review(job_id: str) -> Response:
         )
     job = _service().decide(reviewer.client_id, job_id, reviewer.by, body.reason, override)
     return jsonify(detail_view(job).model_dump(mode="json"))
+
+
+class AgreementFigures(BaseModel):
+    """Model against teacher: exact match rate, mean absolute difference, kappa."""
+
+    reviewed: int
+    exact_match_rate: float | None
+    mean_absolute_difference: float | None
+    quadratic_weighted_kappa: float | None
+
+
+class ModelAgreementView(AgreementFigures):
+    """The agreement on the grades of one model and prompt version."""
+
+    model: str
+    prompt_version: str
+
+
+class AgreementView(AgreementFigures):
+    """The agreement on an assignment's reviewed grades, in all and by model and prompt;
+    `pairs` lists (model score, teacher score) for a plot."""
+
+    assignment_id: str | None
+    by_model: list[ModelAgreementView]
+    pairs: list[tuple[float, float]]
+
+
+def _figures(agreement: Agreement) -> dict[str, Any]:
+    return {
+        "reviewed": agreement.reviewed,
+        "exact_match_rate": agreement.exact_match_rate,
+        "mean_absolute_difference": agreement.mean_absolute_difference,
+        "quadratic_weighted_kappa": agreement.kappa,
+    }
+
+
+def agreement_view(report: AgreementReport) -> AgreementView:
+    return AgreementView(
+        **_figures(report.overall),
+        assignment_id=report.assignment_id,
+        by_model=[
+            ModelAgreementView(
+                **_figures(m.agreement), model=m.model, prompt_version=m.prompt_version
+            )
+            for m in report.by_model
+        ],
+        pairs=report.pairs,
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from shared.domain.agreement import Agreement, agreement_of
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.domain.events import GradeReviewed, GradingCompleted
 from shared.domain.job import GradeResult, Job, JobStatus
@@ -210,3 +211,58 @@ def _overridden(model: GradeResult, override: Override, by: str) -> GradeResult:
         model=model.model,
         prompt_version=model.prompt_version,
     )
+
+
+#: The most reviewed grades one agreement report reads (the oldest holds first).
+MAX_AGREEMENT_GRADES = 10_000
+
+
+@dataclass(frozen=True)
+class ModelAgreement:
+    """The agreement on the grades of one model and prompt version."""
+
+    model: str
+    prompt_version: str
+    agreement: Agreement
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """Model against teacher on the reviewed grades: all of them, and by model and prompt."""
+
+    assignment_id: str | None
+    overall: Agreement
+    by_model: list[ModelAgreement]
+    #: (model score, teacher score) of each reviewed grade, for a plot.
+    pairs: list[tuple[float, float]]
+
+
+def agreement_report(
+    queue: ReviewQueue, client_id: str, assignment_id: str | None
+) -> AgreementReport:
+    """Compare each reviewed grade's model score with its newest review's score."""
+    jobs = queue.reviewed(client_id, assignment_id, MAX_AGREEMENT_GRADES)
+    rows: list[tuple[str, str, float, float, float]] = []
+    for job in jobs:
+        teacher = job.effective_result
+        if job.result is None or teacher is None:
+            continue
+        rows.append(
+            (
+                job.result.model,
+                job.result.prompt_version,
+                job.result.score,
+                teacher.score,
+                job.request.max_score,
+            )
+        )
+
+    def of(selected: list[tuple[str, str, float, float, float]]) -> Agreement:
+        top = max((r[4] for r in selected), default=0.0)
+        return agreement_of([r[2] for r in selected], [r[3] for r in selected], top)
+
+    groups = sorted({(r[0], r[1]) for r in rows})
+    by_model = [
+        ModelAgreement(m, p, of([r for r in rows if (r[0], r[1]) == (m, p)])) for m, p in groups
+    ]
+    return AgreementReport(assignment_id, of(rows), by_model, [(r[2], r[3]) for r in rows])
