@@ -78,6 +78,23 @@ class ReviewQueue(Protocol):
         ...
 
 
+class JobEraser(Protocol):
+    """Removes jobs and what refers to them (docs/review.md#erasure); apart from `JobStore`."""
+
+    def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
+        """The client's jobs whose request names `student_id` (at most `limit`)."""
+        ...
+
+    def delete(self, job: Job) -> bool:
+        """Delete the final job if it is still as read, moving its assignment round's
+        tally back in the same commit; False if it changed meanwhile or is gone."""
+        ...
+
+    def forget_events(self, event_ids: list[str]) -> int:
+        """Delete every subscriber's dedup record of these events; how many there were."""
+        ...
+
+
 class JobStore(Protocol):
     """Durable job documents with atomic create-if-absent and read-modify-write."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin, blobs, reviews, uploads
+from services.intake import admin, blobs, erasure, reviews, uploads
 from services.intake.assignments import bp as assignments_bp
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
@@ -28,6 +28,7 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewService
@@ -119,6 +120,14 @@ def create_app(
     app.register_blueprint(reviews.bp)
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.erasure"] = ErasureService(
+        adapters.store,
+        family.job_eraser(),
+        blob_store,
+        clock,
+        Retention(settings.analytics_table, settings.log_retention_days),
+    )
+    app.register_blueprint(erasure.bp)
     app.extensions["gradeq.upload_rate_limiter"] = SubmissionRateLimiter(
         settings.upload_burst, settings.upload_rate_per_s, clock
     )

@@ -95,6 +95,7 @@ class AnswerIn(BaseModel):
     answer: str = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    student_id: Text | None = None
 
     @field_validator("answer", "metadata", "callback_url")
     @classmethod
@@ -103,7 +104,9 @@ class AnswerIn(BaseModel):
         return _job_check(info.field_name or "")(value)
 
     def to_answer(self) -> Answer:
-        return Answer(self.submission_id, self.answer, self.metadata, self.callback_url)
+        return Answer(
+            self.submission_id, self.answer, self.metadata, self.callback_url, self.student_id
+        )
 
 
 class AssignmentJobIn(AnswerIn):

@@ -6,10 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from services.intake.erasure import ErasureView
 from services.intake.reviewer_auth import ReviewerCredentialRequired
 from services.intake.reviews import ReviewDetailView, ReviewIn, ReviewQueueQuery, ReviewQueueView
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.http.errors import NestingTooDeep, PayloadTooLarge
+from shared.service_layer.erasure import ErasureConflict
 from shared.service_layer.review import GradeNotHeld
 
 MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ...] = (
@@ -82,5 +84,44 @@ def review_paths(
                     ),
                 },
             },
+        },
+    }
+
+
+ERASURE_MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ...] = (
+    (ErasureView, "serialization"),
+)
+
+
+def erasure_operations(
+    ref: Any, problems: Any, common: tuple[type[GradeqError], ...], job_parameters: list[Any]
+) -> dict[str, dict[str, Any]]:
+    """The DELETE operations of erasure, by path (merged into the paths they share)."""
+    secured: list[dict[str, list[str]]] = [{"bearer": []}]
+    answer = {
+        "200": {
+            "description": "What was removed, and what remains where and until when",
+            "content": {"application/json": {"schema": ref(ErasureView)}},
+        }
+    }
+    student = {"name": "student_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "/v1/grading-jobs/{job_id}": {
+            "delete": {
+                "operationId": "eraseGradingJob",
+                "summary": "Erase a submission: job, result, reviews, uploads, dedup records",
+                "security": secured,
+                "parameters": job_parameters,
+                "responses": {**answer, **problems((*common, JobNotFound, ErasureConflict))},
+            }
+        },
+        "/v1/students/{student_id}": {
+            "delete": {
+                "operationId": "eraseStudent",
+                "summary": "Erase everything of one student (by the student_id you set)",
+                "security": secured,
+                "parameters": [student],
+                "responses": {**answer, **problems((*common, ValidationFailed, ErasureConflict))},
+            }
         },
     }

@@ -76,6 +76,7 @@ class JobView(BaseModel):
     status: JobStatus
     submission_id: str
     assignment_id: str | None
+    student_id: str | None = None
     attempts: int = Field(ge=0)
     created_at: str
     started_at: str | None
@@ -126,6 +127,7 @@ def job_model(job: Job) -> JobView:
         status=job.status,
         submission_id=job.request.submission_id,
         assignment_id=job.request.assignment_id,
+        student_id=job.request.student_id,
         attempts=job.attempts,
         created_at=created_at,
         started_at=_iso(job.started_at),
@@ -166,7 +168,7 @@ def _review(job: Job) -> ReviewSummary | None:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "files", "review"):
+    for optional in ("result", "error", "not_before", "files", "review", "student_id"):
         if view[optional] is None:
             del view[optional]
     return view

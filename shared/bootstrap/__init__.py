@@ -21,6 +21,7 @@ from shared.ports import (
     EventRecords,
     Grader,
     JobBatchWriter,
+    JobEraser,
     JobStore,
     ProcessedEvents,
     ReviewQueue,
@@ -52,6 +53,8 @@ class AdapterFamily(Protocol):
     def assignment_store(self) -> AssignmentStore: ...
 
     def review_queue(self) -> ReviewQueue: ...
+
+    def job_eraser(self) -> JobEraser: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

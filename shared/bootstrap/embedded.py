@@ -11,6 +11,7 @@ from shared.adapters.embedded.assignment_store import (
     SqliteTally,
 )
 from shared.adapters.embedded.blob_store import FileBlobStore
+from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -43,6 +44,9 @@ class EmbeddedFamily:
 
     def assignment_store(self) -> SqliteAssignmentStore:
         return SqliteAssignmentStore(self._db)
+
+    def job_eraser(self) -> SqliteJobEraser:
+        return SqliteJobEraser(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

@@ -20,6 +20,7 @@ from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.blob_store import GcsBlobStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
@@ -80,6 +81,16 @@ class GoogleFamily:
             ASSIGNMENT_TALLIES,
             ASSIGNMENT_GRADED,
             self._settings.firestore_deadline_s,
+        )
+
+    def job_eraser(self) -> FirestoreJobEraser:
+        s = self._settings
+        return FirestoreJobEraser(
+            self._firestore,
+            s.jobs_collection,
+            ASSIGNMENT_TALLIES,
+            s.processed_events_collection,
+            s.firestore_deadline_s,
         )
 
     def review_queue(self) -> FirestoreReviewQueue:

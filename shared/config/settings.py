@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     # commas; a key may be given as "sha256:<hex digest>" so the setting holds no secret.
     operator_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
+    # Erasure answers: the BigQuery table the analytics subscription writes (project.dataset.
+    # table; empty: no BigQuery) and how long the logs are kept (Cloud Logging's _Default).
+    analytics_table: str = ""
+    log_retention_days: int = Field(default=30, ge=1)
     # Reviewer credentials apart from client keys: "client/name=key" pairs separated by
     # commas (a key may be "sha256:<hex digest>"); a reviewer sees only that client's grades.
     reviewer_keys: SecretStr = SecretStr("")

@@ -92,6 +92,8 @@ class GradingRequest:
     assignment_round: int = 0
     #: Uploaded files to grade, beside or instead of the text answer.
     files: tuple[FileRef, ...] = ()
+    #: The client's own id of the student, by which all of a student's work is erased.
+    student_id: str | None = None
 
     @property
     def tallied(self) -> bool:
@@ -122,6 +124,8 @@ class GradingRequest:
             data["assignment_round"] = self.assignment_round
         if self.files:  # likewise for a request without files
             data["files"] = [f.to_dict() for f in self.files]
+        if self.student_id is not None:  # likewise for a request without a student id
+            data["student_id"] = self.student_id
         return data
 
     @classmethod
@@ -140,6 +144,7 @@ class GradingRequest:
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
+            student_id=data.get("student_id"),
         )
 
 

@@ -31,6 +31,7 @@ from shared.domain.review import (
     ReviewPolicy,
     policy_of,
 )
+from shared.logs import job_context
 from shared.ports import (
     AssignmentStore,
     Clock,
@@ -188,15 +189,16 @@ class ReviewService:
             return dataclasses.replace(current, review=current.review.mark_announced())
 
         announced = self._store.update(job.id, mark)
-        log.info(
-            "grade reviewed",
-            extra={
-                "event": "grade_reviewed",
-                "event_id": event.event_id,
-                "decision": state.latest.decision.value,
-                "review": state.latest.number,
-            },
-        )
+        with job_context(job.id):
+            log.info(
+                "grade reviewed",
+                extra={
+                    "event": "grade_reviewed",
+                    "event_id": event.event_id,
+                    "decision": state.latest.decision.value,
+                    "review": state.latest.number,
+                },
+            )
         return announced
 
 
