@@ -19,6 +19,7 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
 from shared.domain.job import JobStatus
+from shared.service_layer.erasure import bigquery_statement
 from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 from tests.unit.test_assignment_flow import deliver_all
@@ -120,8 +121,10 @@ def test_a_students_work_is_erased_with_its_uploads_records_and_tally(
     assert "never the answer" in remains["logs"]["what"]
     assert remains["logs"]["until"] == (clock.now() + timedelta(days=30)).isoformat()
     statement = remains["bigquery"]["statement"]
-    prefix = "DELETE FROM `" + TABLE + "` WHERE JSON_VALUE(data, '$.job_id') IN ("
-    assert statement.startswith(prefix)
+    expected = bigquery_statement(TABLE, removed["jobs"])
+    assert (
+        statement == expected and TABLE in statement and "JSON_VALUE(data, '$.job_id')" in statement
+    )
     assert all(f"'{j}'" in statement for j in removed["jobs"])
     assert (clock.now() + timedelta(minutes=90)).isoformat() in remains["bigquery"]["until"]
 
@@ -148,3 +151,14 @@ def _all(adapters: Adapters) -> list[Any]:
     from shared.ports import JobQuery
 
     return adapters.store.list_jobs(JobQuery(client_id="client-a", limit=100))
+
+
+def test_the_bigquery_statement_names_only_checked_table_and_job_ids() -> None:
+    assert bigquery_statement("p.d.t", ["abc", "d-2"]) == (
+        "DELETE FROM `p.d.t` WHERE JSON_VALUE(data, '$.job_id') IN ('abc', 'd-2')"
+    )
+    assert bigquery_statement("p.d.t", []) == ""
+    with pytest.raises(ValueError):
+        bigquery_statement("p.d.t", ["x') OR TRUE --"])
+    with pytest.raises(ValueError):
+        bigquery_statement("p.d.t` WHERE TRUE --", ["abc"])
