@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin, blobs, erasure, reviews, uploads
+from services.intake import admin, blobs, erasure, review_page, reviews, uploads
 from services.intake.assignments import bp as assignments_bp
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
@@ -118,6 +118,7 @@ def create_app(
         adapters.store, review_queue, adapters.publisher, clock
     )
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
     app.extensions["gradeq.erasure"] = ErasureService(
