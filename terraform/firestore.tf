@@ -203,7 +203,7 @@ resource "google_firestore_index" "jobs_status_created" {
     order      = "DESCENDING"
   }
 
-  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
+  depends_on = [google_firestore_index.jobs_client_status_submission_created]
 }
 
 resource "google_firestore_index" "jobs_assignment_created" {
