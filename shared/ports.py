@@ -77,6 +77,10 @@ class ReviewQueue(Protocol):
         """The client's reviewed grades (of one assignment, or all), oldest hold first."""
         ...
 
+    def unannounced(self, limit: int) -> list[Job]:
+        """Reviewed jobs whose newest review's events are not marked published (any client)."""
+        ...
+
 
 class JobEraser(Protocol):
     """Removes jobs and what refers to them (docs/review.md#erasure); apart from `JobStore`."""

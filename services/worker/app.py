@@ -6,7 +6,13 @@ from flask import Flask
 
 from services.worker.routes import build_blueprint
 from services.worker.shutdown import drain_on_sigterm
-from shared.bootstrap import Adapters, build_adapters, build_clock, build_grader
+from shared.bootstrap import (
+    Adapters,
+    adapter_family,
+    build_adapters,
+    build_clock,
+    build_grader,
+)
 from shared.config.settings import Settings
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -16,7 +22,7 @@ from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.recovery import RecoveryService
-from shared.service_layer.review import ReviewPolicies
+from shared.service_layer.review import ReviewPolicies, ReviewService
 from shared.service_layer.worker import WorkerService
 
 
@@ -61,6 +67,12 @@ def create_app(
         clock=clock,
         budget=budget,
         assignments=completion,
+        reviews=ReviewService(
+            adapters.store,
+            adapter_family(settings).review_queue(),
+            adapters.publisher,
+            clock,
+        ),
     )
     drain_on_sigterm(worker, budget.drain_grace_s)
     register_error_handlers(app)

@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.domain.agreement import Agreement, agreement_of
@@ -42,6 +42,10 @@ from shared.ports import (
 )
 
 log = logging.getLogger(__name__)
+
+
+#: How long a review's own request has to publish its events before the sweep does.
+UNANNOUNCED_AFTER = timedelta(minutes=1)
 
 
 class ReviewPolicies:
@@ -172,6 +176,17 @@ class ReviewService:
 
         reviewed = self._store.update(job_id, review)
         return self.announce_pending(reviewed)
+
+    def sweep(self, limit: int = 100) -> list[str]:
+        """Publish the events of reviews a crash left unannounced (a minute after them)."""
+        cutoff = self._clock.now() - UNANNOUNCED_AFTER
+        announced = []
+        for job in self._queue.unannounced(limit):
+            latest = job.review.latest if job.review is not None else None
+            if latest is not None and latest.at <= cutoff:
+                self.announce_pending(job)
+                announced.append(job.id)
+        return announced
 
     def announce_pending(self, job: Job) -> Job:
         """Publish the newest review's events unless they are marked announced."""

@@ -3,6 +3,7 @@ by assignment, in cursor pages; reviewed grades apart; a review kept beside the 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,21 @@ def test_a_review_moves_the_grade_out_of_the_queue_and_keeps_the_models(
     assert reviewed.review is not None and reviewed.review.reviews == (review,)
     assert reviewed.effective_result == teacher
     assert queue.reviewed("client-b", None, limit=10) == []
+
+
+def test_a_review_whose_events_are_unpublished_is_found_until_marked(
+    backend: tuple[JobStore, ReviewQueue],
+) -> None:
+    store, queue = backend
+    held(store, "job0", 1)
+    held(store, "job1", 2, client="client-b")
+    assert queue.unannounced(10) == []  # a hold is announced by its job, not by a review
+    at = T0 + timedelta(hours=1)
+    review = Review(1, "key:ms", at, ReviewDecision.ACCEPT, "", GradeResult(4, 10, "ok"))
+    store.update("job1", lambda j: j.record_review(review, at))
+    assert [j.id for j in queue.unannounced(10)] == ["job1"]
+    store.update(
+        "job1",
+        lambda j: dataclasses.replace(j, review=j.review.mark_announced()),  # type: ignore[union-attr]
+    )
+    assert queue.unannounced(10) == []

@@ -4,6 +4,7 @@ GradeReviewed, the withheld GradingCompleted at review time, and reviewers kept 
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -175,3 +176,28 @@ def test_an_override_is_checked(
     ):
         answer = intake.post(url, json=body, headers=REVIEWER)
         assert answer.status_code == 400, body
+
+
+def test_the_recovery_sweep_publishes_a_review_a_crash_left_unannounced(
+    reviewing: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    intake, [job_id], publisher = graded_assignment(
+        reviewing, adapters, clock, "after_review", ["light only"]
+    )
+    body = {"decision": "override", "score": 6, "reason": "fair"}
+    publisher.failures = 1  # the bus is down when the review is made: its events are not out
+    failed = intake.post(f"/v1/reviews/{job_id}", json=body, headers=REVIEWER)
+    assert failed.status_code == 503, failed.get_json()
+    job = adapters.store.get(job_id)
+    assert job is not None and job.review is not None and not job.review.announced
+    assert events(publisher, GradeReviewed) == []
+
+    worker = create_worker(reviewing, adapters, RubricGrader(simulate=False), clock)
+    recovery = worker.extensions["gradeq.recovery"]
+    assert job_id not in recovery.sweep().announced  # its own request may still publish
+    clock.advance(timedelta(minutes=2))
+    assert job_id in recovery.sweep().announced
+    assert job_id not in recovery.sweep().announced  # marked: never again
+    [event] = events(publisher, GradeReviewed)
+    [completed] = events(publisher, GradingCompleted)
+    assert (event.score, completed.score) == (6, 6)

@@ -38,6 +38,15 @@ class FirestoreReviewQueue:
     def reviewed(self, client_id: str, assignment_id: str | None, limit: int) -> list[Job]:
         return self._query(ReviewStatus.REVIEWED, client_id, assignment_id, limit, None)
 
+    def unannounced(self, limit: int) -> list[Job]:
+        # An equality filter alone: served by the automatic single-field index.
+        query: Any = self._jobs.where(filter=firestore.FieldFilter("review.announced", "==", False))
+        try:
+            snapshots = list(query.limit(limit).stream(timeout=self._deadline_s))
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        return [from_document(s.id, s.to_dict()) for s in snapshots]
+
     def _query(
         self,
         status: ReviewStatus,
