@@ -118,6 +118,7 @@ def create_app(
         adapters.store, review_queue, adapters.publisher, clock
     )
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())

@@ -8,7 +8,14 @@ from pydantic import BaseModel
 
 from services.intake.erasure import ErasureView
 from services.intake.reviewer_auth import ReviewerCredentialRequired
-from services.intake.reviews import ReviewDetailView, ReviewIn, ReviewQueueQuery, ReviewQueueView
+from services.intake.reviews import (
+    AgreementQuery,
+    AgreementView,
+    ReviewDetailView,
+    ReviewIn,
+    ReviewQueueQuery,
+    ReviewQueueView,
+)
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.http.errors import NestingTooDeep, PayloadTooLarge
 from shared.service_layer.erasure import ErasureConflict
@@ -18,6 +25,7 @@ MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ..
     (ReviewIn, "validation"),
     (ReviewQueueView, "serialization"),
     (ReviewDetailView, "serialization"),
+    (AgreementView, "serialization"),
 )
 
 
@@ -46,6 +54,18 @@ def review_paths(
                 "parameters": query(ReviewQueueQuery),
                 "responses": {
                     **ok("One page; follow next_cursor", ReviewQueueView),
+                    **problems((*reviewer, ValidationFailed)),
+                },
+            }
+        },
+        "/v1/reviews:agreement": {
+            "get": {
+                "operationId": "getReviewAgreement",
+                "summary": "Model against teacher on the reviewed grades (of one assignment)",
+                "security": secured,
+                "parameters": query(AgreementQuery),
+                "responses": {
+                    **ok("Exact match rate, mean absolute difference, kappa", AgreementView),
                     **problems((*reviewer, ValidationFailed)),
                 },
             }

@@ -18,7 +18,13 @@ from services.intake.views import Result, _iso
 from shared.domain.agreement import Agreement
 from shared.domain.job import GradeResult, Job
 from shared.domain.rubric import criteria_of
-from shared.service_layer.review import AgreementReport, Override, ReviewService
+from shared.ports import ReviewQueue
+from shared.service_layer.review import (
+    AgreementReport,
+    Override,
+    ReviewService,
+    agreement_report,
+)
 
 bp = Blueprint("reviews", __name__, url_prefix="/v1/reviews")
 
@@ -235,3 +241,27 @@ def agreement_view(report: AgreementReport) -> AgreementView:
         ],
         pairs=report.pairs,
     )
+
+
+#: GET /v1/reviews:agreement, apart from `bp` whose prefix would put a slash before the colon.
+agreement_bp = Blueprint("review_agreement", __name__, url_prefix="/v1")
+
+
+class AgreementQuery(BaseModel):
+    """GET /v1/reviews:agreement query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assignment_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+@agreement_bp.get("/reviews:agreement")
+def agreement() -> Response:
+    """Model against teacher on the reviewer's client's reviewed grades (for its plot)."""
+    reviewer = _reviewer()
+    query: AgreementQuery = parse(
+        AgreementQuery, request.args.to_dict(), "invalid query parameters"
+    )
+    queue: ReviewQueue = current_app.extensions["gradeq.review_queue"]
+    report = agreement_report(queue, reviewer.client_id, query.assignment_id)
+    return jsonify(agreement_view(report).model_dump(mode="json"))

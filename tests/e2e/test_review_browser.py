@@ -106,6 +106,11 @@ def test_a_held_grade_overridden_on_the_review_page_reaches_student_and_webhook(
             page.click("#override")
             expect(page.locator("#outcome")).to_contain_text("the student sees 8.5")
             expect(row).to_have_count(0)
+            # The agreement plot shows the pair: model 5 against teacher 8.5.
+            page.click("#agreement-form button[type=submit]")
+            expect(page.locator("#agreement-figures")).to_contain_text("1 reviewed")
+            dot = page.locator('#agreement-plot circle.pair[data-model="5"][data-teacher="8.5"]')
+            expect(dot).to_have_count(1)
             page.screenshot(path=str(artifacts_dir() / "review-page.png"), full_page=True)
         finally:
             page.close()

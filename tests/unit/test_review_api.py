@@ -201,3 +201,18 @@ def test_the_recovery_sweep_publishes_a_review_a_crash_left_unannounced(
     [event] = events(publisher, GradeReviewed)
     [completed] = events(publisher, GradingCompleted)
     assert (event.score, completed.score) == (6, 6)
+
+
+def test_reviewers_read_the_agreement_of_their_own_client_only(
+    reviewing: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    intake, [job_id], _ = graded_assignment(
+        reviewing, adapters, clock, "immediately", ["light only"]
+    )
+    body = {"decision": "override", "score": 7, "reason": "more right than wrong"}
+    assert intake.post(f"/v1/reviews/{job_id}", json=body, headers=REVIEWER).status_code == 200
+    mine = intake.get("/v1/reviews:agreement", headers=REVIEWER).get_json()
+    assert (mine["reviewed"], mine["pairs"]) == (1, [[5.0, 7.0]])
+    assert mine["mean_absolute_difference"] == 2.0 and mine["exact_match_rate"] == 0.0
+    theirs = intake.get("/v1/reviews:agreement", headers=OTHER_REVIEWER).get_json()
+    assert (theirs["reviewed"], theirs["pairs"]) == (0, [])

@@ -69,6 +69,66 @@ async function decide(body) {
   await loadQueue();
 }
 
+function figure(value, digits = 2) {
+  return value === null || value === undefined ? "-" : value.toFixed(digits);
+}
+
+async function loadAgreement() {
+  const assignment = document.getElementById("agreement-assignment").value.trim();
+  const query = assignment ? `?assignment_id=${encodeURIComponent(assignment)}` : "";
+  // "./": a bare "reviews:..." would read as a URL scheme.
+  const report = await call(`./reviews:agreement${query}`);
+  document.getElementById("agreement-figures").textContent =
+    `${report.reviewed} reviewed: exact match ${figure(report.exact_match_rate)}, ` +
+    `mean absolute difference ${figure(report.mean_absolute_difference)}, ` +
+    `quadratic weighted kappa ${figure(report.quadratic_weighted_kappa, 3)}`;
+  drawAgreement(report.pairs);
+}
+
+// Model score (x) against teacher score (y); the diagonal is perfect agreement.
+function drawAgreement(pairs) {
+  const size = 320, pad = 36;
+  const top = Math.max(1, ...pairs.flat());
+  const at = (v) => pad + (v / top) * (size - 2 * pad);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${size} ${size}`);
+  svg.setAttribute("width", String(size));
+  const line = (x1, y1, x2, y2, stroke) => {
+    const node = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke })) node.setAttribute(k, String(v));
+    svg.append(node);
+  };
+  line(pad, size - pad, size - pad, size - pad, "#888");
+  line(pad, size - pad, pad, pad, "#888");
+  line(pad, size - pad, size - pad, pad, "#ccc");
+  for (const [model, teacher] of pairs) {
+    const dot = document.createElementNS(ns, "circle");
+    dot.setAttribute("cx", String(at(model)));
+    dot.setAttribute("cy", String(size - at(teacher)));
+    dot.setAttribute("r", "5");
+    dot.setAttribute("class", "pair");
+    dot.setAttribute("data-model", String(model));
+    dot.setAttribute("data-teacher", String(teacher));
+    svg.append(dot);
+  }
+  const label = (text, x, y) => {
+    const node = document.createElementNS(ns, "text");
+    node.setAttribute("x", String(x));
+    node.setAttribute("y", String(y));
+    node.textContent = text;
+    svg.append(node);
+  };
+  label("model", size / 2 - 20, size - 8);
+  label("teacher", 2, pad - 10);
+  document.getElementById("agreement-plot").replaceChildren(svg);
+}
+
+document.getElementById("agreement-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  loadAgreement().catch(report);
+});
+
 function report(error) {
   document.getElementById("message").textContent = error.message;
 }
