@@ -162,3 +162,13 @@ def test_the_bigquery_statement_names_only_checked_table_and_job_ids() -> None:
         bigquery_statement("p.d.t", ["x') OR TRUE --"])
     with pytest.raises(ValueError):
         bigquery_statement("p.d.t` WHERE TRUE --", ["abc"])
+
+
+def test_the_admin_command_prints_the_statement(capsys: pytest.CaptureFixture[str]) -> None:
+    from services.intake.erasure_admin import main
+
+    assert main(["--table", "p.d.t", "abc", "def"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "DELETE FROM `p.d.t` WHERE JSON_VALUE(data, '$.job_id') IN ('abc', 'def')"
+    )
+    assert main(["--table", "p.d.t", "x') OR TRUE --"]) == 2
