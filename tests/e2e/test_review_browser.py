@@ -1,5 +1,7 @@
-"""The review page in headless Chromium against the local stack: a grade held until review
-is overridden by a teacher, and the student's view and the webhook show the teacher's score."""
+"""The review page in headless Chromium against the local stack, on the embedded backend and
+on the Firestore and Pub/Sub emulators: a grade held until review is overridden by a teacher,
+and the student's view and the webhook show the teacher's score. Then a student's work is
+erased through the same stack."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 import requests
 
 from gradeq.client import verify_webhook
-from localcloud.stack import EMBEDDED, LocalStack, StackConfig
+from localcloud.emulators import missing_reason
+from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 from tests.e2e.browser import artifacts_dir
 from tests.e2e.fast_stack import fast_env
 from tests.support.tls import PrivateCa, make_private_ca, tls_receiver
@@ -30,8 +33,15 @@ def private_ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCa:
     return make_private_ca(tmp_path_factory.mktemp("ca"))
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, private_ca: PrivateCa) -> Iterator[LocalStack]:
+@pytest.fixture(scope="module", params=[EMBEDDED, GOOGLE_EMULATORS])
+def stack(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    private_ca: PrivateCa,
+) -> Iterator[LocalStack]:
+    """The stack on the embedded backend, then on the Firestore and Pub/Sub emulators."""
+    if request.param == GOOGLE_EMULATORS and (reason := missing_reason("firestore", "pubsub")):
+        pytest.skip(f"the official emulators are needed for this backend: {reason}")
     root = tmp_path_factory.mktemp("review")
     env = {
         **fast_env(root),
@@ -40,7 +50,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, private_ca: PrivateCa) -> It
         "GRADEQ_CLIENT_REVIEW_POLICIES": json.dumps(POLICIES),
     }
     config = StackConfig.on_free_ports(
-        root / "data", backend=EMBEDDED, client_id="school", recover_every_s=0, env=env
+        root / "data", backend=request.param, client_id="school", recover_every_s=0, env=env
     )
     with (root / "stack.log").open("w") as log:
         local = LocalStack(config, output=log)
@@ -124,3 +134,34 @@ def test_a_held_grade_overridden_on_the_review_page_reaches_student_and_webhook(
     assert student["result"]["score"] == 8.5 and student["result"]["feedback"] == "Well explained."
     assert student["review"]["status"] == "reviewed"
     assert len(received) == 1  # one webhook: the completion, published at review time
+
+
+def test_a_students_work_is_erased_through_the_stack(stack: LocalStack) -> None:
+    jobs = stack.config.url("intake") + "/v1/grading-jobs"
+    auth = {"Authorization": f"Bearer {stack.api_key}"}
+    ids = []
+    for n in range(2):
+        body = {
+            "submission_id": f"erase-{n}",
+            "answer": "Chlorophyll absorbs light.",
+            "rubric": ["mentions chlorophyll"],
+            "student_id": "student-e2e",
+        }
+        headers = {**auth, "Idempotency-Key": str(uuid.uuid4())}
+        ids.append(requests.post(jobs, json=body, headers=headers, timeout=10).json()["id"])
+    for job_id in ids:
+        until(
+            lambda j=job_id: (
+                requests.get(f"{jobs}/{j}", headers=auth, timeout=10).json()["status"]
+                == "SUCCEEDED"
+            ),
+            f"job {job_id} to be graded",
+        )
+    url = stack.config.url("intake") + "/v1/students/student-e2e"
+    answer = requests.delete(url, headers=auth, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert sorted(answer.json()["removed"]["jobs"]) == sorted(ids)
+    assert "logs" in {r["where"] for r in answer.json()["remains"]}
+    for job_id in ids:
+        assert requests.get(f"{jobs}/{job_id}", headers=auth, timeout=10).status_code == 404
+    assert requests.delete(url, headers=auth, timeout=30).json()["removed"]["jobs"] == []
