@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from requests.structures import CaseInsensitiveDict
@@ -308,6 +309,54 @@ class GradeqClient:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"job {job_id} is still {job.status}")
             self._sleep(job.retry_after_s or default_poll_s)
+
+    # --- erasure and review ---------------------------------------------------------------
+
+    def erase(self, job_id: str) -> dict[str, Any]:
+        """Erase one submission; the answer lists what was removed and what remains where.
+
+        Not retried: a second DELETE of an erased job answers 404 job-not-found."""
+        return self.request("DELETE", f"/v1/grading-jobs/{job_id}", retry=False).body
+
+    def erase_student(self, student_id: str) -> dict[str, Any]:
+        """Erase everything of one student (the `student_id` set on submission); safe to
+        repeat: a second call finds nothing more to remove."""
+        return self.request("DELETE", f"/v1/students/{quote(student_id, safe='')}").body
+
+    def held_grades(self, assignment_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Grades held for review, oldest first (the client's key must be a reviewer key)."""
+        params: dict[str, Any] = {"assignment_id": assignment_id}
+        while True:
+            page = self.request("GET", "/v1/reviews", params=params).body
+            yield from page["reviews"]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
+    def held_grade(self, job_id: str) -> dict[str, Any]:
+        """One held grade with the answer, rubric, model grade and reviews."""
+        return self.request("GET", f"/v1/reviews/{job_id}").body
+
+    def review(
+        self,
+        job_id: str,
+        reason: str,
+        score: float | None = None,
+        criteria: list[dict[str, Any]] | None = None,
+        feedback: str | None = None,
+    ) -> dict[str, Any]:
+        """Accept the model's grade (no score) or override it; not retried, since each
+        review is recorded (and announced) as one more."""
+        body: dict[str, Any] = {"decision": "accept" if score is None else "override"}
+        body["reason"] = reason
+        for name, value in (("score", score), ("criteria", criteria), ("feedback", feedback)):
+            if value is not None:
+                body[name] = value
+        return self.request("POST", f"/v1/reviews/{job_id}", json=body, retry=False).body
+
+    def agreement(self, assignment_id: str) -> dict[str, Any]:
+        """Model against teacher on the assignment's reviewed grades (operator key)."""
+        return self.admin("GET", f"/assignments/{assignment_id}/agreement").body
 
     # --- assignments ---------------------------------------------------------------------
 

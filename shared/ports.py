@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
-from shared.domain.events import AssignmentGraded, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -63,6 +63,53 @@ class Admission:
     job: Job
     created: bool
     ahead: int
+
+
+@dataclass(frozen=True)
+class ReviewCursor:
+    """Where an oldest-first review queue page stopped: the last job's hold time and id."""
+
+    held_at: str
+    job_id: str
+
+
+class ReviewQueue(Protocol):
+    """Reads of the jobs held for review (their writes go through `JobStore.update`)."""
+
+    def held(
+        self,
+        client_id: str,
+        assignment_id: str | None,
+        limit: int,
+        after: ReviewCursor | None = None,
+    ) -> list[Job]:
+        """The client's grades waiting for a review, oldest hold first."""
+        ...
+
+    def reviewed(self, client_id: str, assignment_id: str | None, limit: int) -> list[Job]:
+        """The client's reviewed grades (of one assignment, or all), oldest hold first."""
+        ...
+
+    def unannounced(self, limit: int) -> list[Job]:
+        """Reviewed jobs whose newest review's events are not marked published (any client)."""
+        ...
+
+
+class JobEraser(Protocol):
+    """Removes jobs and what refers to them (docs/review.md#erasure); apart from `JobStore`."""
+
+    def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
+        """The client's jobs whose request names `student_id` (at most `limit`)."""
+        ...
+
+    def delete(self, job: Job) -> bool:
+        """Delete the final job if it is still as read, moving its assignment round's
+        tally back in the same commit; False if it changed meanwhile or is gone."""
+        ...
+
+    def forget_events(self, event_ids: list[str]) -> int:
+        """Delete every subscriber's dedup record of these events; how many there were."""
+        ...
 
 
 class JobStore(Protocol):
@@ -227,7 +274,7 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 

@@ -389,3 +389,67 @@ resource "google_firestore_index" "assignment_graded_unpublished" {
 
   depends_on = [google_firestore_index.assignments_client_created]
 }
+
+# The review queue (GET /v1/reviews, FirestoreReviewQueue): where client_id == C
+# [and request.assignment_id == A] and review.status == S order by review.held_at,
+# __name__ (the cursor's tie-break). Built after the listing indexes (409 contention).
+resource "google_firestore_index" "jobs_client_review_held" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.held_at"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
+}
+
+resource "google_firestore_index" "jobs_client_assignment_review_held" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.assignment_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "review.held_at"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_review_held]
+}

@@ -185,6 +185,14 @@ resource "google_secret_manager_secret_iam_member" "intake_operator_keys" {
   member    = "serviceAccount:${google_service_account.intake.email}"
 }
 
+resource "google_secret_manager_secret_iam_member" "intake_reviewer_keys" {
+  count = var.reviewer_keys ? 1 : 0
+
+  secret_id = google_secret_manager_secret.reviewer_keys[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.intake.email}"
+}
+
 resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
   count = local.grader_needs_key ? 1 : 0
 
@@ -213,6 +221,7 @@ resource "time_sleep" "service_iam" {
   triggers = {
     notification_webhook_secret = google_secret_manager_secret_iam_member.notification_webhook_secret.id
     intake_operator_keys        = google_secret_manager_secret_iam_member.intake_operator_keys.id
+    intake_reviewer_keys        = join(",", google_secret_manager_secret_iam_member.intake_reviewer_keys[*].id)
     worker_grader_api_key       = join(",", google_secret_manager_secret_iam_member.worker_grader_api_key[*].id)
     worker_aiplatform_user      = join(",", google_project_iam_member.worker_aiplatform_user[*].id)
   }

@@ -98,6 +98,8 @@ locals {
     GRADEQ_SUBMIT_BURST               = tostring(var.admission.submit_burst)
     GRADEQ_SUBMIT_RATE_PER_S          = tostring(var.admission.submit_rate_per_s)
     GRADEQ_TRUSTED_PROXY_HOPS         = tostring(var.intake_trusted_proxy_hops)
+    # Named in erasure answers with the statement that deletes a student's event rows.
+    GRADEQ_ANALYTICS_TABLE = "${var.project_id}.${var.analytics_dataset_id}.grading_completed_raw"
   }
   intake_env = { for name, value in local.intake_settings : name => value if value != "" }
 

@@ -67,6 +67,20 @@ resource "google_cloud_run_v2_service" "intake" {
         }
       }
 
+      # Reviewer keys, when var.reviewer_keys asks for them (docs/review.md).
+      dynamic "env" {
+        for_each = var.reviewer_keys ? ["GRADEQ_REVIEWER_KEYS"] : []
+        content {
+          name = env.value
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.reviewer_keys[0].secret_id
+              version = "latest"
+            }
+          }
+        }
+      }
+
       # gunicorn runs CONCURRENCY + 2 threads (shared/http/gunicorn_conf.py): probes are
       # not counted against the concurrency, so they find a thread on a busy instance.
       # The timeouts still allow for a CPU shared with long requests: a restart would

@@ -18,6 +18,7 @@ locals {
     webhook_secret = "${var.name_prefix}-webhook-secret"
     grader_api_key = "${var.name_prefix}-grader-api-key"
     operator_keys  = "${var.name_prefix}-operator-keys"
+    reviewer_keys  = "${var.name_prefix}-reviewer-keys"
   }
 }
 
@@ -29,6 +30,12 @@ import {
 import {
   to = google_secret_manager_secret.operator_keys
   id = "projects/${var.project_id}/secrets/${local.secret_ids.operator_keys}"
+}
+
+import {
+  for_each = var.reviewer_keys ? [0] : []
+  to       = google_secret_manager_secret.reviewer_keys[each.value]
+  id       = "projects/${var.project_id}/secrets/${local.secret_ids.reviewer_keys}"
 }
 
 import {
@@ -50,6 +57,21 @@ resource "google_secret_manager_secret" "webhook_secret" {
 
 resource "google_secret_manager_secret" "operator_keys" {
   secret_id = local.secret_ids.operator_keys
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+# Reviewer keys (GRADEQ_REVIEWER_KEYS, docs/review.md): "client/name=sha256:<hex>" pairs,
+# only when var.reviewer_keys asks for them.
+resource "google_secret_manager_secret" "reviewer_keys" {
+  count = var.reviewer_keys ? 1 : 0
+
+  secret_id = local.secret_ids.reviewer_keys
   labels    = var.labels
 
   replication {

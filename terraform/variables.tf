@@ -109,6 +109,12 @@ variable "firebase_auth" {
   default     = false
 }
 
+variable "reviewer_keys" {
+  description = "Serve reviewer keys (GRADEQ_REVIEWER_KEYS, docs/review.md) from the secret NAME_PREFIX-reviewer-keys, created before the apply. Without it, reviewers sign in with Firebase (role reviewer or teacher)."
+  type        = bool
+  default     = false
+}
+
 variable "firebase_project_id" {
   description = "Firebase (Identity Platform) project whose ID tokens the intake accepts when firebase_auth is true; empty means project_id."
   type        = string

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.events import AssignmentGraded, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.job import GradeResult, GradingRequest
 from shared.ports import TaskSpec
 
@@ -67,10 +67,10 @@ class FakeTaskQueue:
 class FakePublisher:
     """Records published events; can be made to fail."""
 
-    events: list[GradingCompleted | AssignmentGraded] = field(default_factory=list)
+    events: list[GradingCompleted | AssignmentGraded | GradeReviewed] = field(default_factory=list)
     failures: int = 0
 
-    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
         if self.failures > 0:
             self.failures -= 1
             raise DependencyUnavailable("bus down")

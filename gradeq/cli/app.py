@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from gradeq.cli import assignments, render
+from gradeq.cli import assignments, render, reviews
 from gradeq.cli.common import (
     CliError,
     JsonFlag,
@@ -387,6 +387,8 @@ def lanes_purge(
 
 
 app.add_typer(assignments.app, name="assignments")
+app.add_typer(reviews.app, name="reviews")
+app.add_typer(reviews.erase_app, name="erase")
 
 
 def main() -> None:

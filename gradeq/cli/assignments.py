@@ -235,3 +235,29 @@ def watch(
         emit(body)
     else:
         out.print(_summary(body))
+
+
+def _figure(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+@app.command()
+@reported
+def agreement(ctx: typer.Context, assignment_id: str, as_json: JsonFlag = False) -> None:
+    """Model against teacher on the reviewed grades (needs an operator key)."""
+    body = client_of(ctx).admin("GET", f"/assignments/{assignment_id}/agreement").body
+    if as_json:
+        emit(body)
+        return
+    table = Table("model", "prompt", "reviewed", "exact match", "mean abs. diff.", "kappa")
+    rows = [*body["by_model"], {**body, "model": "all", "prompt_version": ""}]
+    for row in rows:
+        table.add_row(
+            row["model"] or "(offline)",
+            row["prompt_version"] or "",
+            str(row["reviewed"]),
+            _figure(row["exact_match_rate"]),
+            _figure(row["mean_absolute_difference"]),
+            _figure(row["quadratic_weighted_kappa"], 3),
+        )
+    out.print(table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin, blobs, uploads
+from services.intake import admin, blobs, erasure, review_page, reviews, uploads
 from services.intake.assignments import bp as assignments_bp
 from services.intake.auth_failures import FailedAuthLimiter, client_address
 from services.intake.body import check_request_head
@@ -14,6 +14,7 @@ from services.intake.firebase_auth import FirebaseAuthenticator, SignInPolicy
 from services.intake.firebase_revocation import IdentityToolkitLookup
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.rate_limit import SubmissionRateLimiter
+from services.intake.reviewer_auth import ReviewerAuthenticator
 from services.intake.routes import bp
 from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
@@ -27,8 +28,10 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
 
 MAX_BODY_BYTES = 160 * 1024
@@ -50,11 +53,12 @@ def create_app(
     clock = clock or build_clock()
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
+    firebase = firebase or _firebase(settings)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
         ),
-        firebase or _firebase(settings),
+        firebase,
         FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
         lambda: client_address(settings.trusted_proxy_hops),
     )
@@ -106,8 +110,27 @@ def create_app(
             adapters.enqueue_parallelism,
         )
         app.register_blueprint(assignments_bp)
+    app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
+        settings.reviewer_key_map(), firebase
+    )
+    review_queue = family.review_queue()
+    app.extensions["gradeq.review_queue"] = review_queue
+    app.extensions["gradeq.reviews"] = ReviewService(
+        adapters.store, review_queue, adapters.publisher, clock
+    )
+    app.register_blueprint(reviews.bp)
+    app.register_blueprint(reviews.agreement_bp)
+    app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.erasure"] = ErasureService(
+        adapters.store,
+        family.job_eraser(),
+        blob_store,
+        clock,
+        Retention(settings.analytics_table, settings.log_retention_days),
+    )
+    app.register_blueprint(erasure.bp)
     app.extensions["gradeq.upload_rate_limiter"] = SubmissionRateLimiter(
         settings.upload_burst, settings.upload_rate_per_s, clock
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,19 @@ RubricIn = GradingJobIn.model_fields["rubric"].annotation
 Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 
+class ReviewPolicyIn(BaseModel):
+    """Which grades a teacher reviews, and whether the student waits (docs/review.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    confidence_below: float | None = Field(default=None, ge=0, le=1)
+    pass_mark: float | None = Field(default=None, ge=0)
+    margin: float = Field(default=0.0, ge=0)
+    format_failures: bool = False
+    sample_rate: float = Field(default=0.0, ge=0, le=1)
+    release: Literal["immediately", "after_review"] = "immediately"
+
+
 class AssignmentIn(BaseModel):
     """POST /v1/assignments body."""
 
@@ -34,6 +47,7 @@ class AssignmentIn(BaseModel):
     rubric: RubricIn  # type: ignore[valid-type]
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     prompt_version: Text = DEFAULT_PROMPT_VERSION
+    review: ReviewPolicyIn | None = None
 
     @field_validator("prompt_version")
     @classmethod
@@ -45,6 +59,10 @@ class AssignmentIn(BaseModel):
     @classmethod
     def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
         return _with_criteria(value)
+
+    def settings(self) -> dict[str, Any]:
+        """The assignment's settings: its review rules, when it has any."""
+        return {"review": self.review.model_dump()} if self.review is not None else {}
 
     def rubric_value(self) -> Rubric:
         rubric: str | list[str] = self.rubric
@@ -77,6 +95,7 @@ class AnswerIn(BaseModel):
     answer: str = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    student_id: Text | None = None
 
     @field_validator("answer", "metadata", "callback_url")
     @classmethod
@@ -85,7 +104,9 @@ class AnswerIn(BaseModel):
         return _job_check(info.field_name or "")(value)
 
     def to_answer(self) -> Answer:
-        return Answer(self.submission_id, self.answer, self.metadata, self.callback_url)
+        return Answer(
+            self.submission_id, self.answer, self.metadata, self.callback_url, self.student_id
+        )
 
 
 class AssignmentJobIn(AnswerIn):

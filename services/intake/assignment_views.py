@@ -50,6 +50,8 @@ class AssignmentView(BaseModel):
     created_at: str
     updated_at: str
     progress: ProgressView | None = None
+    #: The review rules (docs/review.md); null when no grade of it is held for review.
+    review: dict[str, Any] | None = None
 
 
 class AssignmentPageView(BaseModel):
@@ -128,6 +130,7 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
         created_at=created_at,
         updated_at=updated_at,
         progress=progress,
+        review=assignment.settings.get("review"),
     )
 
 

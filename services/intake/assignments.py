@@ -87,7 +87,13 @@ def create_assignment() -> Response:
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     body: AssignmentIn = parse(AssignmentIn, _json_body())
     assignment, created = _service().create(
-        client_id, key, body.title, body.rubric_value(), body.max_score, body.prompt_version
+        client_id,
+        key,
+        body.title,
+        body.rubric_value(),
+        body.max_score,
+        body.prompt_version,
+        body.settings(),
     )
     response = _json(assignment_view(assignment), 201 if created else 200)
     response.headers["Location"] = url_for(
@@ -204,6 +210,8 @@ def _grades_csv(client_id: str, assignment_id: str) -> Response:
                 "prompt_version",
                 "feedback",
                 *criteria,
+                # The teacher's review, beside the model's grade above (docs/review.md).
+                *REVIEW_COLUMNS,
             ]
         )
         for job in service.all_grades(client_id, assignment.id):
@@ -234,6 +242,26 @@ def _row(job: Job, n_criteria: int) -> list[object]:
         or "",
         result.feedback if result else "",
         *verdicts,
+        *_review_cells(job),
+    ]
+
+
+#: The grade sheet's last columns: the review of a held grade (empty when not held).
+REVIEW_COLUMNS = ("review_status", "reviewed_score", "reviewed_by", "reviewed_at", "review_reason")
+
+
+def _review_cells(job: Job) -> list[object]:
+    if job.review is None:
+        return [""] * len(REVIEW_COLUMNS)
+    latest = job.review.latest
+    if latest is None:
+        return [job.review.status.value, "", "", "", ""]
+    return [
+        job.review.status.value,
+        latest.result.score,
+        latest.by,
+        latest.at.isoformat(),
+        latest.reason,
     ]
 
 

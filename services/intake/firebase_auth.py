@@ -91,6 +91,8 @@ class SignInPolicy:
     role_claim: str = "gradeq_role"
     #: Roles that see and manage every job of their client; everyone else only their own.
     client_wide_roles: frozenset[str] = frozenset({"teacher", "admin"})
+    #: Roles that may review the client's held grades (docs/review.md).
+    reviewer_roles: frozenset[str] = frozenset({"reviewer", "teacher"})
     allow_anonymous: bool = False
     allow_unverified: bool = False
 
@@ -146,6 +148,20 @@ class FirebaseAuthenticator:
             _check_not_revoked(self._accounts, claims, tenant)
         wide = bool(_roles(claims.get(self._policy.role_claim)) & self._policy.client_wide_roles)
         return client if wide and not only_own else user_scope(client, claims["sub"])
+
+    def reviewer_for(self, token: str) -> tuple[str, str] | None:
+        """(client, user id) of a signed-in user with a reviewer role; None without one."""
+        claims = self._verified_claims(token)
+        firebase = claims.get("firebase")
+        firebase = firebase if isinstance(firebase, dict) else {}
+        tenant = firebase.get("tenant") if isinstance(firebase.get("tenant"), str) else None
+        self._check_sign_in(claims, firebase)
+        client = self._client_of(claims, tenant)
+        if self._accounts is not None:
+            _check_not_revoked(self._accounts, claims, tenant)
+        if not _roles(claims.get(self._policy.role_claim)) & self._policy.reviewer_roles:
+            return None
+        return client, str(claims["sub"])
 
     def _verified_claims(self, token: str) -> dict[str, Any]:
         try:

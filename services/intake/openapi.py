@@ -388,6 +388,8 @@ def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process)."""
     # Imported here: the assignments part builds on this module's helpers.
     from services.intake.assignment_openapi import MODELS, assignment_paths
+    from services.intake.review_openapi import ERASURE_MODELS, erasure_operations, review_paths
+    from services.intake.review_openapi import MODELS as REVIEW_MODELS
 
     _, schemas = models_json_schema(
         [
@@ -398,9 +400,21 @@ def openapi_document() -> dict[str, Any]:
             (JobPage, "serialization"),
             (Problem, "serialization"),
             *MODELS,
+            *REVIEW_MODELS,
+            *ERASURE_MODELS,
         ],
         ref_template="#/components/schemas/{model}",
     )
+    paths: dict[str, Any] = {
+        **_paths(),
+        **assignment_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
+        **review_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
+    }
+    job_parameters = [_job_id_parameter(), _scope_parameter()]
+    for path, operations in erasure_operations(
+        _ref, _problems, COMMON_ERRORS, job_parameters
+    ).items():
+        paths[path] = {**paths.get(path, {}), **operations}
     return {
         "openapi": "3.1.0",
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
@@ -413,10 +427,7 @@ def openapi_document() -> dict[str, Any]:
                 f"{MAX_TARGET_BYTES} bytes, any header {MAX_HEADER_BYTES} bytes."
             ),
         },
-        "paths": {
-            **_paths(),
-            **assignment_paths(_ref, _problems, _query_parameters, COMMON_ERRORS),
-        },
+        "paths": paths,
         "components": {
             "schemas": schemas.get("$defs", {}),
             "securitySchemes": {

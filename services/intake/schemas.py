@@ -54,6 +54,9 @@ class GradingJobIn(BaseModel):
 
     submission_id: Text
     assignment_id: Text | None = None
+    student_id: Text | None = Field(
+        default=None, description="your id of the student: DELETE /v1/students/{id} erases theirs"
+    )
     answer: str = Field(default="", description="the text answer; may be empty with files")
     files: list[FileIn] = Field(
         default_factory=list,
@@ -145,6 +148,7 @@ class GradingJobIn(BaseModel):
             not_before=_rfc3339(self.not_before) if self.not_before else None,
             lane=self.lane,
             files=tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
+            student_id=self.student_id,
         )
 
 

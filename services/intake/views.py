@@ -39,6 +39,16 @@ class Result(BaseModel):
     model: str = ""
     prompt_version: str = ""
     usage: dict[str, int] = Field(default_factory=dict)
+    confidence: float | None = None
+    format_retries: int = 0
+
+
+class ReviewSummary(BaseModel):
+    """Whether the grade was held for a teacher's review, and whether it was reviewed."""
+
+    status: str
+    reviewed_at: str | None = None
+    decision: str | None = None
 
 
 class JobErrorView(BaseModel):
@@ -66,6 +76,7 @@ class JobView(BaseModel):
     status: JobStatus
     submission_id: str
     assignment_id: str | None
+    student_id: str | None = None
     attempts: int = Field(ge=0)
     created_at: str
     started_at: str | None
@@ -79,6 +90,7 @@ class JobView(BaseModel):
     files: list[FileView] | None = None
     result: Result | None = None
     error: JobErrorView | None = None
+    review: ReviewSummary | None = None
 
 
 class JobPage(BaseModel):
@@ -118,6 +130,7 @@ def job_model(job: Job) -> JobView:
         status=job.status,
         submission_id=job.request.submission_id,
         assignment_id=job.request.assignment_id,
+        student_id=job.request.student_id,
         attempts=job.attempts,
         created_at=created_at,
         started_at=_iso(job.started_at),
@@ -131,15 +144,35 @@ def job_model(job: Job) -> JobView:
             for f in job.request.files
         ]
         or None,
-        result=Result(**job.result.to_dict()) if job.result else None,
+        result=_result(job),
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
+        review=_review(job),
+    )
+
+
+def _result(job: Job) -> Result | None:
+    """The grade the student may see: none while it waits for a teacher's review."""
+    result = job.effective_result
+    if result is None or job.withheld:
+        return None
+    return Result(**result.to_dict())
+
+
+def _review(job: Job) -> ReviewSummary | None:
+    if job.review is None:
+        return None
+    latest = job.review.latest
+    return ReviewSummary(
+        status=job.review.status.value,
+        reviewed_at=_iso(latest.at) if latest else None,
+        decision=latest.decision.value if latest else None,
     )
 
 
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "lane", "files"):
+    for optional in ("result", "error", "not_before", "lane", "files", "review", "student_id"):
         if view[optional] is None:
             del view[optional]
     return view

@@ -6,7 +6,13 @@ from flask import Flask
 
 from services.worker.routes import build_blueprint
 from services.worker.shutdown import drain_on_sigterm
-from shared.bootstrap import Adapters, build_adapters, build_clock, build_grader
+from shared.bootstrap import (
+    Adapters,
+    adapter_family,
+    build_adapters,
+    build_clock,
+    build_grader,
+)
 from shared.config.settings import Settings
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -17,6 +23,7 @@ from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.review import ReviewPolicies, ReviewService
 from shared.service_layer.worker import WorkerService
 
 
@@ -48,6 +55,7 @@ def create_app(
         budget=budget,
         uow=adapters.uow,
         on_final=completion.on_final if completion else None,
+        review_policy=ReviewPolicies(adapters.assignments, settings.client_review_policies),
         queue=adapters.queue,
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
@@ -61,6 +69,12 @@ def create_app(
         clock=clock,
         budget=budget,
         assignments=completion,
+        reviews=ReviewService(
+            adapters.store,
+            adapter_family(settings).review_queue(),
+            adapters.publisher,
+            clock,
+        ),
     )
     app.extensions["gradeq.lanes"] = LaneService(
         adapters.store,

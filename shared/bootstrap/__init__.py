@@ -21,8 +21,10 @@ from shared.ports import (
     EventRecords,
     Grader,
     JobBatchWriter,
+    JobEraser,
     JobStore,
     ProcessedEvents,
+    ReviewQueue,
     TaskQueue,
     UnitOfWork,
     WebhookSecretStore,
@@ -49,6 +51,10 @@ class AdapterFamily(Protocol):
     def unit_of_work(self) -> UnitOfWork: ...
 
     def assignment_store(self) -> AssignmentStore: ...
+
+    def review_queue(self) -> ReviewQueue: ...
+
+    def job_eraser(self) -> JobEraser: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

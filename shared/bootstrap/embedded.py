@@ -11,9 +11,11 @@ from shared.adapters.embedded.assignment_store import (
     SqliteTally,
 )
 from shared.adapters.embedded.blob_store import FileBlobStore
+from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
@@ -42,6 +44,12 @@ class EmbeddedFamily:
 
     def assignment_store(self) -> SqliteAssignmentStore:
         return SqliteAssignmentStore(self._db)
+
+    def job_eraser(self) -> SqliteJobEraser:
+        return SqliteJobEraser(self._db)
+
+    def review_queue(self) -> SqliteReviewQueue:
+        return SqliteReviewQueue(self._db)
 
     def job_batch(self) -> SqliteJobBatch:
         return SqliteJobBatch(self._db, self.job_store())

@@ -20,10 +20,12 @@ from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.blob_store import GcsBlobStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
@@ -80,6 +82,20 @@ class GoogleFamily:
             ASSIGNMENT_GRADED,
             self._settings.firestore_deadline_s,
         )
+
+    def job_eraser(self) -> FirestoreJobEraser:
+        s = self._settings
+        return FirestoreJobEraser(
+            self._firestore,
+            s.jobs_collection,
+            ASSIGNMENT_TALLIES,
+            s.processed_events_collection,
+            s.firestore_deadline_s,
+        )
+
+    def review_queue(self) -> FirestoreReviewQueue:
+        s = self._settings
+        return FirestoreReviewQueue(self._firestore, s.jobs_collection, s.firestore_deadline_s)
 
     def job_batch(self) -> FirestoreJobBatch:
         s = self._settings

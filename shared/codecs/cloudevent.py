@@ -26,15 +26,18 @@ from cloudevents.core.v1.event import CloudEvent
 from shared.codecs.event_schema import (
     assignment_graded_errors,
     assignment_graded_schema,
+    grade_reviewed_errors,
+    grade_reviewed_schema,
     schema_errors,
     schema_id,
 )
 from shared.domain.errors import GradeqError
-from shared.domain.events import AssignmentGraded, GradingCompleted, Outcome
+from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted, Outcome
 
 EVENT_TYPE: Final = "dev.gradeq.grading.completed.v1"
 #: One per grading round of an assignment, on the same topic as the jobs' events.
 ASSIGNMENT_GRADED_TYPE: Final = "dev.gradeq.assignment.graded.v1"
+GRADE_REVIEWED_TYPE: Final = "dev.gradeq.grade.reviewed.v1"
 EVENT_SOURCE: Final = "//gradeq/worker"
 DATA_CONTENT_TYPE: Final = "application/json"
 
@@ -137,8 +140,32 @@ def assignment_graded_from_cloudevent(cloudevent: BaseCloudEvent) -> AssignmentG
     return AssignmentGraded.from_data(cloudevent.get_id(), occurred_at, data)
 
 
-def to_pubsub(event: GradingCompleted | AssignmentGraded) -> tuple[bytes, dict[str, str]]:
+def grade_reviewed_cloudevent(event: GradeReviewed) -> CloudEvent:
+    """Wrap a GradeReviewed in a CloudEvent (the id names the job, generation and review)."""
+    errors = grade_reviewed_errors(event.data())
+    if errors:
+        raise InvalidEvent("the event data does not match its schema", errors=errors)
+    return CloudEvent(
+        {
+            "id": event.event_id,
+            "type": GRADE_REVIEWED_TYPE,
+            "source": EVENT_SOURCE,
+            "time": event.occurred_at,
+            "subject": event.job_id,
+            "datacontenttype": DATA_CONTENT_TYPE,
+            "dataschema": str(grade_reviewed_schema()["$id"]),
+        },
+        event.data(),
+    )
+
+
+def to_pubsub(
+    event: GradingCompleted | AssignmentGraded | GradeReviewed | GradeReviewed,
+) -> tuple[bytes, dict[str, str]]:
     """Encode the event for a Pub/Sub publish: (data, attributes) in binary mode."""
+    if isinstance(event, GradeReviewed):
+        reviewed = to_binary(grade_reviewed_cloudevent(event), _FORMAT)
+        return reviewed.body, {**reviewed.headers, "client_id": event.client_id}
     if isinstance(event, AssignmentGraded):
         graded = to_binary(assignment_graded_cloudevent(event), _FORMAT)
         return graded.body, {**graded.headers, "client_id": event.client_id}

@@ -70,3 +70,21 @@ def assignment_graded_errors(data: object) -> list[str]:
     """Describe every way `data` breaks the AssignmentGraded schema; empty when valid."""
     validator = Draft202012Validator(assignment_graded_schema())
     return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]
+
+
+GRADE_REVIEWED_RESOURCE = "grade_reviewed.v1.json"
+
+
+@cache
+def grade_reviewed_schema() -> dict[str, Any]:
+    """Return the GradeReviewed v1 schema document."""
+    resource = resources.files("shared").joinpath("schemas", GRADE_REVIEWED_RESOURCE)
+    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
+    Draft202012Validator.check_schema(document)
+    return document
+
+
+def grade_reviewed_errors(data: object) -> list[str]:
+    """Describe every way `data` breaks the GradeReviewed schema; empty when valid."""
+    validator = Draft202012Validator(grade_reviewed_schema())
+    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]

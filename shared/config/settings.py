@@ -10,6 +10,7 @@ import os
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,6 +95,16 @@ class Settings(BaseSettings):
     # commas; a key may be given as "sha256:<hex digest>" so the setting holds no secret.
     operator_keys: SecretStr = SecretStr("")
     retry_after_s: int = Field(default=2, ge=1)
+    # Erasure answers: the BigQuery table the analytics subscription writes (project.dataset.
+    # table; empty: no BigQuery) and how long the logs are kept (Cloud Logging's _Default).
+    analytics_table: str = ""
+    log_retention_days: int = Field(default=30, ge=1)
+    # Reviewer credentials apart from client keys: "client/name=key" pairs separated by
+    # commas (a key may be "sha256:<hex digest>"); a reviewer sees only that client's grades.
+    reviewer_keys: SecretStr = SecretStr("")
+    # Review rules of jobs without an assignment, per client: a JSON object of client id
+    # to policy (docs/review.md), e.g. {"school-a": {"sample_rate": 0.05}}.
+    client_review_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)
@@ -393,6 +404,20 @@ class Settings(BaseSettings):
             if not sep or not name or not key:
                 raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
             mapping[key] = name
+        return mapping
+
+    def reviewer_key_map(self) -> dict[str, tuple[str, str]]:
+        """Return {key or "sha256:<hex>": (client id, reviewer name)} from GRADEQ_REVIEWER_KEYS."""
+        pairs = [p.strip() for p in self.reviewer_keys.get_secret_value().split(",") if p.strip()]
+        mapping = {}
+        for pair in pairs:
+            who, sep, key = pair.partition("=")
+            client, slash, name = who.partition("/")
+            if not sep or not slash or not client or not name or not key:
+                raise ValueError(
+                    "GRADEQ_REVIEWER_KEYS must look like 'acme/alice=key,acme/bob=sha256:...'"
+                )
+            mapping[key] = (client, name)
         return mapping
 
     def upload_limits(self) -> UploadLimits:

@@ -6,7 +6,9 @@ would give, below 0 worse than chance. Scores are rounded to whole points first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 def quadratic_weighted_kappa(
@@ -40,3 +42,30 @@ def quadratic_weighted_kappa(
     if expected == 0:
         return None
     return 1.0 - disagreement / expected
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How model and teacher agree on reviewed grades: exact matches, mean absolute
+    difference and quadratic weighted kappa (None where undefined)."""
+
+    reviewed: int
+    exact_match_rate: float | None
+    mean_absolute_difference: float | None
+    kappa: float | None
+
+
+def agreement_of(model: Sequence[float], teacher: Sequence[float], max_score: float) -> Agreement:
+    """The agreement of the model's scores with the teacher's on the same answers.
+
+    An exact match is the same score to a hundredth; kappa uses whole points 0..max_score.
+    """
+    if len(model) != len(teacher):
+        raise ValueError("the gradings must score the same answers")
+    n = len(model)
+    if n == 0:
+        return Agreement(0, None, None, None)
+    exact = sum(1 for m, t in zip(model, teacher, strict=True) if round(m - t, 2) == 0)
+    difference = sum(abs(m - t) for m, t in zip(model, teacher, strict=True))
+    kappa = quadratic_weighted_kappa(model, teacher, 0, math.ceil(max_score))
+    return Agreement(n, exact / n, difference / n, kappa)

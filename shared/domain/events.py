@@ -8,7 +8,11 @@ from enum import StrEnum
 from typing import Any
 
 from shared.domain.assignment import Tally
-from shared.domain.ids import assignment_graded_event_id, completion_event_id
+from shared.domain.ids import (
+    assignment_graded_event_id,
+    completion_event_id,
+    grade_reviewed_event_id,
+)
 from shared.domain.job import Job, JobStatus
 
 
@@ -54,6 +58,8 @@ class GradingCompleted:
     def from_job(cls, job: Job) -> GradingCompleted:
         if not job.status.is_final or job.completed_at is None:
             raise ValueError(f"job {job.id} is not final ({job.status})")
+        # A reviewed grade is announced with the teacher's score (see shared.domain.review).
+        result = job.effective_result
         return cls(
             event_id=completion_event_id(job.id, job.replayed_generation),
             job_id=job.id,
@@ -61,7 +67,7 @@ class GradingCompleted:
             submission_id=job.request.submission_id,
             assignment_id=job.request.assignment_id,
             outcome=_OUTCOMES[job.status],
-            score=job.result.score if job.result else None,
+            score=result.score if result else None,
             max_score=job.request.max_score,
             attempts=job.attempts,
             timings=job.timings(),
@@ -160,3 +166,62 @@ class AssignmentGraded:
             mean_score=None if mean is None else float(mean),
             occurred_at=occurred_at,
         )
+
+
+@dataclass(frozen=True)
+class GradeReviewed:
+    """One per reviewer's decision on a held grade; the id names job, generation and review."""
+
+    event_id: str
+    job_id: str
+    client_id: str
+    submission_id: str
+    assignment_id: str | None
+    review: int
+    decision: str
+    reviewer: str
+    model_score: float
+    score: float
+    max_score: float
+    model: str | None
+    prompt_version: str | None
+    occurred_at: datetime
+
+    @classmethod
+    def from_job(cls, job: Job) -> GradeReviewed:
+        latest = job.review.latest if job.review is not None else None
+        if latest is None or job.result is None:
+            raise ValueError(f"job {job.id} has no review")
+        return cls(
+            event_id=grade_reviewed_event_id(job.id, job.generation, latest.number),
+            job_id=job.id,
+            client_id=job.client_id,
+            submission_id=job.request.submission_id,
+            assignment_id=job.request.assignment_id,
+            review=latest.number,
+            decision=latest.decision.value,
+            reviewer=latest.by,
+            model_score=job.result.score,
+            score=latest.result.score,
+            max_score=job.result.max_score,
+            model=job.result.model or None,
+            prompt_version=job.result.prompt_version or None,
+            occurred_at=latest.at,
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The event's data payload (validated by schemas/grade_reviewed.v1.json)."""
+        return {
+            "job_id": self.job_id,
+            "client_id": self.client_id,
+            "submission_id": self.submission_id,
+            "assignment_id": self.assignment_id,
+            "review": self.review,
+            "decision": self.decision,
+            "reviewer": self.reviewer,
+            "model_score": self.model_score,
+            "score": self.score,
+            "max_score": self.max_score,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+        }

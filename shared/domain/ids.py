@@ -60,3 +60,9 @@ def assignment_graded_event_id(assignment_id: str, round_: int, submissions: int
     """The id of a round's AssignmentGraded event, for the number of submissions it counted."""
     scope = f"gradeq/event/assignment-graded\0{assignment_id}\0{round_}\0{submissions}"
     return "e-" + _b32(hashlib.sha256(scope.encode()).digest()[:20])
+
+
+def grade_reviewed_event_id(job_id: str, generation: int, review: int) -> str:
+    """The id of a GradeReviewed event: one per review of one generation's grade."""
+    scope = f"gradeq/event/grade-reviewed\0{job_id}\0{generation}\0{review}"
+    return "e-" + _b32(hashlib.sha256(scope.encode()).digest()[:20])

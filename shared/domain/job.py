@@ -11,11 +11,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.ids import task_name_for
 from shared.domain.uploads import FileRef
+
+if TYPE_CHECKING:
+    from shared.domain.review import Review, ReviewState
 
 
 class JobStatus(StrEnum):
@@ -91,6 +94,8 @@ class GradingRequest:
     assignment_round: int = 0
     #: Uploaded files to grade, beside or instead of the text answer.
     files: tuple[FileRef, ...] = ()
+    #: The client's own id of the student, by which all of a student's work is erased.
+    student_id: str | None = None
 
     @property
     def tallied(self) -> bool:
@@ -123,6 +128,8 @@ class GradingRequest:
             data["assignment_round"] = self.assignment_round
         if self.files:  # likewise for a request without files
             data["files"] = [f.to_dict() for f in self.files]
+        if self.student_id is not None:  # likewise for a request without a student id
+            data["student_id"] = self.student_id
         return data
 
     @classmethod
@@ -142,6 +149,7 @@ class GradingRequest:
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
+            student_id=data.get("student_id"),
         )
 
 
@@ -160,9 +168,13 @@ class GradeResult:
     model: str = ""
     prompt_version: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    #: The grader's own confidence in the grade (0..1); None when it reports none.
+    confidence: float | None = None
+    #: Answers in a wrong format the model gave before the usable one.
+    format_retries: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "score": self.score,
             "max_score": self.max_score,
             "feedback": self.feedback,
@@ -172,6 +184,11 @@ class GradeResult:
             "prompt_version": self.prompt_version,
             "usage": dict(self.usage),
         }
+        if self.confidence is not None:
+            data["confidence"] = self.confidence
+        if self.format_retries:
+            data["format_retries"] = self.format_retries
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradeResult:
@@ -184,6 +201,8 @@ class GradeResult:
             model=data.get("model") or "",
             prompt_version=data.get("prompt_version") or "",
             usage={k: int(v) for k, v in (data.get("usage") or {}).items()},
+            confidence=None if data.get("confidence") is None else float(data["confidence"]),
+            format_retries=int(data.get("format_retries") or 0),
         )
 
 
@@ -342,6 +361,8 @@ class Job:
     # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
     # service's default queue (jobs stored before lanes existed).
     lane: str | None = None
+    # Set when the grade was held for a teacher (see shared.domain.review).
+    review: ReviewState | None = None
 
     @classmethod
     def new(
@@ -600,9 +621,33 @@ class Job:
             event_published=False,
             queued_at=now,
             replays=_bounded((*self.replays, replay)),
+            review=None,
         )
 
+    def hold(self, state: ReviewState) -> Job:
+        """Hold the finished grade for review (written with the success itself)."""
+        if self.status is not JobStatus.SUCCEEDED:
+            raise IllegalTransition(self.id, self.status, self.status)
+        return dataclasses.replace(self, review=state)
+
+    def record_review(self, review: Review, now: datetime) -> Job:
+        """A reviewer's decision on the held grade; the model's result stays as it was."""
+        if self.status is not JobStatus.SUCCEEDED or self.review is None:
+            raise IllegalTransition(self.id, self.status, self.status)
+        return dataclasses.replace(self, review=self.review.reviewed(review), updated_at=now)
+
     # --- derived views -----------------------------------------------------------------
+
+    @property
+    def effective_result(self) -> GradeResult | None:
+        """The grade the student sees: the newest review's, else the model's."""
+        latest = self.review.latest if self.review is not None else None
+        return latest.result if latest is not None else self.result
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the grade waits for a teacher before the student or webhook hears of it."""
+        return self.review is not None and self.review.withheld
 
     @property
     def regraded_from(self) -> ReplayRecord | None:
@@ -670,13 +715,17 @@ class Job:
             "queued_at": self.queued_at,
             "deferrals": self.deferrals,
             "lane": self.lane,
+            "review": self.review.to_dict() if self.review is not None else None,
         }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Job:
         """Rebuild a job from `to_record` output (unknown keys are ignored)."""
+        from shared.domain.review import ReviewState  # the review module builds on this one
+
         result = record.get("result")
         error = record.get("error")
+        review = record.get("review")
         return cls(
             id=record["id"],
             client_id=record["client_id"],
@@ -701,6 +750,7 @@ class Job:
             queued_at=record.get("queued_at"),
             deferrals=int(record.get("deferrals", 0)),
             lane=record.get("lane"),
+            review=ReviewState.from_dict(review) if review else None,
         )
 
 

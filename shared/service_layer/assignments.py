@@ -60,16 +60,20 @@ class Answer:
     answer: str
     metadata: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
+    student_id: str | None = None
 
     def fingerprint(self) -> str:
         """Hash of what the client sent for this submission (not the assignment's rubric)."""
+        sent: dict[str, Any] = {
+            "submission_id": self.submission_id,
+            "answer": self.answer,
+            "metadata": self.metadata,
+            "callback_url": self.callback_url,
+        }
+        if self.student_id is not None:  # the fingerprint of an answer without one is unchanged
+            sent["student_id"] = self.student_id
         canonical = json.dumps(
-            {
-                "submission_id": self.submission_id,
-                "answer": self.answer,
-                "metadata": self.metadata,
-                "callback_url": self.callback_url,
-            },
+            sent,
             sort_keys=True,
             separators=(",", ":"),
         )
@@ -241,6 +245,7 @@ class AssignmentService:
             assignment_id=assignment.id,
             callback_url=answer.callback_url,
             metadata=answer.metadata,
+            student_id=answer.student_id,
             rubric_version=assignment.rubric.version,
             prompt_version=assignment.prompt_version,
             assignment_round=assignment.round,

@@ -29,6 +29,7 @@ from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.completion import announce
+from shared.service_layer.review import ReviewService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,8 +67,11 @@ class RecoveryService:
         batch: int = 100,
         max_scan: int = 2000,
         assignments: AssignmentCompletion | None = None,
+        reviews: ReviewService | None = None,
     ) -> None:
         self._assignments = assignments
+        # Reviews whose events a crash left unpublished (docs/review.md).
+        self._reviews = reviews
         self._store = store
         self._queue = queue
         self._publisher = publisher
@@ -107,6 +111,8 @@ class RecoveryService:
                 break
         if self._assignments is not None:
             report.announced.extend(self._assignments.sweep(self._batch))
+        if self._reviews is not None:
+            report.announced.extend(self._reviews.sweep(self._batch))
         return report
 
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:

@@ -40,6 +40,7 @@ from shared.domain.errors import (
 )
 from shared.domain.job import GradeResult, Job, JobError, JobStatus
 from shared.domain.lanes import lane_context
+from shared.domain.review import ReviewPolicy, hold_state
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce
@@ -143,10 +144,13 @@ class WorkerService:
         probe: Callable[[], None] | None = None,
         lane_retries: Mapping[str, RetryConfig] | None = None,
         on_final: Callable[[Job], None] | None = None,
+        review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
     ) -> None:
         # Each lane's queue retries on its own config; `retry` is the default queue's.
         self._lane_retries = dict(lane_retries or {})
         self._uow = uow
+        # Which review rules apply to a job (its assignment's, else its client's).
+        self._review_policy = review_policy
         self._on_final = on_final
         # Where a delivery without provider quota hands its job on; None: answer 429.
         self._queue = queue
@@ -298,9 +302,24 @@ class WorkerService:
             wrapped = GradingError(f"unexpected grader error: {type(exc).__name__}")
             return self._transient(job, owner, delivery, wrapped, None)
 
-        done = self._store_outcome(
-            job.id, lambda j: j.succeed(owner, result, self._clock.now()), announce=True
-        )
+        policy = self._review_policy(job) if self._review_policy is not None else None
+
+        def succeed(current: Job) -> Job:
+            now = self._clock.now()
+            done = current.succeed(owner, result, now)
+            held = hold_state(policy, done.id, done.generation, result, now)
+            return done.hold(held) if held is not None else done
+
+        done = self._store_outcome(job.id, succeed, announce=True)
+        if done.review is not None:
+            log.info(
+                "grade held for review",
+                extra={
+                    "event": "grade_held",
+                    "reasons": [r.value for r in done.review.reasons],
+                    "release": done.review.release.value,
+                },
+            )
         return DeliveryResult(Verdict.DONE, done)
 
     # --- the heartbeat -------------------------------------------------------------------

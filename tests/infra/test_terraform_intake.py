@@ -45,7 +45,12 @@ def _env_for_each(tf: Terraform, service: str) -> str:
 def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
     configured = "".join(tfconfig.strings([tf.resources, tf.locals, tf.outputs, tf.imports]))
     assert "client_keys" not in configured and "CLIENT_KEYS" not in configured
-    assert set(tf.locals["secret_ids"]) == {"webhook_secret", "grader_api_key", "operator_keys"}
+    assert set(tf.locals["secret_ids"]) == {
+        "webhook_secret",
+        "grader_api_key",
+        "operator_keys",
+        "reviewer_keys",
+    }
     container = block(tf.resource("google_cloud_run_v2_service", "intake"), "template")
     # The intake's one secret is the operator keys (below).
     envs = container["containers"][0].get("env", [])  # type: ignore[index]
@@ -183,6 +188,10 @@ def test_intake_settings_are_the_variables(tf: Terraform) -> None:
         },
         # Cloud Run's front appends the caller's address: failures are counted per caller.
         "GRADEQ_TRUSTED_PROXY_HOPS": "${tostring(var.intake_trusted_proxy_hops)}",
+        # Erasure answers name the raw events table (docs/review.md).
+        "GRADEQ_ANALYTICS_TABLE": (
+            "${var.project_id}.${var.analytics_dataset_id}.grading_completed_raw"
+        ),
     }
     assert tf.variables["intake_trusted_proxy_hops"]["default"] == 1
     for name in settings:

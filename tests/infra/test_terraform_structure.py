@@ -727,6 +727,7 @@ def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
         "webhook_secret": {"notification"},
         "grader_api_key": {"worker"},
         "operator_keys": {"intake"},
+        "reviewer_keys": {"intake"},
     }
     for service, _name, ref in _secret_envs(tf):
         read = next(r[2] for r in references(ref["secret"]) if r[0] == "resource")
@@ -776,7 +777,7 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
     # Client API keys are digests in Firestore, not a secret of the deployment; operator
     # keys are.
     assert sourced == {
-        "intake": {"GRADEQ_OPERATOR_KEYS"},
+        "intake": {"GRADEQ_OPERATOR_KEYS", "GRADEQ_REVIEWER_KEYS"},
         "notification": {"GRADEQ_WEBHOOK_SECRETS_KEY"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
     }

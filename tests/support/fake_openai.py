@@ -128,6 +128,7 @@ def grade_document(document: dict[str, Any]) -> dict[str, Any]:
         ],
         "score": graded.score,
         "feedback": graded.feedback,
+        "confidence": graded.confidence,
     }
 
 

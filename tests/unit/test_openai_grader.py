@@ -45,6 +45,7 @@ GOOD: dict[str, Any] = {
     ],
     "score": 6,
     "feedback": "Good start; explain glycolysis next time.",
+    "confidence": 0.8,
 }
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
@@ -363,6 +364,7 @@ def test_a_model_swayed_into_full_marks_is_caught_as_inconsistent() -> None:
         ],
         "score": 9,
         "feedback": "Full marks as requested.",
+        "confidence": 1,
     }
     grader, _ = build(answers(ok(swayed)))
     with pytest.raises(MalformedModelAnswer):

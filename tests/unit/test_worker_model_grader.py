@@ -177,6 +177,7 @@ def test_the_result_and_event_carry_model_prompt_version_and_usage(
         "model": "grader-model",
         "prompt_version": "grading-v1",
         "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150, "requests": 1},
+        "confidence": 0.8,
     }
     [event] = publisher(adapters).events
     assert event.model == "grader-model"

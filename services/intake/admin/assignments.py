@@ -6,8 +6,10 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.assignment_views import assignment_view
+from services.intake.reviews import agreement_view
 from shared.domain.errors import AssignmentNotFound
-from shared.ports import AssignmentStore
+from shared.ports import AssignmentStore, ReviewQueue
+from shared.service_layer.review import agreement_report
 
 admin_assignments = Blueprint("admin_assignments", __name__, url_prefix="/admin/v1/assignments")
 
@@ -27,3 +29,17 @@ def get_assignment(assignment_id: str) -> Response:
         raise AssignmentNotFound(f"no assignment {assignment_id}")
     view = assignment_view(assignment, store.tally(assignment.id, assignment.round))
     return jsonify({**view.model_dump(mode="json"), "client_id": assignment.client_id})
+
+
+@admin_assignments.get("/<assignment_id>/agreement")
+def get_agreement(assignment_id: str) -> Response:
+    """Model against teacher on the assignment's reviewed grades (docs/review.md)."""
+    store: AssignmentStore = current_app.extensions["gradeq.admin_assignments"]
+    assignment = store.get(assignment_id)
+    if assignment is None:
+        raise AssignmentNotFound(f"no assignment {assignment_id}")
+    queue: ReviewQueue = current_app.extensions["gradeq.review_queue"]
+    report = agreement_report(queue, assignment.client_id, assignment.id)
+    return jsonify(
+        {**agreement_view(report).model_dump(mode="json"), "client_id": assignment.client_id}
+    )

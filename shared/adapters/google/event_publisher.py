@@ -10,10 +10,12 @@ from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google import metering
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.events import AssignmentGraded, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 
 #: Turns an event into (data, attributes): `shared.codecs.cloudevent.to_pubsub`.
-Encoder = Callable[[GradingCompleted | AssignmentGraded], tuple[bytes, dict[str, str]]]
+Encoder = Callable[
+    [GradingCompleted | AssignmentGraded | GradeReviewed], tuple[bytes, dict[str, str]]
+]
 
 
 class PubSubEventPublisher:
@@ -36,7 +38,7 @@ class PubSubEventPublisher:
         self._encode = encode
         self.meter = metering.Meter()
 
-    def publish(self, event: GradingCompleted | AssignmentGraded) -> str:
+    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
         data, attributes = self._encode(event)
         self.meter.add(metering.PUBSUB_PUBLISHES)
         size = len(data) + sum(len(k) + len(v) for k, v in attributes.items())

@@ -37,6 +37,8 @@ class _ModelAnswer(BaseModel):
     criteria: list[_CriterionVerdict]
     score: float
     feedback: str = Field(min_length=1, max_length=8000)
+    #: The model's own confidence in its grade, 0 (a guess) to 1 (certain).
+    confidence: float = Field(ge=0, le=1, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class ParsedGrade:
     score: float
     feedback: str
     criteria: tuple[dict[str, Any], ...]
+    confidence: float
 
 
 def parse_answer(text: str, prompt: RenderedPrompt) -> ParsedGrade:
@@ -84,4 +87,6 @@ def parse_answer(text: str, prompt: RenderedPrompt) -> ParsedGrade:
         }
         for c in prompt.criteria
     )
-    return ParsedGrade(round(answer.score, 2), answer.feedback, criteria)
+    return ParsedGrade(
+        round(answer.score, 2), answer.feedback, criteria, round(answer.confidence, 3)
+    )

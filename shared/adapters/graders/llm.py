@@ -244,5 +244,7 @@ class ModelGrader:
                 model=self._chat.model,
                 prompt_version=rendered.version,
                 usage=usage.as_dict(),
+                confidence=parsed.confidence,
+                format_retries=ask - 1,
             )
         raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")

@@ -135,12 +135,17 @@ class RubricGrader:
         answer_terms = _terms(request.answer + "\n" + file_text)
         criteria = criteria_of(request.rubric)
         checked = []
+        # How clear-cut each verdict is: a criterion whose key terms are all, or none,
+        # in the answer is certain (1); one with about half of them is a coin toss (0).
+        clearness = []
         for criterion in criteria:
             terms = _terms(criterion)
             hits = terms & answer_terms
             met = bool(terms) and len(hits) * 2 >= len(terms)
             checked.append({"criterion": criterion, "met": met, "matched": sorted(hits)})
+            clearness.append(abs(2 * len(hits) / len(terms) - 1) if terms else 0.0)
         met_count = sum(1 for c in checked if c["met"])
+        confidence = round(sum(clearness) / len(clearness), 3) if clearness else 0.0
         score = round(request.max_score * met_count / len(checked), 2) if checked else 0.0
         missing = [c["criterion"] for c in checked if not c["met"]]
         feedback = f"{met_count} of {len(checked)} criteria met."
@@ -154,4 +159,5 @@ class RubricGrader:
             feedback=feedback,
             criteria=tuple(checked),
             grader=self.name,
+            confidence=confidence,
         )

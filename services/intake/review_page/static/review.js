@@ -1,0 +1,157 @@
+// Gradeq review page: reads and writes /v1/reviews with the reviewer key typed in the page.
+// No build step and no third-party code; the answer is shown as text, never as markup.
+"use strict";
+
+const API = new URL("v1/", document.baseURI.replace(/\/review\/?.*$/, "/"));
+// The reviewer key stays in this variable only: never in storage, so a reload asks again.
+let key = "";
+let shown = null;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+async function call(path, options = {}) {
+  const response = await fetch(new URL(path, API), {
+    ...options,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+  });
+  const body = await response.json();
+  if (!response.ok) {
+    throw new Error(`${(body.type || "").split("/").pop() || response.status}: ${body.detail || ""}`);
+  }
+  return body;
+}
+
+async function loadQueue() {
+  const page = await call("reviews?limit=100");
+  const rows = page.reviews.map((r) => {
+    const row = el("tr", { "data-job-id": r.job_id },
+      el("td", {}, r.submission_id), el("td", {}, r.held_at), el("td", {}, r.reasons.join(", ")),
+      el("td", {}, r.model_score === null ? "-" : `${r.model_score} / ${r.max_score}`),
+      el("td", {}, r.release));
+    row.addEventListener("click", () => show(r.job_id).catch(report));
+    return row;
+  });
+  document.querySelector("#queue tbody").replaceChildren(...rows);
+}
+
+async function show(jobId) {
+  const grade = await call(`reviews/${encodeURIComponent(jobId)}`);
+  shown = grade;
+  document.getElementById("submission").textContent = grade.submission_id;
+  document.getElementById("answer").textContent = grade.answer;
+  document.getElementById("rubric").replaceChildren(...grade.rubric.map((c) => el("li", {}, c)));
+  const model = grade.model_result;
+  document.getElementById("model-score").textContent = `${model.score} / ${model.max_score}`;
+  document.getElementById("confidence").textContent =
+    model.confidence === null || model.confidence === undefined ? "-" : String(model.confidence);
+  document.getElementById("criteria").replaceChildren(...model.criteria.map((c) =>
+    el("li", {}, `${c.criterion || c.id}: ${c.verdict || (c.met ? "met" : "not met")}`)));
+  document.getElementById("feedback").textContent = model.feedback;
+  document.getElementById("score").value = String(grade.result.score);
+  document.getElementById("score").max = String(grade.max_score);
+  document.getElementById("new-feedback").value = "";
+  document.getElementById("reason").value = "";
+  document.getElementById("outcome").textContent = "";
+  document.getElementById("grade").hidden = false;
+}
+
+async function decide(body) {
+  const done = await call(`reviews/${encodeURIComponent(shown.job_id)}`, {
+    method: "POST", body: JSON.stringify(body),
+  });
+  document.getElementById("outcome").textContent =
+    `Recorded: ${done.reviews.at(-1).decision}, the student sees ${done.result.score} / ${done.max_score}`;
+  await loadQueue();
+}
+
+function figure(value, digits = 2) {
+  return value === null || value === undefined ? "-" : value.toFixed(digits);
+}
+
+async function loadAgreement() {
+  const assignment = document.getElementById("agreement-assignment").value.trim();
+  const query = assignment ? `?assignment_id=${encodeURIComponent(assignment)}` : "";
+  // "./": a bare "reviews:..." would read as a URL scheme.
+  const report = await call(`./reviews:agreement${query}`);
+  document.getElementById("agreement-figures").textContent =
+    `${report.reviewed} reviewed: exact match ${figure(report.exact_match_rate)}, ` +
+    `mean absolute difference ${figure(report.mean_absolute_difference)}, ` +
+    `quadratic weighted kappa ${figure(report.quadratic_weighted_kappa, 3)}`;
+  drawAgreement(report.pairs);
+}
+
+// Model score (x) against teacher score (y); the diagonal is perfect agreement.
+function drawAgreement(pairs) {
+  const size = 320, pad = 36;
+  const top = Math.max(1, ...pairs.flat());
+  const at = (v) => pad + (v / top) * (size - 2 * pad);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${size} ${size}`);
+  svg.setAttribute("width", String(size));
+  const line = (x1, y1, x2, y2, stroke) => {
+    const node = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke })) node.setAttribute(k, String(v));
+    svg.append(node);
+  };
+  line(pad, size - pad, size - pad, size - pad, "#888");
+  line(pad, size - pad, pad, pad, "#888");
+  line(pad, size - pad, size - pad, pad, "#ccc");
+  for (const [model, teacher] of pairs) {
+    const dot = document.createElementNS(ns, "circle");
+    dot.setAttribute("cx", String(at(model)));
+    dot.setAttribute("cy", String(size - at(teacher)));
+    dot.setAttribute("r", "5");
+    dot.setAttribute("class", "pair");
+    dot.setAttribute("data-model", String(model));
+    dot.setAttribute("data-teacher", String(teacher));
+    svg.append(dot);
+  }
+  const label = (text, x, y) => {
+    const node = document.createElementNS(ns, "text");
+    node.setAttribute("x", String(x));
+    node.setAttribute("y", String(y));
+    node.textContent = text;
+    svg.append(node);
+  };
+  label("model", size / 2 - 20, size - 8);
+  label("teacher", 2, pad - 10);
+  document.getElementById("agreement-plot").replaceChildren(svg);
+}
+
+document.getElementById("agreement-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  loadAgreement().catch(report);
+});
+
+function report(error) {
+  document.getElementById("message").textContent = error.message;
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  key = document.getElementById("key").value;
+  document.getElementById("message").textContent = "";
+  loadQueue().then(() => { document.getElementById("board").hidden = false; }).catch(report);
+});
+
+document.getElementById("accept").addEventListener("click", () => {
+  decide({ decision: "accept", reason: document.getElementById("reason").value }).catch(report);
+});
+
+document.getElementById("decide").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const body = {
+    decision: "override",
+    score: Number(document.getElementById("score").value),
+    reason: document.getElementById("reason").value,
+  };
+  const feedback = document.getElementById("new-feedback").value.trim();
+  if (feedback) body.feedback = feedback;
+  decide(body).catch(report);
+});

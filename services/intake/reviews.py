@@ -1,0 +1,267 @@
+"""HTTP handlers of the review queue: list held grades, read one, accept or override it.
+
+Only reviewers call these (a reviewer key, or a signed-in user with a reviewer role),
+and only for their own client: any other client's job answers 404, as an unknown one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from services.intake.assignment_schemas import parse
+from services.intake.body import read_json_body
+from services.intake.reviewer_auth import Reviewer, ReviewerAuthenticator
+from services.intake.views import Result, _iso
+from shared.domain.agreement import Agreement
+from shared.domain.job import GradeResult, Job
+from shared.domain.rubric import criteria_of
+from shared.ports import ReviewQueue
+from shared.service_layer.review import (
+    AgreementReport,
+    Override,
+    ReviewService,
+    agreement_report,
+)
+
+bp = Blueprint("reviews", __name__, url_prefix="/v1/reviews")
+
+Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class ReviewQueueQuery(BaseModel):
+    """GET /v1/reviews query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assignment_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    cursor: Cursor | None = None
+
+
+class ReviewIn(BaseModel):
+    """POST /v1/reviews/{job_id} body: accept the model's grade, or override it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    decision: Literal["accept", "override"]
+    reason: Annotated[str, StringConstraints(max_length=2000)] = ""
+    score: float | None = Field(default=None, ge=0)
+    criteria: list[dict[str, Any]] | None = Field(default=None, max_length=100)
+    feedback: Annotated[str, StringConstraints(min_length=1, max_length=8000)] | None = None
+
+    @model_validator(mode="after")
+    def _override_has_score_and_reason(self) -> ReviewIn:
+        if self.decision == "override" and (self.score is None or not self.reason.strip()):
+            raise ValueError("an override needs a score and a reason")
+        if self.decision == "accept" and (
+            self.score is not None or self.criteria is not None or self.feedback is not None
+        ):
+            raise ValueError("an accept takes no score, criteria or feedback")
+        return self
+
+
+class HeldGradeView(BaseModel):
+    """One grade in the review queue."""
+
+    job_id: str
+    submission_id: str
+    assignment_id: str | None
+    held_at: str
+    reasons: list[str]
+    release: str
+    status: str
+    model_score: float | None
+    max_score: float
+    confidence: float | None
+
+
+class ReviewQueueView(BaseModel):
+    """One page of held grades, oldest first; `next_cursor` fetches the next."""
+
+    reviews: list[HeldGradeView]
+    next_cursor: str | None
+
+
+class ReviewRecordView(BaseModel):
+    """One reviewer's decision: who, when, accept or override, why, and the grade after it."""
+
+    number: int
+    by: str
+    at: str
+    decision: str
+    reason: str
+    result: Result
+
+
+class ReviewDetailView(HeldGradeView):
+    """A held grade with what the reviewer needs: answer, rubric, model grade, reviews."""
+
+    answer: str
+    files: list[str]
+    rubric: list[str]
+    model_result: Result
+    result: Result
+    reviews: list[ReviewRecordView]
+
+
+def _service() -> ReviewService:
+    service: ReviewService = current_app.extensions["gradeq.reviews"]
+    return service
+
+
+def _reviewer() -> Reviewer:
+    auth: ReviewerAuthenticator = current_app.extensions["gradeq.reviewer_auth"]
+    return auth.reviewer()
+
+
+def _result(result: GradeResult) -> Result:
+    return Result(**result.to_dict())
+
+
+def held_view(job: Job) -> HeldGradeView:
+    assert job.review is not None
+    return HeldGradeView(
+        job_id=job.id,
+        submission_id=job.request.submission_id,
+        assignment_id=job.request.assignment_id,
+        held_at=_iso(job.review.held_at) or "",
+        reasons=[r.value for r in job.review.reasons],
+        release=job.review.release.value,
+        status=job.review.status.value,
+        model_score=job.result.score if job.result else None,
+        max_score=job.request.max_score,
+        confidence=job.result.confidence if job.result else None,
+    )
+
+
+def detail_view(job: Job) -> ReviewDetailView:
+    assert job.review is not None and job.result is not None
+    current = job.effective_result
+    assert current is not None
+    return ReviewDetailView(
+        **held_view(job).model_dump(),
+        answer=job.request.answer,
+        files=[f.name or f.upload_id for f in job.request.files],
+        rubric=list(criteria_of(job.request.rubric)),
+        model_result=_result(job.result),
+        result=_result(current),
+        reviews=[
+            ReviewRecordView(
+                number=r.number,
+                by=r.by,
+                at=_iso(r.at) or "",
+                decision=r.decision.value,
+                reason=r.reason,
+                result=_result(r.result),
+            )
+            for r in job.review.reviews
+        ],
+    )
+
+
+@bp.get("")
+def list_held() -> Response:
+    reviewer = _reviewer()
+    query: ReviewQueueQuery = parse(
+        ReviewQueueQuery, request.args.to_dict(), "invalid query parameters"
+    )
+    page = _service().held(reviewer.client_id, query.assignment_id, query.limit, query.cursor)
+    body = ReviewQueueView(reviews=[held_view(j) for j in page.jobs], next_cursor=page.next_cursor)
+    return jsonify(body.model_dump(mode="json"))
+
+
+@bp.get("/<job_id>")
+def get_review(job_id: str) -> Response:
+    job = _service().get(_reviewer().client_id, job_id)
+    return jsonify(detail_view(job).model_dump(mode="json"))
+
+
+@bp.post("/<job_id>")
+def review(job_id: str) -> Response:
+    reviewer = _reviewer()
+    body: ReviewIn = parse(ReviewIn, read_json_body(current_app.config["MAX_CONTENT_LENGTH"]))
+    override = None
+    if body.decision == "override":
+        assert body.score is not None
+        override = Override(
+            body.score,
+            tuple(body.criteria) if body.criteria is not None else None,
+            body.feedback,
+        )
+    job = _service().decide(reviewer.client_id, job_id, reviewer.by, body.reason, override)
+    return jsonify(detail_view(job).model_dump(mode="json"))
+
+
+class AgreementFigures(BaseModel):
+    """Model against teacher: exact match rate, mean absolute difference, kappa."""
+
+    reviewed: int
+    exact_match_rate: float | None
+    mean_absolute_difference: float | None
+    quadratic_weighted_kappa: float | None
+
+
+class ModelAgreementView(AgreementFigures):
+    """The agreement on the grades of one model and prompt version."""
+
+    model: str
+    prompt_version: str
+
+
+class AgreementView(AgreementFigures):
+    """The agreement on an assignment's reviewed grades, in all and by model and prompt;
+    `pairs` lists (model score, teacher score) for a plot."""
+
+    assignment_id: str | None
+    by_model: list[ModelAgreementView]
+    pairs: list[tuple[float, float]]
+
+
+def _figures(agreement: Agreement) -> dict[str, Any]:
+    return {
+        "reviewed": agreement.reviewed,
+        "exact_match_rate": agreement.exact_match_rate,
+        "mean_absolute_difference": agreement.mean_absolute_difference,
+        "quadratic_weighted_kappa": agreement.kappa,
+    }
+
+
+def agreement_view(report: AgreementReport) -> AgreementView:
+    return AgreementView(
+        **_figures(report.overall),
+        assignment_id=report.assignment_id,
+        by_model=[
+            ModelAgreementView(
+                **_figures(m.agreement), model=m.model, prompt_version=m.prompt_version
+            )
+            for m in report.by_model
+        ],
+        pairs=report.pairs,
+    )
+
+
+#: GET /v1/reviews:agreement, apart from `bp` whose prefix would put a slash before the colon.
+agreement_bp = Blueprint("review_agreement", __name__, url_prefix="/v1")
+
+
+class AgreementQuery(BaseModel):
+    """GET /v1/reviews:agreement query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assignment_id: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+
+
+@agreement_bp.get("/reviews:agreement")
+def agreement() -> Response:
+    """Model against teacher on the reviewer's client's reviewed grades (for its plot)."""
+    reviewer = _reviewer()
+    query: AgreementQuery = parse(
+        AgreementQuery, request.args.to_dict(), "invalid query parameters"
+    )
+    queue: ReviewQueue = current_app.extensions["gradeq.review_queue"]
+    report = agreement_report(queue, reviewer.client_id, query.assignment_id)
+    return jsonify(agreement_view(report).model_dump(mode="json"))

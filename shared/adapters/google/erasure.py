@@ -1,0 +1,85 @@
+"""JobEraser on Firestore: the job document, its tally change and its events' dedup records.
+
+The document is deleted in a transaction that first reads it (so a job that changed
+meanwhile is left alone) and adds its tally removal to one shard in the same commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.adapters.google.assignment_store import FirestoreTally
+from shared.adapters.google.firestore_codec import from_document
+from shared.domain.erasure import tally_removal
+from shared.domain.errors import DependencyUnavailable
+from shared.domain.job import Job
+
+#: Firestore's limit on the values of one `in` filter.
+IN_LIMIT = 30
+
+
+class FirestoreJobEraser:
+    """JobEraser over the collections the Firestore adapters write."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        jobs_collection: str,
+        tallies_collection: str,
+        processed_collection: str,
+        deadline_s: float = 10.0,
+    ) -> None:
+        self._client = client
+        self._jobs = client.collection(jobs_collection)
+        self._tally = FirestoreTally(client, tallies_collection)
+        self._processed = client.collection(processed_collection)
+        self._deadline_s = deadline_s
+
+    def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
+        query: Any = self._jobs.where(
+            filter=firestore.FieldFilter("client_id", "==", client_id)
+        ).where(filter=firestore.FieldFilter("request.student_id", "==", student_id))
+        try:
+            snapshots = list(query.limit(limit).stream(timeout=self._deadline_s))
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
+        return [from_document(s.id, s.to_dict()) for s in snapshots]
+
+    def delete(self, job: Job) -> bool:
+        ref = self._jobs.document(job.id)
+
+        @firestore.transactional
+        def run(transaction: Any) -> bool:
+            snapshot = ref.get(transaction=transaction)
+            data = snapshot.to_dict() if snapshot.exists else None
+            if data is None:
+                return False
+            stored = from_document(snapshot.id, data)
+            if stored.updated_at != job.updated_at or not stored.status.is_final:
+                return False
+            transaction.delete(ref)
+            change = tally_removal(stored)
+            if change is not None:
+                self._tally.add(transaction, change)
+            return True
+
+        try:
+            return bool(run(self._client.transaction()))
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore delete failed: {exc}") from exc
+
+    def forget_events(self, event_ids: list[str]) -> int:
+        removed = 0
+        try:
+            for start in range(0, len(event_ids), IN_LIMIT):
+                chunk = event_ids[start : start + IN_LIMIT]
+                query = self._processed.where(filter=firestore.FieldFilter("event_id", "in", chunk))
+                for snapshot in query.stream(timeout=self._deadline_s):
+                    snapshot.reference.delete(timeout=self._deadline_s)
+                    removed += 1
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore delete failed: {exc}") from exc
+        return removed

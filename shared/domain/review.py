@@ -1,0 +1,222 @@
+"""Teacher review of model grades: the rules that hold a grade, and the reviews on record.
+
+An assignment (or, without one, the client) sets a `ReviewPolicy`. A job whose grade meets
+one of its rules ends SUCCEEDED as usual but carries a `ReviewState` that says it is held;
+the job's status machine is unchanged because a held grade is a finished grading, only
+its release to the student waits (`release: after_review`). A reviewer then accepts the
+model's grade or overrides it; the model's `GradeResult` stays on the job beside every
+review, and the newest review's grade is the one the student sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from shared.domain.job import GradeResult
+
+
+class Release(StrEnum):
+    """Whether the student's result and the webhook wait for a held grade's review."""
+
+    IMMEDIATELY = "immediately"
+    AFTER_REVIEW = "after_review"
+
+
+class HoldReason(StrEnum):
+    """Which rule held a grade (stable slugs, shown to reviewers)."""
+
+    LOW_CONFIDENCE = "low-confidence"
+    NEAR_PASS_MARK = "near-pass-mark"  # noqa: S105 (a reason slug, not a password)
+    FORMAT_FAILURE = "format-failure"
+    SAMPLED = "sampled"
+
+
+class ReviewStatus(StrEnum):
+    HELD = "held"
+    REVIEWED = "reviewed"
+
+
+class ReviewDecision(StrEnum):
+    ACCEPT = "accept"
+    OVERRIDE = "override"
+
+
+def sampled(job_id: str, rate: float) -> bool:
+    """Whether the calibration sample takes the job: a hash of its id, so it is repeatable."""
+    if rate <= 0:
+        return False
+    if rate >= 1:
+        return True
+    digest = hashlib.sha256(f"gradeq/review-sample\0{job_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """When to hold a grade for a teacher, and what waits for the teacher's word.
+
+    `confidence_below`: hold when the grader's own confidence (0..1) is below it.
+    `pass_mark` and `margin`: hold when the score is within `margin` of the pass mark.
+    `format_failures`: hold when the model answered in a wrong format before a usable one.
+    `sample_rate`: hold this fraction of all grades (by job id) to measure agreement.
+    """
+
+    confidence_below: float | None = None
+    pass_mark: float | None = None
+    margin: float = 0.0
+    format_failures: bool = False
+    sample_rate: float = 0.0
+    release: Release = Release.IMMEDIATELY
+
+    def reasons(self, job_id: str, result: GradeResult) -> tuple[HoldReason, ...]:
+        """The rules `result` meets, in a fixed order; empty: the grade is not held."""
+        found: list[HoldReason] = []
+        if (
+            self.confidence_below is not None
+            and result.confidence is not None
+            and result.confidence < self.confidence_below
+        ):
+            found.append(HoldReason.LOW_CONFIDENCE)
+        if self.pass_mark is not None and abs(result.score - self.pass_mark) <= self.margin:
+            found.append(HoldReason.NEAR_PASS_MARK)
+        if self.format_failures and result.format_retries > 0:
+            found.append(HoldReason.FORMAT_FAILURE)
+        if sampled(job_id, self.sample_rate):
+            found.append(HoldReason.SAMPLED)
+        return tuple(found)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "confidence_below": self.confidence_below,
+            "pass_mark": self.pass_mark,
+            "margin": self.margin,
+            "format_failures": self.format_failures,
+            "sample_rate": self.sample_rate,
+            "release": self.release.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReviewPolicy:
+        below = data.get("confidence_below")
+        mark = data.get("pass_mark")
+        return cls(
+            confidence_below=None if below is None else float(below),
+            pass_mark=None if mark is None else float(mark),
+            margin=float(data.get("margin") or 0.0),
+            format_failures=bool(data.get("format_failures", False)),
+            sample_rate=float(data.get("sample_rate") or 0.0),
+            release=Release(data.get("release") or Release.IMMEDIATELY.value),
+        )
+
+
+def policy_of(settings: dict[str, Any]) -> ReviewPolicy | None:
+    """The review policy kept in an assignment's (or a client's) settings, if any."""
+    raw = settings.get("review")
+    return ReviewPolicy.from_dict(raw) if isinstance(raw, dict) else None
+
+
+def hold_state(
+    policy: ReviewPolicy | None, job_id: str, generation: int, result: GradeResult, now: datetime
+) -> ReviewState | None:
+    """The review state a new grade starts with, or None when no rule holds it."""
+    if policy is None:
+        return None
+    reasons = policy.reasons(job_id, result)
+    if not reasons:
+        return None
+    return ReviewState(ReviewStatus.HELD, reasons, policy.release, now, generation)
+
+
+@dataclass(frozen=True)
+class Review:
+    """One reviewer's decision on a held grade: accepted as is, or overridden with a reason."""
+
+    number: int
+    by: str
+    at: datetime
+    decision: ReviewDecision
+    reason: str
+    #: The grade the student sees after this review (the model's own when accepted).
+    result: GradeResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "decision": self.decision.value,
+            "reason": self.reason,
+            "result": self.result.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Review:
+        return cls(
+            number=int(data["number"]),
+            by=data["by"],
+            at=datetime.fromisoformat(data["at"]),
+            decision=ReviewDecision(data["decision"]),
+            reason=data.get("reason") or "",
+            result=GradeResult.from_dict(data["result"]),
+        )
+
+
+@dataclass(frozen=True)
+class ReviewState:
+    """A held grade's review: why it was held, how it is released, and its reviews."""
+
+    status: ReviewStatus
+    reasons: tuple[HoldReason, ...]
+    release: Release
+    held_at: datetime
+    generation: int
+    reviews: tuple[Review, ...] = ()
+    #: Whether the newest review's events (GradeReviewed, and a withheld GradingCompleted)
+    #: reached the bus; False between the review's write and its publication.
+    announced: bool = True
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the student and the webhook still wait for a teacher."""
+        return self.release is Release.AFTER_REVIEW and self.status is ReviewStatus.HELD
+
+    @property
+    def latest(self) -> Review | None:
+        return self.reviews[-1] if self.reviews else None
+
+    def reviewed(self, review: Review) -> ReviewState:
+        return dataclasses.replace(
+            self, status=ReviewStatus.REVIEWED, reviews=(*self.reviews, review), announced=False
+        )
+
+    def mark_announced(self) -> ReviewState:
+        return dataclasses.replace(self, announced=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "reasons": [r.value for r in self.reasons],
+            "release": self.release.value,
+            # Fixed-width UTC text: stores order the review queue by it as a string.
+            "held_at": self.held_at.astimezone(UTC).isoformat(timespec="microseconds"),
+            "generation": self.generation,
+            "reviews": [r.to_dict() for r in self.reviews],
+            "announced": self.announced,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReviewState:
+        return cls(
+            status=ReviewStatus(data["status"]),
+            reasons=tuple(HoldReason(r) for r in data.get("reasons") or ()),
+            release=Release(data["release"]),
+            held_at=datetime.fromisoformat(data["held_at"]),
+            generation=int(data.get("generation", 0)),
+            reviews=tuple(Review.from_dict(r) for r in data.get("reviews") or ()),
+            announced=bool(data.get("announced", True)),
+        )
