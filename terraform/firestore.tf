@@ -418,7 +418,7 @@ resource "google_firestore_index" "jobs_client_review_held" {
     order      = "ASCENDING"
   }
 
-  depends_on = [google_firestore_index.jobs_client_status_assignment_created]
+  depends_on = [google_firestore_index.assignment_graded_unpublished]
 }
 
 resource "google_firestore_index" "jobs_client_assignment_review_held" {

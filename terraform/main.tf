@@ -85,7 +85,7 @@ locals {
     }
   }
 
-  # The intake's settings (the README's configuration table): browser access (CORS,
+  # The intake's settings (docs/configuration.md): browser access (CORS,
   # Firebase ID tokens) and admission limits. As for the grader, an empty value is left
   # out: those settings default to empty too. GRADEQ_ANALYTICS_READERS is not set: the
   # analytics service is not deployed here (analytics is a BigQuery subscription).
@@ -108,7 +108,7 @@ locals {
   grader_on_vertex = var.grader.kind == "gemini" && var.grader.gemini_api == "vertex"
   grader_needs_key = var.grader.kind == "openai" || (var.grader.kind == "gemini" && var.grader.gemini_api == "developer")
 
-  # The worker's grader settings (GRADEQ_GRADER_*, the README's "Graders" section). An
+  # The worker's grader settings (GRADEQ_GRADER_*, docs/graders.md). An
   # empty value is left out: the setting's default is empty too, so the worker reads the
   # same and no env entry without a value reaches Cloud Run. GRADEQ_GRADER_SIMULATE is
   # never set: failure injection stays off on Google Cloud.

@@ -95,7 +95,7 @@ resource "google_cloud_tasks_queue_iam_member" "lane_operator" {
 }
 
 # The queue must not be what keeps a model grader below its quota: the worker instances
-# together may send share_rpm x max_instances requests a minute (the README's "Quota"),
+# together may send share_rpm x max_instances requests a minute (docs/graders.md, "Quota"),
 # and a grading sends one (more only when an unusable answer is asked again). A slower
 # queue is allowed (it caps throughput on purpose, or the quota is shared with others),
 # so this warns instead of refusing.

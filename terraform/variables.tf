@@ -144,7 +144,7 @@ variable "firebase_tenant_clients" {
 
 variable "admission" {
   description = <<-EOT
-    The intake's admission limits (the README's configuration table).
+    The intake's admission limits (docs/configuration.md).
     max_active_jobs_per_client (GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT): jobs not yet final one
     client may have (429 past it). max_backlog (GRADEQ_MAX_BACKLOG): jobs not yet final in
     all (503 past it). submit_burst / submit_rate_per_s (GRADEQ_SUBMIT_BURST,
@@ -271,7 +271,7 @@ variable "result_write_retry_s" {
 
 variable "grader" {
   description = <<-EOT
-    The worker's grader (the README's "Graders" section). kind: rubric (offline), gemini or
+    The worker's grader (docs/graders.md). kind: rubric (offline), gemini or
     openai (any OpenAI-compatible server). model: empty means the grader's default (gemini:
     the worker's current default, checked against its retirement date at start-up; openai
     needs one). gemini_api: vertex (Vertex AI as the worker's

@@ -1,6 +1,6 @@
 """One typed, frozen settings object, read from `GRADEQ_*` environment variables once.
 
-Every variable is listed in the README's configuration table. Tests build `Settings`
+Every variable is listed in docs/configuration.md. Tests build `Settings`
 directly instead of touching the environment.
 """
 
@@ -135,7 +135,7 @@ class Settings(BaseSettings):
     # on for the embedded backend and off for the Google backend.
     grader_simulate: bool | None = None
 
-    # Model graders (GRADEQ_GRADER=gemini|openai); see the README's "Graders" section.
+    # Model graders (GRADEQ_GRADER=gemini|openai); see docs/graders.md.
     grader_model: str = ""
     grader_gemini_api: GeminiApi = GeminiApi.VERTEX
     grader_location: str = "global"  # Vertex AI location serving the model

@@ -879,7 +879,7 @@ def test_log_event_alerts_read_worker_logs(tf: Terraform, event: str) -> None:
     assert "logging.googleapis.com/user/" in str(policy["conditions"])
 
 
-# --- Graders (var.grader; the README's "Graders" section).
+# --- Graders (var.grader; docs/graders.md).
 
 # var.grader's fields -> the worker settings they become.
 GRADER_FIELDS = {

@@ -35,7 +35,7 @@ def test_the_shipped_queue_terraform_and_settings_are_one_consistent_budget() ->
 
     budget = Settings(queue=queue_name, **durations).budget()  # type: ignore[arg-type]
     budget.check(cloud_run_timeout_s=deadline)
-    # The shipped numbers of the README's budget table: 45 + 540 + 10 = 595 <= 600.
+    # The shipped numbers of docs/reliability.md's budget table: 45 + 540 + 10 = 595 <= 600.
     assert (budget.lease_s, budget.grader_timeout_s, budget.result_write_retry_s) == (45, 540, 10)
     assert budget.longest_delivery_s == 595 <= deadline == 600
 
