@@ -108,6 +108,7 @@ def create_app(
             clock,
             completion.check if completion else None,
             adapters.enqueue_parallelism,
+            lane=settings.regrade_lane(),
         )
         app.register_blueprint(assignments_bp)
     app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(

@@ -16,7 +16,7 @@ from pydantic import Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
-from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, load_queues
+from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, lanes_by_priority, load_queues
 from shared.domain.lanes import LanePolicy
 from shared.domain.uploads import UploadLimits
 
@@ -367,6 +367,10 @@ class Settings(BaseSettings):
         rank = self._queues[default].lane.priority
         urgent = [q.name for q in self._queues.values() if q.lane.priority > rank]
         return LanePolicy.parse(self._queues, default, self.client_lanes, urgent)
+
+    def regrade_lane(self) -> str:
+        """The lane regrades go to: the lowest-priority one of the queues file."""
+        return lanes_by_priority(self._queues)[-1].name
 
     def fair_spacing(self) -> timedelta:
         """How far apart one client's queued jobs are scheduled."""

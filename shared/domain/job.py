@@ -585,11 +585,18 @@ class Job:
             replays=_bounded((*self.replays, replay)),
         )
 
-    def regrade(self, now: datetime, request: GradingRequest, by: str = REGRADE_BY) -> Job:
+    def regrade(
+        self,
+        now: datetime,
+        request: GradingRequest,
+        by: str = REGRADE_BY,
+        lane: str | None = None,
+    ) -> Job:
         """Grade a final job again under `request` (a new rubric, prompt or round).
 
         Like an operator's replay, a new generation with its own attempt budget and its
-        own event id; the result it replaces is kept in the replay record.
+        own event id; the result it replaces is kept in the replay record. `lane`: the
+        lane the new generation is graded in (None: the job's own).
         """
         if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
@@ -622,6 +629,7 @@ class Job:
             queued_at=now,
             replays=_bounded((*self.replays, replay)),
             review=None,
+            lane=self.lane if lane is None else lane,
         )
 
     def hold(self, state: ReviewState) -> Job:

@@ -69,7 +69,11 @@ class Regrader:
         clock: Clock,
         check_round: Callable[[str, str, int], bool] | None = None,
         parallelism: int = 1,
+        lane: str | None = None,
     ) -> None:
+        # Where regrades are graded: the lowest-priority lane, so a regrade of a whole
+        # class never delays live grading (None: each job's own lane).
+        self._lane = lane
         self._service = service
         self._assignments = assignments
         self._jobs = jobs
@@ -162,7 +166,7 @@ class Regrader:
         """Regrade the job, waiting a little for its completion event to go out first."""
         for wait_s in (*ANNOUNCE_WAITS_S, None):
             try:
-                return self._jobs.update(job_id, lambda j: _regrade(j, now, request))
+                return self._jobs.update(job_id, lambda j: _regrade(j, now, request, self._lane))
             except JobLocked:
                 if wait_s is None:
                     log.warning("regrade skipped a job still announcing", extra={"job_id": job_id})
@@ -198,7 +202,7 @@ class Regrader:
             yield ScoreChange(job.request.submission_id, job.id, old, new, job.status)
 
 
-def _regrade(job: Job, now: datetime, request: GradingRequest) -> Job:
+def _regrade(job: Job, now: datetime, request: GradingRequest, lane: str | None) -> Job:
     if job.request.assignment_round == request.assignment_round:
         return job  # a retried move: already in the new round
-    return job.regrade(now, request)
+    return job.regrade(now, request, lane=lane)

@@ -90,3 +90,63 @@ def test_the_dashboard_shows_a_failed_job_and_replays_it(stack: LocalStack, brow
         expect(page.locator("#board")).to_be_hidden()
     finally:
         page.close()
+
+
+def graded_class(stack: LocalStack, size: int) -> str:
+    """Create an assignment, submit `size` answers in one batch, wait until all are final."""
+    intake = stack.config.url("intake")
+    auth = {"Authorization": f"Bearer {stack.api_key}"}
+    created = requests.post(
+        f"{intake}/v1/assignments",
+        json={"title": "Leaves", "rubric": ["chloroplast", "chlorophyll"], "max_score": 10},
+        headers={**auth, "Idempotency-Key": str(uuid.uuid4())},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    assignment_id: str = created.json()["id"]
+    answers = [
+        {"submission_id": f"s{i}", "answer": "the chloroplast" + (" and chlorophyll" * (i % 2))}
+        for i in range(size)
+    ]
+    url = f"{intake}/v1/assignments/{assignment_id}"
+    batch = requests.post(f"{url}/submissions:batch", json={"answers": answers}, headers=auth)
+    assert batch.json()["accepted"] == size, batch.text
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        progress = requests.get(url, headers=auth, timeout=10).json()["progress"]
+        if progress["final"] == size:
+            return assignment_id
+        time.sleep(0.3)
+    raise AssertionError(f"assignment {assignment_id} not graded: {progress}")
+
+
+def test_the_dashboard_shows_an_assignment_with_its_score_histogram(
+    stack: LocalStack, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    assignment_id = graded_class(stack, 6)
+    page = browser.new_page(viewport={"width": 1280, "height": 1100})
+    console_errors: list[str] = []
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto(stack.config.url("intake") + "/admin/")
+        page.fill("#key", OPERATOR_KEY)
+        page.click("#login button[type=submit]")
+        expect(page.locator("#board")).to_be_visible()
+        page.fill("#assignment-id", assignment_id)
+        page.click("#assignment-form button[type=submit]")
+        expect(page.locator("#assignment-title")).to_have_text("Leaves")
+        expect(page.locator("#assignment-final")).to_have_text("6")
+        expect(page.locator("#assignment-submissions")).to_have_text("6")
+        bars = page.locator("#histogram rect")
+        # Tenths of the maximum, [0, 10%) to [90%, 100%), and the full score.
+        expect(bars).to_have_count(11)
+        counts = [int(bars.nth(i).get_attribute("data-count") or "0") for i in range(11)]
+        # The offline grader scores a criterion per rubric line found: 3 answers name one of
+        # two criteria (half the score), 3 name both (the full score).
+        assert counts[5] == 3 and counts[10] == 3 and sum(counts) == 6, counts
+        page.screenshot(path=str(artifacts_dir() / "dashboard-assignment.png"))
+    finally:
+        page.close()
+    assert console_errors == []

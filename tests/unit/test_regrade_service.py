@@ -92,3 +92,38 @@ def test_an_assignment_with_nothing_graded_has_nothing_to_regrade(tmp_path: Path
     with pytest.raises(ValidationFailed):
         regrader.regrade("c", assignment.id)  # only a cancelled one
     assert store.get(assignment.id).round == 0  # type: ignore[union-attr]
+
+
+def test_a_regrade_is_graded_in_the_lane_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A class regrade never competes with live grading: it goes to the lowest lane.
+    monkeypatch.setattr(regrade_module, "ANNOUNCE_WAITS_S", ())
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    store = SqliteAssignmentStore(db)
+    queue, clock = FakeTaskQueue(), FrozenClock()
+    service = AssignmentService(store, jobs, SqliteJobBatch(db, jobs), queue, clock)
+    regrader = Regrader(service, store, jobs, queue, clock, lane="bulk")
+    assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")
+    service.submit_batch("c", assignment.id, [Answer("s", "a")])
+    [task] = queue.tasks
+    jobs.update(task.job_id, lambda j: j.claim("w", clock.now(), LEASE))
+    jobs.update(task.job_id, lambda j: j.succeed("w", GradeResult(5.0, 10.0, "ok"), clock.now()))
+    jobs.update(task.job_id, lambda j: j.mark_event_published(clock.now()))
+    regrader.regrade("c", assignment.id, rubric="y")
+    first, regraded = queue.tasks
+    assert first.queue != "bulk"
+    assert regraded.job_id == task.job_id and regraded.queue == "bulk"
+    assert jobs.get(task.job_id).lane == "bulk"  # type: ignore[union-attr]
+
+
+def test_the_regrade_lane_is_the_lowest_priority_one() -> None:
+    from shared.config.queues import lanes_by_priority
+    from shared.config.settings import Settings
+
+    settings = Settings()
+    lowest = lanes_by_priority(settings._queues)[-1]
+    assert settings.regrade_lane() == lowest.name
+    assert all(q.lane.priority >= lowest.lane.priority for q in settings._queues.values())
+    assert settings.regrade_lane() == "bulk"  # as shared/config/queues.json declares them

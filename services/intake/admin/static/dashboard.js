@@ -9,6 +9,7 @@ const REFRESH_MS = 5000;
 let key = "";
 let timer = null;
 let shownJob = null;
+let shownAssignment = null;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -172,6 +173,50 @@ async function laneAction(lane, action, button) {
   }
 }
 
+// The score histogram of an assignment's round: ten bars, one per tenth of the maximum.
+function drawHistogram(histogram) {
+  const width = 600, height = 200, pad = 24;
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const highest = Math.max(1, ...histogram);
+  const step = (width - 2 * pad) / histogram.length;
+  histogram.forEach((count, tenth) => {
+    const barHeight = ((height - 2 * pad) * count) / highest;
+    const bar = document.createElementNS(ns, "rect");
+    const attrs = {
+      x: pad + tenth * step + 2, y: height - pad - barHeight, width: step - 4, height: barHeight,
+      fill: "#1f5fbf", "data-tenth": tenth, "data-count": count,
+    };
+    for (const [name, value] of Object.entries(attrs)) bar.setAttribute(name, String(value));
+    const label = document.createElementNS(ns, "text");
+    label.setAttribute("x", String(pad + tenth * step + step / 2));
+    label.setAttribute("y", String(height - 6));
+    label.setAttribute("text-anchor", "middle");
+    label.textContent = `${tenth * 10}%`;
+    const title = document.createElementNS(ns, "title");
+    title.textContent = `${count} scored ${tenth * 10}% or more`;
+    bar.append(title);
+    svg.append(bar, label);
+  });
+  document.getElementById("histogram").replaceChildren(svg);
+}
+
+async function showAssignment(id) {
+  const assignment = await call(`assignments/${encodeURIComponent(id)}`);
+  const progress = assignment.progress || { round: 0, final: 0, submissions: 0, mean_score: null, histogram: [] };
+  const text = {
+    "assignment-title": assignment.title, "assignment-client": assignment.client_id,
+    "assignment-round": String(progress.round ?? 0), "assignment-final": String(progress.final),
+    "assignment-submissions": String(progress.submissions),
+    "assignment-mean": progress.mean_score === null ? "-" : progress.mean_score.toFixed(2),
+    "assignment-max": String(assignment.max_score),
+  };
+  for (const [id, value] of Object.entries(text)) document.getElementById(id).textContent = value;
+  drawHistogram(progress.histogram);
+  document.getElementById("assignment").hidden = false;
+}
+
 function say(text) {
   document.getElementById("message").textContent = text;
 }
@@ -184,6 +229,7 @@ async function refresh() {
   drawChart(health.series);
   showFailed(failed);
   if (shownJob) await showJob(shownJob);
+  if (shownAssignment) await showAssignment(shownAssignment);
 }
 
 async function connect() {
@@ -203,4 +249,10 @@ document.getElementById("login").addEventListener("submit", (event) => {
   event.preventDefault();
   key = document.getElementById("key").value;
   connect();
+});
+
+document.getElementById("assignment-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  shownAssignment = document.getElementById("assignment-id").value.trim();
+  showAssignment(shownAssignment).catch((error) => say(String(error.message || error)));
 });
