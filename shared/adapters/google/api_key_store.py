@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -11,23 +11,15 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
+from shared.adapters.google.firestore_codec import with_plain_datetimes
 from shared.domain.api_keys import ApiKey, ApiKeyNotFound
 from shared.domain.errors import DependencyUnavailable
 
 _DATETIMES = ("created_at", "expires_at", "revoked_at")
 
 
-def _plain(value: datetime) -> datetime:
-    # Firestore returns DatetimeWithNanoseconds; the domain works with plain UTC datetimes.
-    return datetime(*value.utctimetuple()[:6], value.microsecond, tzinfo=UTC)
-
-
 def _from_document(data: dict[str, Any]) -> ApiKey:
-    record = dict(data)
-    for name in _DATETIMES:
-        if record.get(name) is not None:
-            record[name] = _plain(record[name])
-    return ApiKey.from_record(record)
+    return ApiKey.from_record(with_plain_datetimes(data, _DATETIMES))
 
 
 class FirestoreApiKeyStore:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -18,6 +18,7 @@ from google.cloud import firestore
 
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
+from shared.adapters.google.firestore_codec import plain
 from shared.domain.assignment import Assignment, Tally, TallyChange, tally_change
 from shared.domain.errors import AssignmentNotFound, DependencyUnavailable, GradeqError
 from shared.domain.events import AssignmentGraded
@@ -28,25 +29,12 @@ from shared.domain.job import Job
 TALLY_SHARDS = 16
 
 
-def _plain(value: datetime) -> datetime:
-    return datetime(
-        value.year,
-        value.month,
-        value.day,
-        value.hour,
-        value.minute,
-        value.second,
-        value.microsecond,
-        tzinfo=value.tzinfo or UTC,
-    )
-
-
 def _from_document(data: dict[str, Any]) -> Assignment:
     record = dict(data)
     for key in ("created_at", "updated_at"):
-        record[key] = _plain(record[key])
+        record[key] = plain(record[key])
     record["rubrics"] = [
-        {**r, "created_at": _plain(r["created_at"])} for r in record.get("rubrics") or ()
+        {**r, "created_at": plain(r["created_at"])} for r in record.get("rubrics") or ()
     ]
     return Assignment.from_record(record)
 
@@ -226,7 +214,7 @@ class FirestoreAssignmentStore:
         self.meter.add(metering.FIRESTORE_QUERIES)
         self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
         return [
-            AssignmentGraded.from_data(s.id, _plain(s.get("occurred_at")), s.get("data"))
+            AssignmentGraded.from_data(s.id, plain(s.get("occurred_at")), s.get("data"))
             for s in snapshots
         ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,8 +30,8 @@ def to_document(job: Job, ttl: timedelta, *, created: bool) -> dict[str, Any]:
     return record
 
 
-def _plain(value: datetime) -> datetime:
-    # Firestore returns DatetimeWithNanoseconds; the domain works with plain UTC datetimes.
+def plain(value: datetime) -> datetime:
+    """A Firestore timestamp (DatetimeWithNanoseconds) as the plain datetime the domain uses."""
     return datetime(
         value.year,
         value.month,
@@ -43,11 +44,17 @@ def _plain(value: datetime) -> datetime:
     )
 
 
+def with_plain_datetimes(data: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """A copy of a document's data with its timestamp fields `names` made plain."""
+    record = dict(data)
+    for name in names:
+        if record.get(name) is not None:
+            record[name] = plain(record[name])
+    return record
+
+
 def from_document(job_id: str, data: dict[str, Any]) -> Job:
     """Rebuild the job from a document snapshot's data."""
-    record = dict(data)
+    record = with_plain_datetimes(data, DATETIME_FIELDS)
     record["id"] = job_id
-    for key in DATETIME_FIELDS:
-        if record.get(key) is not None:
-            record[key] = _plain(record[key])
     return Job.from_record(record)
