@@ -58,6 +58,7 @@ from localcloud.stack import (
     LocalStack,
     StackConfig,
 )
+from shared.domain.job import GradeResult
 
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0
@@ -140,6 +141,12 @@ class Planned:
     at: float
     duplicate: str | None  # None, "same" or "different"
     cancel_after: float | None
+
+
+def _result(data: dict[str, Any] | None) -> GradeResult | None:
+    """A result as the domain reads it: the API view and the stored record compare equal
+    whatever optional fields each spells out."""
+    return GradeResult.from_dict(data) if data else None
 
 
 class EmbeddedObserver:
@@ -554,7 +561,7 @@ class Soak:
             seen = self.seen_final.get(job_id)
             if seen is not None and (
                 seen["status"] != job["status"]
-                or seen.get("result") != job["result"]
+                or _result(seen.get("result")) != _result(job["result"])
                 or seen.get("completed_at", "")[:19] != job["completed_at"][:19]
             ):
                 self._violation(f"{job_id}: final state changed after a client saw it")
