@@ -568,22 +568,7 @@ class Job:
             assert self.lease_expires_at is not None
             raise JobLocked(self.id, self.lease_expires_at)
         replay = ReplayRecord(now, by, self.generation + 1, self.error, self.attempts)
-        return self._to(
-            JobStatus.PENDING,
-            now,
-            generation=self.generation + 1,
-            deferrals=0,
-            attempts=0,
-            started_at=None,
-            attempt_started_at=None,
-            completed_at=None,
-            lease_owner=None,
-            lease_expires_at=None,
-            error=None,
-            event_published=False,
-            queued_at=now,
-            replays=_bounded((*self.replays, replay)),
-        )
+        return self._next_generation(now, replay)
 
     def regrade(
         self,
@@ -612,24 +597,34 @@ class Job:
             self.result,
             self.request.rubric_version,
         )
+        return self._next_generation(
+            now,
+            replay,
+            request=request,
+            result=None,
+            review=None,
+            lane=self.lane if lane is None else lane,
+        )
+
+    def _next_generation(self, now: datetime, record: ReplayRecord, **changes: Any) -> Job:
+        """PENDING again as a new generation: a fresh attempt budget, no lease, no outcome,
+        its own event to publish; the generation before is kept in `record`."""
         return self._to(
             JobStatus.PENDING,
             now,
-            request=request,
             generation=self.generation + 1,
+            deferrals=0,
             attempts=0,
             started_at=None,
             attempt_started_at=None,
             completed_at=None,
             lease_owner=None,
             lease_expires_at=None,
-            result=None,
             error=None,
             event_published=False,
             queued_at=now,
-            replays=_bounded((*self.replays, replay)),
-            review=None,
-            lane=self.lane if lane is None else lane,
+            replays=_bounded((*self.replays, record)),
+            **changes,
         )
 
     def hold(self, state: ReviewState) -> Job:

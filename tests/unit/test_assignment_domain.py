@@ -91,3 +91,14 @@ def test_only_a_final_graded_job_can_be_regraded() -> None:
     cancelled = job().cancel(T0).mark_event_published(T0)
     with pytest.raises(IllegalTransition):
         cancelled.regrade(T0, cancelled.request)
+
+
+def test_a_regrade_starts_its_generation_without_the_deferrals_of_the_one_before() -> None:
+    # Deferrals name a generation's successor tasks; a new generation counts from zero,
+    # as an operator's replay does.
+    deferred = job().claim("w", T0, LEASE).defer("w", T0).claim("w", T0, LEASE)
+    assert deferred.deferrals == 1
+    done = deferred.succeed("w", GradeResult(8.0, 10.0, "ok"), T0).mark_event_published(T0)
+    regraded = done.regrade(T0, dataclasses.replace(done.request, assignment_round=1))
+    assert regraded.deferrals == 0
+    assert regraded.task_name != done.task_name
