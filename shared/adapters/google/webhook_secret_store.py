@@ -7,11 +7,11 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import with_plain_datetimes
+from shared.adapters.google.firestore_queries import documents_of_client
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.webhook_secrets import WebhookSecret, WebhookSecretNotFound
 
@@ -49,15 +49,10 @@ class FirestoreWebhookSecretStore:
             raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
 
     def list(self, client_id: str | None = None) -> list[WebhookSecret]:
-        query: Any = self._secrets
-        if client_id is not None:
-            query = query.where(filter=FieldFilter("client_id", "==", client_id))
-        try:
-            snapshots = list(query.stream(retry=self._retry, timeout=self._deadline_s))
-        except gexc.GoogleAPIError as exc:
-            raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
-        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
-        found = [_from_document(s.to_dict() or {}) for s in snapshots]
+        documents = documents_of_client(
+            self._secrets, client_id, self._retry, self._deadline_s, self.meter
+        )
+        found = [_from_document(data) for data in documents]
         return sorted(found, key=lambda s: (s.created_at, s.secret_id))
 
     def expire(self, secret_id: str, at: datetime) -> WebhookSecret:
