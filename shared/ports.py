@@ -150,7 +150,7 @@ class JobStore(Protocol):
         ...
 
     def active_jobs_of(self, client_id: str) -> int:
-        """Jobs not yet final of this client (one counter read)."""
+        """Jobs not yet final of this client, as the counters hold them."""
         ...
 
     def get(self, job_id: str) -> Job | None:

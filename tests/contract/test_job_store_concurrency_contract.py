@@ -205,3 +205,32 @@ def test_fifty_racing_creates_never_pass_the_backlog_ceiling(job_store: JobStore
     assert job_store.create(_job("late", "late"), limits)[1] is True
     with pytest.raises(BacklogFull):
         job_store.create(_job("later", "later"), limits)
+
+
+def test_one_client_may_fill_the_whole_backlog(job_store: JobStore) -> None:
+    # However the backlog is divided inside the store, one busy client is not held to a
+    # part of it: its 21st job is refused by the backlog ceiling, not before (its own
+    # ceiling is above the backlog's).
+    limits = AdmissionLimits(per_client=50, backlog=20)
+    for i in range(20):
+        assert job_store.create(_job("busy", f"j{i}"), limits)[1] is True, i
+    with pytest.raises(BacklogFull):
+        job_store.create(_job("busy", "j20"), limits)
+    assert job_store.get("j20") is None
+    assert job_store.active_counts("busy") == ActiveCounts(20, 20)
+    # Once one of its jobs ends, there is room for exactly one more, from anyone.
+    job_store.update("j0", lambda j: j.cancel(make_job().created_at))
+    assert job_store.create(_job("other", "o1"), limits)[1] is True
+    with pytest.raises(BacklogFull):
+        job_store.create(_job("busy", "j21"), limits)
+
+
+def test_racing_creates_of_a_few_busy_clients_fill_the_backlog_and_never_pass_it(
+    job_store: JobStore,
+) -> None:
+    limits = AdmissionLimits(per_client=20, backlog=20)
+    outcomes = race(48, lambda i: job_store.create(_job(f"c{i % 4}", f"j{i}"), limits))
+    assert _admitted(outcomes, BacklogFull) == 20
+    counts = [job_store.active_counts(f"c{c}") for c in range(4)]
+    assert {c.total for c in counts} == {20}
+    assert sum(c.client for c in counts) == 20

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from shared.adapters.google import metering
+from shared.adapters.google.backlog_shards import shard_of
 from shared.adapters.google.job_store import BACKLOG_SHARDS, FirestoreJobStore, shard_capacity
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.domain.admission import ActiveCounts, AdmissionLimits
-from shared.domain.errors import BacklogFull, JobLocked, JobNotFound
+from shared.domain.errors import BacklogFull, JobLocked, JobNotFound, TooManyActiveJobs
 from shared.domain.job import GradingRequest, Job, JobStatus
 from tests.google_fixtures import JOB_TTL
 
@@ -69,8 +70,8 @@ def test_update_keeps_server_created_at_and_the_ttl(
 def test_each_call_costs_the_minimum_operations(firestore_job_store: FirestoreJobStore) -> None:
     meter = firestore_job_store.meter
     firestore_job_store.create(make_job())
-    # The job, its client's counter and one backlog shard, in one batch.
-    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 3}
+    # The job and its client's backlog shard (the total and the client's count), in one batch.
+    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 2}
     meter.reset()
     firestore_job_store.update("j-1", lambda j: j.claim("w1", T0, LEASE))
     # This instance wrote the job last: it knows the version and writes without a read.
@@ -79,7 +80,11 @@ def test_each_call_costs_the_minimum_operations(firestore_job_store: FirestoreJo
     _, created = firestore_job_store.create(make_job())
     assert not created
     # The failed batch is counted as its write attempts; reading the winner is one read.
-    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 3, metering.FIRESTORE_READS: 1}
+    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 2, metering.FIRESTORE_READS: 1}
+    meter.reset()
+    firestore_job_store.update("j-1", lambda j: j.cancel(T0))
+    # The first final state: the job and -1 on its shard, blind.
+    assert meter.snapshot() == {metering.FIRESTORE_WRITES: 2}
 
 
 def test_another_instance_reads_once_then_writes_once(
@@ -143,32 +148,100 @@ def test_unknown_job_update_is_not_found_and_creates_nothing(
     assert firestore_job_store.get("ghost") is None
 
 
-def test_admission_reads_the_clients_counter_and_one_shard_in_one_call(
-    firestore_job_store: FirestoreJobStore, firestore_clean: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    limits = AdmissionLimits(per_client=10, backlog=3)
-    other = dataclasses.replace(make_job("j-0"), client_id="client-b")
-    firestore_job_store.create(other, limits)
+def _counting_get_all(client: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of documents of each get_all call made from now on."""
     batches: list[int] = []
-    get_all = firestore_clean.get_all
+    get_all = client.get_all
 
     def counting_get_all(refs: Any, **kwargs: Any) -> Any:
         refs = list(refs)
         batches.append(len(refs))
         return get_all(refs, **kwargs)
 
-    monkeypatch.setattr(firestore_clean, "get_all", counting_get_all)
+    monkeypatch.setattr(client, "get_all", counting_get_all)
+    return batches
+
+
+def _shard_documents(client: Any) -> list[dict[str, Any]]:
+    counters = client.collection("grading_jobs_counters")
+    return [counters.document(f"backlog:{s}").get().to_dict() or {} for s in range(BACKLOG_SHARDS)]
+
+
+def test_admission_reads_the_clients_shard_only_and_writes_it_with_the_job(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = AdmissionLimits(per_client=10, backlog=100)
+    other = dataclasses.replace(make_job("j-0"), client_id="client-b")
+    firestore_job_store.create(other, limits)
+    batches = _counting_get_all(firestore_clean, monkeypatch)
     meter = firestore_job_store.meter
     meter.reset()
     admission = firestore_job_store.admit(make_job("j-1"), limits)
     assert admission.created and admission.ahead == 0
-    # The client's counter and one shard; the other shards only when that one is full.
-    assert batches[0] == 2 and batches[1:] in ([], [BACKLOG_SHARDS])
+    # One document answers both ceilings: the shard holding the client's count.
+    assert batches == [1]
+    assert meter.snapshot() == {metering.FIRESTORE_READS: 1, metering.FIRESTORE_WRITES: 2}
     assert firestore_job_store.admit(make_job("j-2"), limits).ahead == 1
     assert firestore_job_store.active_counts("client-a") == ActiveCounts(2, 3)
-    # Each of the three shards holding a share of the ceiling is full.
+    shard = _shard_documents(firestore_clean)[shard_of("client-a", limits.backlog)]
+    assert shard["clients"]["c:client-a"] == 2
+    assert raw(firestore_clean, "j-1")["backlog_shard"] == shard_of("client-a", limits.backlog)
+
+
+def test_a_full_backlog_refuses_after_reading_every_shard(
+    firestore_job_store: FirestoreJobStore,
+) -> None:
+    limits = AdmissionLimits(per_client=10, backlog=3)
+    firestore_job_store.create(dataclasses.replace(make_job("j-0"), client_id="client-b"), limits)
+    firestore_job_store.create(make_job("j-1"), limits)
+    firestore_job_store.create(make_job("j-2"), limits)
+    assert firestore_job_store.active_counts("client-a") == ActiveCounts(2, 3)
     with pytest.raises(BacklogFull):
         firestore_job_store.create(make_job("j-3"), limits)
+    assert firestore_job_store.get("j-3") is None
+
+
+def test_a_full_shard_takes_capacity_from_a_roomy_one_in_the_jobs_batch(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits = AdmissionLimits(per_client=100, backlog=16)  # 2 per shard
+    own = shard_of("client-a", limits.backlog)
+    firestore_job_store.create(make_job("j-0"), limits)
+    firestore_job_store.create(make_job("j-1"), limits)
+    batches = _counting_get_all(firestore_clean, monkeypatch)
+    meter = firestore_job_store.meter
+    meter.reset()
+    firestore_job_store.create(make_job("j-2"), limits)
+    # The full shard, then the seven others; the job, its shard and the donor.
+    assert batches == [1, BACKLOG_SHARDS - 1]
+    assert meter.snapshot() == {metering.FIRESTORE_READS: 8, metering.FIRESTORE_WRITES: 3}
+    shards = _shard_documents(firestore_clean)
+    adjustments = [s.get("capacity_adjustment", 0) for s in shards]
+    assert sum(adjustments) == 0
+    # Half the donor's room (2 -> 1) moved: the shard now holds 3 of its 3.
+    assert adjustments[own] == 1 and sorted(adjustments).count(-1) == 1
+    assert shards[own]["active"] == 3 and shards[own]["clients"] == {"c:client-a": 3}
+    # The next job moves capacity again; the ceiling still holds for every client.
+    firestore_job_store.create(make_job("j-3"), limits)
+    assert sum(s.get("capacity_adjustment", 0) for s in _shard_documents(firestore_clean)) == 0
+
+
+@pytest.mark.parametrize("client_id", ["a.b", "a:b", "x`y\\z", "1 2", "héllo", "__x__"])
+def test_any_client_id_is_one_key_of_its_shards_map(
+    firestore_job_store: FirestoreJobStore, firestore_clean: Any, client_id: str
+) -> None:
+    limits = AdmissionLimits(per_client=2, backlog=100)
+    for i in range(2):
+        job = dataclasses.replace(make_job(f"j-{i}"), client_id=client_id)
+        assert firestore_job_store.create(job, limits)[1] is True
+    with pytest.raises(TooManyActiveJobs):
+        firestore_job_store.create(
+            dataclasses.replace(make_job("j-9"), client_id=client_id), limits
+        )
+    assert firestore_job_store.active_counts(client_id) == ActiveCounts(2, 2)
+    firestore_job_store.update("j-0", lambda j: j.cancel(T0))
+    shard = _shard_documents(firestore_clean)[shard_of(client_id, limits.backlog)]
+    assert shard["clients"] == {"c:" + client_id: 1} and shard["active"] == 1
 
 
 def test_shard_shares_add_up_to_the_ceiling() -> None:
@@ -184,9 +257,9 @@ def test_a_job_counts_down_the_shard_it_was_counted_in(
     for i in range(6):
         firestore_job_store.create(make_job(f"j-{i}"), limits)
         firestore_job_store.update(f"j-{i}", lambda j: j.cancel(T0))
-    counters = firestore_clean.collection("grading_jobs_counters")
-    shards = [counters.document(f"backlog:{s}").get() for s in range(BACKLOG_SHARDS)]
-    assert [(s.to_dict() or {}).get("active", 0) for s in shards] == [0] * BACKLOG_SHARDS
+    shards = _shard_documents(firestore_clean)
+    assert [s.get("active", 0) for s in shards] == [0] * BACKLOG_SHARDS
+    assert [sum(s.get("clients", {}).values()) for s in shards] == [0] * BACKLOG_SHARDS
 
 
 def test_find_counts_one_read_even_when_empty(firestore_job_store: FirestoreJobStore) -> None:

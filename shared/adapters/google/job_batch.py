@@ -2,36 +2,33 @@
 
 The jobs that exist already are found with one `get_all` per chunk; the new ones are
 created by atomic batched writes of at most `MAX_WRITES` each (Firestore allows 500),
-together with one increment per commit of the client's counter, one backlog shard and
-each assignment round's tally, rather than one of each per job. Should a job appear
-between the read and the commit (a racing retry), the commit fails as a whole and that
-chunk falls back to the job store's one-by-one create.
+together with one increment per commit of each client's backlog shard (its total and the
+client's count) and of each assignment round's tally, rather than one of each per job.
+Should a job appear between the read and the commit (a racing retry), the commit fails
+as a whole and that chunk falls back to the job store's one-by-one create.
 """
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from datetime import timedelta
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.adapters.google import metering
+from shared.adapters.google import backlog_shards, metering
 from shared.adapters.google.assignment_store import FirestoreTally
+from shared.adapters.google.backlog_shards import shard_id, shard_of
 from shared.adapters.google.firestore_codec import from_document, to_document
-from shared.adapters.google.job_store import (
-    BACKLOG_SHARDS,
-    FirestoreJobStore,
-    _client_counter_id,
-)
+from shared.adapters.google.job_store import SHARD_FIELD, FirestoreJobStore
+from shared.domain.admission import counted_as
 from shared.domain.assignment import TallyChange, tally_change
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import Job
 
 #: Writes per commit: Firestore's limit is 500; the counters take a few of them.
 MAX_WRITES = 500
-#: Jobs per commit, leaving room for the client counter, a backlog shard and tallies.
+#: Jobs per commit, leaving room for the clients' backlog shards and tallies.
 CHUNK = 480
 
 
@@ -109,21 +106,21 @@ class FirestoreJobBatch:
         tallies: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
         ttl = self._ttl
         for job in jobs:
-            batch.create(self._jobs.document(job.id), to_document(job, ttl, created=True))
-            per_client[job.client_id] += 1
+            document = to_document(job, ttl, created=True)
+            document[SHARD_FIELD] = shard_of(job.client_id)  # the shard it counts down at the end
+            batch.create(self._jobs.document(job.id), document)
+            per_client[counted_as(job.client_id)] += 1
             change = tally_change(None, job)
             if change is not None:
                 for name, delta in change.deltas.items():
                     tallies[(change.assignment_id, change.round)][name] += delta
         for client_id, n in per_client.items():
-            increment = {"active": firestore.Increment(n)}
-            batch.set(self._counters.document(_client_counter_id(client_id)), increment, merge=True)
-            shard = self._counters.document(f"backlog:{random.randrange(BACKLOG_SHARDS)}")
-            batch.set(shard, increment, merge=True)
+            shard = self._counters.document(shard_id(shard_of(client_id)))
+            backlog_shards.count(batch, shard, client_id, n)
         if self._tally is not None:
             for (assignment_id, round_), deltas in tallies.items():
                 self._tally.add(batch, TallyChange(assignment_id, round_, dict(deltas)))
-        writes = len(jobs) + 2 * len(per_client) + len(tallies)
+        writes = len(jobs) + len(per_client) + len(tallies)
         assert writes <= MAX_WRITES, writes
         batch.commit()
         self.meter.add(metering.FIRESTORE_WRITES, writes)

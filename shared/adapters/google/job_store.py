@@ -8,11 +8,13 @@ a transaction, a writer that dies between its read and its write leaves nothing 
 and a change is one commit (plus one read when this instance has not seen the job's
 latest version: `_Versions`).
 
-Creation is one atomic batch: the job's `create()` (insert-if-absent) with +1 on its
-client's counter and on one backlog shard of jobs not yet final. With admission limits
-both counters are written conditioned on the versions the check read, so a ceiling holds
-under any number of racing creates. A job's first final state is one batch too: the job
-(conditioned on its version) with -1 on both counters.
+Jobs not yet final are counted in backlog shards: a client's jobs always in the same
+shard (`shard_of`), which holds the shard's total and each of its clients' counts, so
+one document answers both ceilings. Creation is one atomic batch: the job's `create()`
+(insert-if-absent) with +1 on the shard's total and on the client's count. With
+admission limits the shard is written conditioned on the version the check read, so a
+ceiling holds under any number of racing creates. A job's first final state is one batch
+too: the job (conditioned on its version) with -1 on both, blind.
 """
 
 from __future__ import annotations
@@ -29,10 +31,17 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.adapters.google import metering
+from shared.adapters.google import backlog_shards, metering
+from shared.adapters.google.backlog_shards import (
+    BACKLOG_SHARDS,
+    Shard,
+    shard_capacity,
+    shard_id,
+    shard_of,
+)
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
-from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import FINAL_STATUSES, Job, JobStatus
 from shared.ports import Admission, JobCursor, JobFilter, JobQuery
@@ -41,32 +50,17 @@ from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 _FINAL = sorted(s.value for s in FINAL_STATUSES)
 #: A readiness probe answers within this, without the client's long default retries.
 PING_TIMEOUT_S = 5.0
-#: The total of jobs not yet final is spread over this many counter documents, so
-#: creates and completions do not all write one document (Firestore sustains about one
-#: write a second per document); the total is their sum. Under admission limits each
-#: shard holds at most its share of the backlog ceiling (`shard_capacity`), so the sum
-#: never passes the ceiling although a create reads and writes a single shard.
-BACKLOG_SHARDS = 8
+__all__ = ["BACKLOG_SHARDS", "FirestoreJobStore", "shard_capacity"]
+
 #: The field of a job document naming the backlog shard that counts it.
 SHARD_FIELD = "backlog_shard"
 #: How many job versions one instance remembers (a job's id and its last version each).
 VERSIONS_KEPT = 4096
-_ACTIVE = "active"
 
 
 #: Called with each job write's batch or transaction, the job before (None: created) and
 #: after, to add blind writes to the same commit (an assignment's tally).
 WriteHook = Callable[[Any, Job | None, Job], None]
-
-
-def _client_counter_id(client_id: str) -> str:
-    return "client:" + counted_as(client_id).replace("/", "%2F")
-
-
-def shard_capacity(shard: int, backlog: int) -> int:
-    """Shard `shard`'s share of a backlog ceiling; the shares add up to the ceiling."""
-    share, rest = divmod(backlog, BACKLOG_SHARDS)
-    return share + (1 if shard < rest else 0)
 
 
 @dataclass(frozen=True)
@@ -123,17 +117,6 @@ class _Contended:
             time.sleep(random.uniform(0, min(0.1, 0.005 * 2**self._losses)))
 
 
-def _active(snapshot: Any) -> int:
-    """A counter's value; an absent counter is zero."""
-    if snapshot is None or not snapshot.exists:
-        return 0
-    return int((snapshot.to_dict() or {}).get(_ACTIVE, 0))
-
-
-def _any_shard() -> int:
-    return random.randrange(BACKLOG_SHARDS)
-
-
 class FirestoreJobStore:
     """Jobs in one Firestore collection; see docs/cost.md for indexes and TTL."""
 
@@ -155,8 +138,6 @@ class FirestoreJobStore:
         self._retry = bounded_retry(deadline_s)
         self._deadline_s = deadline_s
         self._versions = _Versions()
-        # Backlog shards this instance last saw full, so a create tries the others first.
-        self._full_shards: set[int] = set()
         self.meter = metering.Meter()
 
     # --- creating ------------------------------------------------------------------------
@@ -170,40 +151,46 @@ class FirestoreJobStore:
 
     def _admit(self, job: Job, limits: AdmissionLimits | None, *, count: bool) -> Admission:
         ref = self._jobs.document(job.id)
-        client_ref = self._counters.document(_client_counter_id(job.client_id))
+        shard = shard_of(job.client_id, limits.backlog if limits else None)
+        shard_ref = self._shard(shard)
         contended = _Contended(self._deadline_s, f"the job counters of {job.client_id}")
         while True:
-            shard = self._pick_shard(limits)
             batch = self._client.batch()
             ahead = 0
-            increments: list[tuple[Any, Any]] = [(client_ref, None), (self._shard(shard), None)]
+            seen: Shard | None = None
+            donor: tuple[Shard, int] | None = None
             if count:
-                refs = [client_ref, self._shard(shard)] if limits else [client_ref]
-                snapshots = self._get_all(refs)
-                ahead = _active(snapshots[client_ref.id])
+                seen = Shard(shard, self._get_all([shard_ref])[shard_ref.id])
+                ahead = seen.of_client(job.client_id)
                 if limits is not None:
                     try:
-                        shard, shard_snapshot = self._check(
-                            limits, ahead, shard, snapshots[self._shard(shard).id]
-                        )
+                        donor = self._check(limits, seen, job.client_id)
                     except GradeqError:
                         existing = self.get(job.id)  # a retried request is answered, never refused
                         if existing is not None:
                             return Admission(existing, False, ahead)
                         raise
-                    # Conditioned on the counts just checked: a racing create makes this
-                    # batch fail, and it is decided again on the new counts.
-                    increments = [
-                        (client_ref, snapshots[client_ref.id]),
-                        (self._shard(shard), shard_snapshot),
-                    ]
+                else:
+                    seen = None  # counted blind: no ceiling to hold
             document = to_document(job, self._ttl, created=True)
             document[SHARD_FIELD] = shard
             # One atomic batch: the job's create() precondition fails the whole batch when
-            # the id exists, so the counters move only with a new job.
+            # the id exists, so the counts move only with a new job.
             batch.create(ref, document)
-            for counter, seen in increments:
-                self._add(batch, counter, +1, seen)
+            if seen is None:
+                backlog_shards.count(batch, shard_ref, job.client_id, +1)
+            else:
+                # Conditioned on the counts just checked: a racing create makes this batch
+                # fail, and it is decided again on the new counts.
+                moved = donor[1] if donor else 0
+                backlog_shards.count_checked(
+                    batch, self._client, shard_ref, seen, job.client_id, +1, moved
+                )
+                if donor is not None:
+                    giver = donor[0]
+                    backlog_shards.adjust_checked(
+                        batch, self._client, self._shard(giver.index), giver, -moved
+                    )
             if self._on_write is not None:
                 self._on_write(batch, None, job)
             try:
@@ -215,7 +202,7 @@ class FirestoreJobStore:
                     return Admission(existing, False, ahead)
                 contended.lost()  # expired and deleted by TTL in between: a rare retry
             except gexc.FailedPrecondition:
-                contended.lost()  # a counter moved since it was read
+                contended.lost()  # a shard moved since it was read
             except gexc.GoogleAPIError as exc:
                 raise DependencyUnavailable(f"Firestore create failed: {exc}") from exc
             else:
@@ -223,52 +210,32 @@ class FirestoreJobStore:
                 return Admission(job, True, ahead)
             finally:
                 # Counted per attempt, refused ones included, to be safe.
-                self.meter.add(metering.FIRESTORE_WRITES, 1 + len(increments))
+                self.meter.add(metering.FIRESTORE_WRITES, 2 if donor is None else 3)
 
     def _shard(self, shard: int) -> Any:
-        return self._counters.document(f"backlog:{shard}")
-
-    def _pick_shard(self, limits: AdmissionLimits | None) -> int:
-        shards = range(BACKLOG_SHARDS)
-        if limits is not None:
-            shards = range(min(BACKLOG_SHARDS, limits.backlog))  # the others hold no share
-        roomy = [s for s in shards if s not in self._full_shards]
-        return random.choice(roomy or list(shards))
+        return self._counters.document(shard_id(shard))
 
     def _check(
-        self, limits: AdmissionLimits, client_active: int, shard: int, snapshot: Any
-    ) -> tuple[int, Any]:
-        """The shard to count the new job in, once both ceilings leave room for it."""
-        limits.check(ActiveCounts(client_active, 0))  # the client's ceiling
-        if _active(snapshot) < shard_capacity(shard, limits.backlog):
-            self._full_shards.discard(shard)
-            return shard, snapshot
-        # This shard's share is used up: look at every shard (one more read, only when
-        # the backlog is near its ceiling or this shard's share is small).
-        snapshots = self._get_all([self._shard(s) for s in range(BACKLOG_SHARDS)])
-        roomy: list[tuple[int, Any]] = []
-        for s in range(BACKLOG_SHARDS):
-            seen = snapshots[self._shard(s).id]
-            if _active(seen) < shard_capacity(s, limits.backlog):
-                roomy.append((s, seen))
-                self._full_shards.discard(s)
-            else:
-                self._full_shards.add(s)
-        if not roomy:
-            # Every share is used up: the backlog is at its ceiling.
-            limits.check(ActiveCounts(client_active, limits.backlog))
+        self, limits: AdmissionLimits, seen: Shard, client_id: str
+    ) -> tuple[Shard, int] | None:
+        """Raise past a ceiling; else the shard to take capacity from, if the job needs it."""
+        limits.check(ActiveCounts(seen.of_client(client_id), 0))  # the client's ceiling
+        needed = 1 - seen.room(limits.backlog)
+        if needed <= 0:
+            return None
+        # The client's shard is full: look at the others (more reads, only when the backlog
+        # is near its ceiling or this client's shard is busy), and take capacity from one.
+        others = [self._shard(s) for s in range(BACKLOG_SHARDS) if s != seen.index]
+        snapshots = self._get_all(others)
+        shards = [
+            Shard(s, snapshots[self._shard(s).id]) for s in range(BACKLOG_SHARDS) if s != seen.index
+        ]
+        donor = backlog_shards.donor_for(shards, needed, limits.backlog)
+        if donor is None:
+            # No shard has room to give: the backlog is at its ceiling.
+            limits.check(ActiveCounts(seen.of_client(client_id), limits.backlog))
             raise AssertionError("unreachable: a full backlog fails the check")
-        return random.choice(roomy)
-
-    def _add(self, writes: Any, counter: Any, delta: int, seen: Any = None) -> None:
-        """Add `delta` to a counter in `writes`: blind, or conditioned on the version seen."""
-        if seen is None:
-            writes.set(counter, {_ACTIVE: firestore.Increment(delta)}, merge=True)
-        elif seen.exists:
-            option = self._client.write_option(last_update_time=seen.update_time)
-            writes.update(counter, {_ACTIVE: firestore.Increment(delta)}, option=option)
-        else:
-            writes.create(counter, {_ACTIVE: delta})
+        return donor
 
     def _get_all(self, refs: Sequence[Any]) -> dict[str, Any]:
         """Read documents in one call; the snapshots by document id (they come in any order)."""
@@ -283,16 +250,20 @@ class FirestoreJobStore:
 
     # --- counters ------------------------------------------------------------------------
 
+    def _shards(self) -> list[Shard]:
+        refs = [self._shard(s) for s in range(BACKLOG_SHARDS)]
+        snapshots = self._get_all(refs)
+        return [Shard(s, snapshots[ref.id]) for s, ref in enumerate(refs)]
+
     def active_jobs_of(self, client_id: str) -> int:
-        client_ref = self._counters.document(_client_counter_id(client_id))
-        return _active(self._get_all([client_ref])[client_ref.id])
+        return self.active_counts(client_id).client
 
     def active_counts(self, client_id: str) -> ActiveCounts:
-        client_ref = self._counters.document(_client_counter_id(client_id))
-        shards = [self._shard(s) for s in range(BACKLOG_SHARDS)]
-        snapshots = self._get_all([client_ref, *shards])
-        total = sum(_active(snapshots[s.id]) for s in shards)
-        return ActiveCounts(_active(snapshots[client_ref.id]), total)
+        # Every shard: a client's jobs are all in its own shard unless the backlog ceiling
+        # changed across 8 (`shards_in_use`); the sum is right either way.
+        shards = self._shards()
+        client = sum(s.of_client(client_id) for s in shards)
+        return ActiveCounts(client, sum(s.active for s in shards))
 
     # --- reading and changing one job ----------------------------------------------------
 
@@ -346,11 +317,8 @@ class FirestoreJobStore:
             batch.update(ref, document, option=option)
             if finalized or reopened:  # a replay or regrade counts as not final again
                 delta = -1 if finalized else +1
-                client_ref = self._counters.document(_client_counter_id(updated.client_id))
-                self._add(batch, client_ref, delta)
-                # A job stored before shards were recorded counts on a shard at random.
-                shard = version.shard
-                self._add(batch, self._shard(shard if shard is not None else _any_shard()), delta)
+                shard = version.shard if version.shard is not None else shard_of(updated.client_id)
+                backlog_shards.count(batch, self._shard(shard), updated.client_id, delta)
             if self._on_write is not None:
                 self._on_write(batch, current, updated)
             try:
@@ -366,7 +334,7 @@ class FirestoreJobStore:
                 self._versions.forget(job_id)  # the write may or may not have happened
                 raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
             finally:
-                self.meter.add(metering.FIRESTORE_WRITES, 3 if finalized or reopened else 1)
+                self.meter.add(metering.FIRESTORE_WRITES, 2 if finalized or reopened else 1)
             self._versions.put(job_id, _Version(updated, results[0].update_time, version.shard))
             return updated
 
