@@ -15,6 +15,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.query import Query
 from pydantic import ValidationError
 
+from shared.adapters.google.backlog_shards import CLIENTS
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.config.settings import Settings
 from shared.domain.job import JobStatus
@@ -632,4 +633,18 @@ def test_counters_and_api_keys_never_expire(tf: Terraform) -> None:
     for setting in ("counters_collection", "api_keys_collection"):
         assert Settings.model_fields[setting].default not in defaults, setting
     for body in ttl.values():
-        assert "counter" not in str(body["collection"]) and "key" not in str(body["collection"])
+        if "ttl_config" in body:
+            assert "counter" not in str(body["collection"]), body
+            assert "key" not in str(body["collection"]), body
+
+
+def test_the_backlog_shards_client_map_is_not_indexed(tf: Terraform) -> None:
+    # Each shard holds one map entry per client: indexed, a shard could reach Firestore's
+    # 40,000 index entries per document, and nothing queries it.
+    field = tf.resource("google_firestore_field", "counters_clients")
+    assert field["database"] == "${google_firestore_database.main.name}"
+    assert field["collection"] == Settings.model_fields["counters_collection"].default
+    assert "GRADEQ_COUNTERS_COLLECTION" not in tf.locals["common_env"]
+    assert field["field"] == CLIENTS
+    assert block(field, "index_config") == {}
+    assert "ttl_config" not in field
