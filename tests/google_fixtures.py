@@ -77,7 +77,10 @@ def firestore_client(firestore_emulator: str) -> Iterator[Any]:
 @pytest.fixture
 def firestore_clean(firestore_emulator: str, firestore_client: Any) -> Any:
     """The Firestore client, with every document of the emulator deleted first."""
+    from shared.adapters.key_cache import FOUND_KEYS
+
     emulators.reset_firestore(firestore_emulator, PROJECT)
+    FOUND_KEYS.clear()  # nothing this process remembers of the records outlives them
     return firestore_client
 
 

@@ -1,22 +1,17 @@
 """ApiKeyStore on SQLite: one row per key id, holding the digest, never the key.
 
-Every request to the intake looks its key up, so a key found is remembered for
-`KEY_CACHE_S` by the process. Revoking a key, or adding one, forgets it at once in the
-process that does it (the entries are shared by every store on the same file); another
-process (say, `gradeq keys revoke` run beside a live intake) sees the revocation within
-KEY_CACHE_S. Expiry is judged at each use, from the remembered record. Unknown keys are
-not remembered here.
+A key found is remembered briefly by the process, for every store on the same file
+(`shared.adapters.key_cache`): a revocation by another process takes effect within
+KEY_CACHE_S.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
 from datetime import datetime
-from pathlib import Path
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.adapters.key_cache import FOUND_KEYS, KEY_CACHE_S, FoundKeys
 from shared.domain.api_keys import ApiKey, ApiKeyNotFound
 
 SCHEMA = """
@@ -29,15 +24,6 @@ CREATE TABLE IF NOT EXISTS api_keys (
     revoked_at TEXT
 )
 """
-
-
-#: How long a process trusts a key it read: the longest a revocation elsewhere takes to
-#: reach it.
-KEY_CACHE_S = 5.0
-#: Remembered keys per process; past this the memory is cleared, not grown.
-KEY_CACHE_SIZE = 10_000
-_found: dict[tuple[Path, str], tuple[float, ApiKey]] = {}
-_found_guard = threading.Lock()
 
 
 def _text(moment: datetime | None) -> str | None:
@@ -64,15 +50,17 @@ def _decode(row: sqlite3.Row) -> ApiKey:
 class SqliteApiKeyStore:
     """API keys in the shared SQLite file."""
 
-    def __init__(self, db: SqliteDatabase, cache_s: float = KEY_CACHE_S) -> None:
+    def __init__(
+        self, db: SqliteDatabase, cache_s: float = KEY_CACHE_S, found: FoundKeys = FOUND_KEYS
+    ) -> None:
+        self._found = found
         self._db = db
         self._cache_s = cache_s
         self._path = db.path.resolve()
         db.ensure_schema(SCHEMA)
 
     def _forget(self, key_id: str) -> None:
-        with _found_guard:
-            _found.pop((self._path, key_id), None)
+        self._found.forget(self._path, key_id)
 
     def add(self, key: ApiKey) -> None:
         self._forget(key.key_id)
@@ -91,10 +79,10 @@ class SqliteApiKeyStore:
             )
 
     def get(self, key_id: str) -> ApiKey | None:
-        now = time.monotonic()
-        entry = _found.get((self._path, key_id))
-        if entry is not None and entry[0] > now:
-            return entry[1]
+        remembered = self._found.get(self._path, key_id)
+        if remembered is not None:
+            return remembered
+        now = self._found.now()
         with unavailable_on_error("read API key"):
             row = (
                 self._db.connection()
@@ -104,11 +92,7 @@ class SqliteApiKeyStore:
         if row is None:
             return None
         key = _decode(row)
-        if self._cache_s > 0:
-            with _found_guard:
-                if len(_found) >= KEY_CACHE_SIZE:
-                    _found.clear()
-                _found[(self._path, key_id)] = (now + self._cache_s, key)
+        self._found.remember(self._path, key, self._cache_s, since=now)
         return key
 
     def list(self, client_id: str | None = None) -> list[ApiKey]:
