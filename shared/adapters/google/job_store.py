@@ -157,21 +157,20 @@ class FirestoreJobStore:
         while True:
             batch = self._client.batch()
             ahead = 0
-            seen: Shard | None = None
+            seen: Shard | None = None  # the shard as checked; None: counted blind
             donor: tuple[Shard, int] | None = None
             if count:
-                seen = Shard(shard, self._get_all([shard_ref])[shard_ref.id])
-                ahead = seen.of_client(job.client_id)
+                read = Shard(shard, self._get_all([shard_ref])[shard_ref.id])
+                ahead = read.of_client(job.client_id)
                 if limits is not None:
                     try:
-                        donor = self._check(limits, seen, job.client_id)
+                        donor = self._check(limits, read, job.client_id)
                     except GradeqError:
                         existing = self.get(job.id)  # a retried request is answered, never refused
                         if existing is not None:
                             return Admission(existing, False, ahead)
                         raise
-                else:
-                    seen = None  # counted blind: no ceiling to hold
+                    seen = read
             document = to_document(job, self._ttl, created=True)
             document[SHARD_FIELD] = shard
             # One atomic batch: the job's create() precondition fails the whole batch when
@@ -200,7 +199,9 @@ class FirestoreJobStore:
                 existing = self.get(job.id)
                 if existing is not None:
                     return Admission(existing, False, ahead)
-                contended.lost()  # expired and deleted by TTL in between: a rare retry
+                # Expired and deleted by TTL in between, or a racing create made the shard
+                # document this batch meant to create: a rare retry.
+                contended.lost()
             except gexc.FailedPrecondition:
                 contended.lost()  # a shard moved since it was read
             except gexc.GoogleAPIError as exc:
@@ -225,11 +226,9 @@ class FirestoreJobStore:
             return None
         # The client's shard is full: look at the others (more reads, only when the backlog
         # is near its ceiling or this client's shard is busy), and take capacity from one.
-        others = [self._shard(s) for s in range(BACKLOG_SHARDS) if s != seen.index]
-        snapshots = self._get_all(others)
-        shards = [
-            Shard(s, snapshots[self._shard(s).id]) for s in range(BACKLOG_SHARDS) if s != seen.index
-        ]
+        others = [s for s in range(BACKLOG_SHARDS) if s != seen.index]
+        snapshots = self._get_all([self._shard(s) for s in others])
+        shards = [Shard(s, snapshots[shard_id(s)]) for s in others]
         donor = backlog_shards.donor_for(shards, needed, limits.backlog)
         if donor is None:
             # No shard has room to give: the backlog is at its ceiling.
