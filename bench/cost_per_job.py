@@ -8,13 +8,15 @@ WorkerService.handle per delivery, on the Google adapters against the official F
 and Pub/Sub emulators and the local Cloud Tasks API server. The adapters count their own
 calls (`adapter.meter`); this script plays Cloud Tasks' push (counting each delivery
 attempt it makes) and pulls what each subscription of `shared/config/subscriptions.json`
-receives: a push subscription's event is recorded in `FirestoreProcessedEvents` as the
-subscriber does, a BigQuery subscription's is only counted (terraform/pubsub.tf: Pub/Sub
-writes it into the table itself). Prices: docs/cost.md.
+receives: a push subscription's event is handled by the `notification` service's
+`Notifier` on its own Firestore stores (its dedup check and record, its read of the job),
+a BigQuery subscription's is only counted (terraform/pubsub.tf: Pub/Sub writes it into
+the table itself). Prices: docs/cost.md.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import sys
@@ -115,14 +117,20 @@ def run() -> list[JobCost]:
 def _measure(tmp: Path) -> list[JobCost]:
     from google.cloud import firestore, pubsub_v1
 
+    from services.notification.client_secrets import ClientSecrets
+    from services.notification.notifier import Notifier
+    from services.notification.sealing import Sealer
+    from services.notification.webhook import WebhookSender
     from shared.adapters.google.api_key_store import FirestoreApiKeyStore
     from shared.adapters.google.clients import publisher_client
     from shared.adapters.google.event_publisher import PubSubEventPublisher
     from shared.adapters.google.job_store import FirestoreJobStore
     from shared.adapters.google.processed_events import FirestoreProcessedEvents
     from shared.adapters.google.task_queue import CloudTasksQueue
+    from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
     from shared.adapters.key_cache import FoundKeys
     from shared.codecs.cloudevent import from_pubsub
+    from shared.http.callback_guard import CallbackGuard
 
     queues = load_queues()
     grading = queues["grading"]
@@ -159,6 +167,17 @@ def _measure(tmp: Path) -> list[JobCost]:
         found_keys = FoundKeys(clock=lambda: 0.0)
         keys = FirestoreApiKeyStore(db, settings.api_keys_collection, found=found_keys)
         processed = FirestoreProcessedEvents(db)
+        # The notification service, as services/notification/app.py builds it: its own job
+        # store (it reads the job's callback URL) and webhook secrets. The job below names
+        # no callback URL, so no secret is read and no webhook sent.
+        notification_jobs = job_store()
+        sealer = Sealer.from_setting(base64.b64encode(os.urandom(32)).decode())  # unused here
+        notifier = Notifier(
+            processed,
+            notification_jobs,
+            ClientSecrets(FirestoreWebhookSecretStore(db), sealer, SystemClock()),
+            WebhookSender(settings.webhook_timeout_s, CallbackGuard()),
+        )
         queue = CloudTasksQueue(
             cloud_tasks_client(f"127.0.0.1:{dispatcher.grpc_port}"),
             f"projects/{PROJECT}/locations/europe-west1/queues/grading",
@@ -189,6 +208,7 @@ def _measure(tmp: Path) -> list[JobCost]:
             publisher.meter,
             processed.meter,
             keys.meter,
+            notification_jobs.meter,
         )
 
         def one_job(
@@ -227,16 +247,18 @@ def _measure(tmp: Path) -> list[JobCost]:
                         bigquery_writes += 1
                         continue
                     pushes += 1
-                    event = from_pubsub(m.message.data, dict(m.message.attributes))
-                    processed.add(name, event.event_id, {"job_id": job.id})
-            intake_fs, worker_fs, tq, ps, pe, ak = (m.snapshot() for m in meters)
+                    assert name == "notification", f"no subscriber here for {name}"
+                    notifier.handle(from_pubsub(m.message.data, dict(m.message.attributes)))
+            intake_fs, worker_fs, tq, ps, pe, ak, nj = (m.snapshot() for m in meters)
             fs = {k: intake_fs.get(k, 0) + worker_fs.get(k, 0) for k in {*intake_fs, *worker_fs}}
             size = max((len(m.data) + sum(len(k) + len(v) for k, v in m.attributes.items())
                         for m in received), default=0)  # fmt: skip
             return JobCost(
                 label=label,
                 firestore_reads=fs.get(metering.FIRESTORE_READS, 0)
-                + ak.get(metering.FIRESTORE_READS, 0),
+                + ak.get(metering.FIRESTORE_READS, 0)
+                + pe.get(metering.FIRESTORE_READS, 0)
+                + nj.get(metering.FIRESTORE_READS, 0),
                 firestore_writes=fs.get(metering.FIRESTORE_WRITES, 0),
                 # The job and each dedup record expire; the counters never do.
                 firestore_ttl_deletes=1 + pe.get(metering.FIRESTORE_WRITES, 0),
