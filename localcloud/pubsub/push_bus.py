@@ -165,6 +165,7 @@ class Bus:
         except DependencyUnavailable as exc:
             log.warning("the last outcomes were not recorded: %s", exc.detail)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
         self._listener.close()
         self._thread = None
         self._pool = None

@@ -113,6 +113,7 @@ class QueuePump:
         except Exception:
             log.exception("queue %s: recording the last outcomes failed", self.queue.name)
         self._pool.shutdown(wait=False)
+        self._http.close()
         return left_in_flight
 
     def _run(self) -> None:
