@@ -22,6 +22,7 @@ as terraform sets it; otherwise the shared push token, if any.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import random
@@ -56,14 +57,14 @@ class Endpoint:
     config: SubscriptionConfig
     url: str
 
-    @property
+    @functools.cached_property
     def push_url(self) -> str:
         """The URL, with the subscription's push_path when only a base URL was given."""
         if urlsplit(self.url).path in ("", "/"):
             return self.url.rstrip("/") + self.config.push_path
         return self.url
 
-    @property
+    @functools.cached_property
     def audience(self) -> str:
         """The audience of the subscription's OIDC token: the receiving service's URL."""
         return base_url(self.url)

@@ -43,6 +43,7 @@ class _Outcome:
     task: TaskRow
     result: AttemptResult
     first_attempt_at: float
+    job_id: str | None
 
 
 class QueuePump:
@@ -168,7 +169,7 @@ class QueuePump:
         """Record the outcomes handed back so far (inside the pump's transaction)."""
         while self._outcomes:
             outcome = self._outcomes.popleft()
-            with job_context(_job_id(outcome.task)):
+            with job_context(outcome.job_id):
                 self._record(outcome.task, outcome.result, outcome.first_attempt_at)
 
     def _startable(self, task: TaskRow, claimed_at: float) -> bool:
@@ -191,11 +192,12 @@ class QueuePump:
 
     def _attempt(self, task: TaskRow, first_attempt_at: float) -> None:
         try:
-            with job_context(_job_id(task)):
+            job_id = _job_id(task)
+            with job_context(job_id):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
                 result = send(task, headers, deadline, self.target_base, self._http)
-                self._outcomes.append(_Outcome(task, result, first_attempt_at))
+                self._outcomes.append(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
             log.exception("task %s: the attempt failed unexpectedly", task.name)
