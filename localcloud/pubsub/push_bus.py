@@ -180,17 +180,27 @@ class Bus:
 
     def _run(self) -> None:
         assert self._listener is not None
+        # A turn (a transaction) is taken when signalled, when outcomes wait to be
+        # recorded, or once per poll interval; waking only to watch pushes in flight
+        # costs none.
+        signalled, last_turn = True, float("-inf")
         while not self._stopping.is_set():
-            claimed = 0
-            try:
-                claimed = self.pump_once()
-            except DependencyUnavailable as exc:
-                log.warning("bus store unavailable, will retry: %s", exc.detail)
-            if not claimed:
-                self._listener.wait(self._idle_wait())
+            now = time.monotonic()
+            if signalled or self._outcomes or now - last_turn >= self._poll_interval_s:
+                last_turn = now
+                claimed = 0
+                try:
+                    claimed = self.pump_once()
+                except DependencyUnavailable as exc:
+                    log.warning("bus store unavailable, will retry: %s", exc.detail)
+                if claimed:
+                    signalled = True  # more may be due at once
+                    continue
+            signalled = self._listener.wait(self._idle_wait())
 
     def _idle_wait(self) -> float:
-        """How long the pump may sleep: briefly while outcomes are due to be recorded."""
+        """How long the pump may sleep: briefly while pushes are in flight, whose
+        outcomes are to be recorded within `record_delay_s`."""
         with self._lock:
             busy = bool(self._inflight)
         if busy or self._outcomes:

@@ -397,3 +397,28 @@ def test_a_push_that_frees_the_last_slot_wakes_the_pump(db: SqliteDatabase) -> N
         finally:
             bus.stop(timeout_s=5)
     assert bus.store.pending() == 0
+
+
+def test_a_slow_push_in_flight_costs_no_turns(db: SqliteDatabase) -> None:
+    # While a push is in flight the pump looks every record_delay_s for outcomes, but
+    # takes a turn (a transaction) only when there is one or once per poll interval.
+    config = subscription(ack_s=10.0)
+    with RecordingTarget(replies(Reply(delay_s=1.0))) as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=30.0,
+            record_delay_s=0.01,
+        )
+        bus.start()
+        try:
+            claims = _counting_claims(bus)
+            publisher(db, config).publish(sample_event())
+            target.wait_for(1, timeout=5)
+            time.sleep(0.5)
+            turns_while_in_flight = len(claims)
+            eventually(lambda: bus.store.pending() == 0, timeout=5)
+        finally:
+            bus.stop(timeout_s=5)
+    # The publish's wake-up, the turn after its claim; none of the ~50 looks in between.
+    assert turns_while_in_flight <= 3, claims
