@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.client
 import select
+import socket
 import ssl
 import threading
 import weakref
@@ -137,6 +138,9 @@ class Pool:
         try:
             if connecting:
                 connection.connect()
+                # As urllib3 did: a small request is never held back waiting for an ACK.
+                assert connection.sock is not None
+                connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connecting = False
             connection.request(method, target.path, body=body, headers=dict(headers))
             response = connection.getresponse()

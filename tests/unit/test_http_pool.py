@@ -71,6 +71,14 @@ def test_sequential_requests_reuse_one_connection(target: Target) -> None:
     assert len(set(target.ports)) == 1
 
 
+def test_connections_send_without_delay(target: Target) -> None:
+    http = pool(1)
+    assert send(http, "POST", target.base_url + "/push", b"{}", {}, 5.0).status == 204
+    [connection] = [c for kept in http._idle.values() for c in kept]
+    assert connection.sock is not None
+    assert connection.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
 def test_a_connection_the_server_closed_is_replaced(target: Target) -> None:
     http = pool(4)
     target.close_after = True
