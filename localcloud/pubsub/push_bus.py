@@ -193,6 +193,9 @@ class Bus:
                     claimed = self.pump_once()
                 except DependencyUnavailable as exc:
                     log.warning("bus store unavailable, will retry: %s", exc.detail)
+                    # Outcomes stay queued: try again after the poll interval, not sooner.
+                    signalled = self._listener.wait(self._poll_interval_s)
+                    continue
                 if claimed:
                     signalled = True  # more may be due at once
                     continue

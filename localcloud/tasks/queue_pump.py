@@ -134,9 +134,14 @@ class QueuePump:
                 try:
                     look_at = now + self._tick()
                 except Exception:
-                    # Keep pumping (a locked or briefly unavailable database heals itself).
+                    # Keep pumping (a locked or briefly unavailable database heals itself),
+                    # after a second: the outcomes stay queued until then.
                     log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
-                    look_at = now + 1.0
+                    signalled = self._wake.wait(1.0)
+                    if signalled:
+                        self._wake.clear()
+                    look_at = 0.0
+                    continue
             wait = look_at - time.monotonic()
             with self._idle:
                 busy = self._in_flight > 0

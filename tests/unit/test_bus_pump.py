@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -422,3 +424,44 @@ def test_a_slow_push_in_flight_costs_no_turns(db: SqliteDatabase) -> None:
             bus.stop(timeout_s=5)
     # The publish's wake-up, the turn after its claim; none of the ~50 looks in between.
     assert turns_while_in_flight <= 3, claims
+
+
+def test_a_failing_store_is_retried_after_the_poll_interval(
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outcomes waiting to be recorded do not make the pump retry a failing store at once.
+    config = subscription(ack_s=10.0)
+    failed: list[float] = []
+    broken = threading.Event()
+    transaction = db.transaction
+
+    @contextmanager
+    def failing_once_broken() -> Iterator[sqlite3.Connection]:
+        if broken.is_set():
+            failed.append(time.monotonic())
+            raise sqlite3.OperationalError("disk I/O error")
+        with transaction() as conn:
+            yield conn
+
+    def break_then_answer(_request: object) -> Reply:
+        broken.set()  # the store fails from the push on: its outcome cannot be recorded
+        return Reply()
+
+    publisher(db, config).publish(sample_event())
+    with RecordingTarget(break_then_answer) as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=0.3,
+            record_delay_s=0.01,
+        )
+        monkeypatch.setattr(db, "transaction", failing_once_broken)
+        bus.start()
+        try:
+            target.wait_for(1, timeout=5)
+            time.sleep(0.7)
+            attempts = len(failed)
+        finally:
+            broken.clear()
+            bus.stop(timeout_s=5)
+    assert 1 <= attempts <= 4, attempts

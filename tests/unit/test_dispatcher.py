@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -278,3 +280,43 @@ def test_a_slow_attempt_in_flight_costs_no_turns(
     finally:
         dispatcher.stop(grace_s=5.0)
     assert turns_while_in_flight <= 3, claims
+
+
+def test_a_failing_table_is_retried_after_a_second(
+    db: SqliteDatabase, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outcomes waiting to be recorded do not make the pump retry a failing table at once.
+    failed: list[float] = []
+    broken = threading.Event()
+    transaction = db.transaction
+
+    @contextmanager
+    def failing_once_broken() -> Iterator[sqlite3.Connection]:
+        if broken.is_set():
+            failed.append(time.monotonic())
+            raise sqlite3.OperationalError("disk I/O error")
+        with transaction() as conn:
+            yield conn
+
+    def break_then_answer(_request: object) -> Reply:
+        broken.set()  # the table fails from the attempt on: its outcome waits
+        return Reply()
+
+    target.responder = break_then_answer
+    queue = fast_queue()
+    assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-broken", job_id="job-1"))
+    dispatcher = Dispatcher(
+        db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, poll_interval_s=30.0
+    )
+    dispatcher.pumps[queue.name].record_delay_s = 0.01
+    monkeypatch.setattr(db, "transaction", failing_once_broken)
+    dispatcher.start()
+    try:
+        target.wait_for(1, timeout=5)
+        time.sleep(0.7)
+        attempts = len(failed)
+    finally:
+        broken.clear()
+        dispatcher.stop(grace_s=5.0)
+    assert attempts <= 2, attempts
+    assert tombstone(db, "t-broken") == (TaskState.DELETED, "succeeded")
