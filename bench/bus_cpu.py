@@ -23,8 +23,8 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 
@@ -106,7 +106,8 @@ class Stack:
 
     def burst(self, jobs: int, clients: int, prefix: str) -> dict[str, float]:
         """CPU ms per job of each process over one burst, until both subscribers have it."""
-        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 1))
+        # The subscribers' processed_at is an ISO 8601 UTC time: strings compare in order.
+        since = datetime.now(UTC).isoformat()
         before = self.cpu()
         submitter = Submitter(self.url, self.headers, clients)
         try:
