@@ -9,7 +9,10 @@ After `max_delivery_attempts` failed pushes the message is moved to the dead let
 The pump thread claims due deliveries and records the outcomes of finished pushes in one
 transaction per turn; a pool of push threads sends them over kept-alive connections. The
 publisher signals new messages after its commit (a datagram), and a push that ends wakes
-the pump, so the bus only polls as a fallback.
+the pump when it frees the last slot, so the bus only polls as a fallback. Outcomes wait
+for the next turn, at most `record_delay_s` while pushes are in flight: a lease outlasts
+the ack deadline, so recording an ack a little later changes nothing, and recording a
+burst's outcomes together saves a transaction per push.
 
 With an OIDC service account each push carries the subscription's ID token as Cloud Run
 hands it to the container (signature removed), with the endpoint's base URL as audience,
@@ -19,6 +22,7 @@ as terraform sets it; otherwise the shared push token, if any.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import random
@@ -53,14 +57,14 @@ class Endpoint:
     config: SubscriptionConfig
     url: str
 
-    @property
+    @functools.cached_property
     def push_url(self) -> str:
         """The URL, with the subscription's push_path when only a base URL was given."""
         if urlsplit(self.url).path in ("", "/"):
             return self.url.rstrip("/") + self.config.push_path
         return self.url
 
-    @property
+    @functools.cached_property
     def audience(self) -> str:
         """The audience of the subscription's OIDC token: the receiving service's URL."""
         return base_url(self.url)
@@ -112,6 +116,7 @@ class Bus:
         poll_interval_s: float = 1.0,
         jitter: float = 0.2,
         lease_grace_s: float = 5.0,
+        record_delay_s: float = 0.05,
     ) -> None:
         self._db = db
         self._store = SqliteDeliveryStore(db)
@@ -123,6 +128,7 @@ class Bus:
         self._poll_interval_s = poll_interval_s
         self._jitter = jitter
         self._lease_grace_s = lease_grace_s
+        self._record_delay_s = record_delay_s
         self._stopping = threading.Event()
         self._inflight: set[Future[None]] = set()
         self._lock = threading.Lock()
@@ -165,6 +171,7 @@ class Bus:
         except DependencyUnavailable as exc:
             log.warning("the last outcomes were not recorded: %s", exc.detail)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
         self._listener.close()
         self._thread = None
         self._pool = None
@@ -173,14 +180,35 @@ class Bus:
 
     def _run(self) -> None:
         assert self._listener is not None
+        # A turn (a transaction) is taken when signalled, when outcomes wait to be
+        # recorded, or once per poll interval; waking only to watch pushes in flight
+        # costs none.
+        signalled, last_turn = True, float("-inf")
         while not self._stopping.is_set():
-            claimed = 0
-            try:
-                claimed = self.pump_once()
-            except DependencyUnavailable as exc:
-                log.warning("bus store unavailable, will retry: %s", exc.detail)
-            if not claimed:
-                self._listener.wait(self._poll_interval_s)
+            now = time.monotonic()
+            if signalled or self._outcomes or now - last_turn >= self._poll_interval_s:
+                last_turn = now
+                claimed = 0
+                try:
+                    claimed = self.pump_once()
+                except DependencyUnavailable as exc:
+                    log.warning("bus store unavailable, will retry: %s", exc.detail)
+                    # Outcomes stay queued: try again after the poll interval, not sooner.
+                    signalled = self._listener.wait(self._poll_interval_s)
+                    continue
+                if claimed:
+                    signalled = True  # more may be due at once
+                    continue
+            signalled = self._listener.wait(self._idle_wait())
+
+    def _idle_wait(self) -> float:
+        """How long the pump may sleep: briefly while pushes are in flight, whose
+        outcomes are to be recorded within `record_delay_s`."""
+        with self._lock:
+            busy = bool(self._inflight)
+        if busy or self._outcomes:
+            return min(self._record_delay_s, self._poll_interval_s)
+        return self._poll_interval_s
 
     def pump_once(self) -> int:
         """Record finished pushes, claim what is due and hand it out; return how many."""
@@ -206,10 +234,13 @@ class Bus:
 
     def _finished(self, future: Future[None]) -> None:
         with self._lock:
+            was_full = len(self._inflight) >= self._concurrency
             self._inflight.discard(future)
         if not future.cancelled() and future.exception() is not None:
             log.error("push failed unexpectedly", exc_info=future.exception())
-        if self._listener is not None:
+        if was_full and self._listener is not None:
+            # A slot is free for a due delivery; otherwise the pump's next turn comes
+            # within record_delay_s anyway.
             self._listener.wake()
 
     def _deliver(self, delivery: PushDelivery) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import urllib3
-
 from localcloud.cloudrun import base_url, forwarded_authorization
-from localcloud.http_pool import TIMED_OUT
+from localcloud.http_pool import TIMED_OUT, Pool
 from localcloud.http_pool import send as send_request
 from shared.adapters.embedded.task_table import TaskRow
 
@@ -91,7 +89,7 @@ def send(
     headers: dict[str, str],
     timeout_s: float,
     target_base: str | None,
-    http: urllib3.PoolManager,
+    http: Pool,
 ) -> AttemptResult:
     """Send the task's request; redirects are not followed (a 3xx is a failed attempt)."""
     url = resolve(task.url, target_base)

@@ -2,7 +2,9 @@
 
 A fixed pool of dispatch threads sends the requests over kept-alive connections. An
 attempt that ends hands its outcome back to the pump, which records every outcome gathered
-since its last turn and claims the next due tasks in one transaction.
+since its last turn and claims the next due tasks in one transaction. An outcome waits
+for that turn at most `record_delay_s` (a lease outlasts the dispatch deadline); only an
+attempt that frees the last slot wakes the pump at once.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class _Outcome:
     task: TaskRow
     result: AttemptResult
     first_attempt_at: float
+    job_id: str | None
 
 
 class QueuePump:
@@ -60,6 +63,7 @@ class QueuePump:
         poll_interval_s: float,
         lease_margin_s: float,
         name_reservation_s: float,
+        record_delay_s: float = 0.05,
     ) -> None:
         self.table = table
         self.queue = queue
@@ -71,6 +75,9 @@ class QueuePump:
         self.poll_interval_s = poll_interval_s
         self.lease_margin_s = lease_margin_s
         self.name_reservation_s = name_reservation_s
+        #: How long an ended attempt's outcome may wait for the next turn (its lease
+        #: outlasts the dispatch deadline), unless it frees the last slot.
+        self.record_delay_s = record_delay_s
         rate = queue.rate_limits.max_dispatches_per_second
         self.bucket = TokenBucket(rate, burst_size(rate))
         self._cap = queue.rate_limits.max_concurrent_dispatches
@@ -113,18 +120,36 @@ class QueuePump:
         except Exception:
             log.exception("queue %s: recording the last outcomes failed", self.queue.name)
         self._pool.shutdown(wait=False)
+        self._http.close()
         return left_in_flight
 
     def _run(self) -> None:
+        # A turn is taken when woken (a new task, a freed slot), when outcomes wait to be
+        # recorded, or when the last turn said to look again; waking only to watch
+        # attempts in flight costs none.
+        signalled, look_at = True, 0.0
         while not self._stopping.is_set():
-            try:
-                delay = self._tick()
-            except Exception:
-                # Keep pumping (a locked or briefly unavailable database heals itself).
-                log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
-                delay = 1.0
-            self._wake.wait(delay)
-            self._wake.clear()
+            now = time.monotonic()
+            if signalled or self._outcomes or now >= look_at:
+                try:
+                    look_at = now + self._tick()
+                except Exception:
+                    # Keep pumping (a locked or briefly unavailable database heals itself),
+                    # after a second: the outcomes stay queued until then.
+                    log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
+                    signalled = self._wake.wait(1.0)
+                    if signalled:
+                        self._wake.clear()
+                    look_at = 0.0
+                    continue
+            wait = look_at - time.monotonic()
+            with self._idle:
+                busy = self._in_flight > 0
+            if busy or self._outcomes:
+                wait = min(wait, self.record_delay_s)
+            signalled = self._wake.wait(max(wait, 0.0))
+            if signalled:
+                self._wake.clear()
 
     def _tick(self) -> float:
         """Record ended attempts, start what may start now; return how long to sleep."""
@@ -167,7 +192,7 @@ class QueuePump:
         """Record the outcomes handed back so far (inside the pump's transaction)."""
         while self._outcomes:
             outcome = self._outcomes.popleft()
-            with job_context(_job_id(outcome.task)):
+            with job_context(outcome.job_id):
                 self._record(outcome.task, outcome.result, outcome.first_attempt_at)
 
     def _startable(self, task: TaskRow, claimed_at: float) -> bool:
@@ -190,19 +215,22 @@ class QueuePump:
 
     def _attempt(self, task: TaskRow, first_attempt_at: float) -> None:
         try:
-            with job_context(_job_id(task)):
+            job_id = _job_id(task)
+            with job_context(job_id):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
                 result = send(task, headers, deadline, self.target_base, self._http)
-                self._outcomes.append(_Outcome(task, result, first_attempt_at))
+                self._outcomes.append(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
             log.exception("task %s: the attempt failed unexpectedly", task.name)
         finally:
             with self._idle:
+                was_full = self._in_flight >= self._cap
                 self._in_flight -= 1
                 self._idle.notify_all()
-            self._wake.set()
+            if was_full:
+                self._wake.set()
 
     def _record(self, task: TaskRow, result: AttemptResult, first_attempt_at: float) -> None:
         now = time.time()

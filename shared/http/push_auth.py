@@ -33,6 +33,9 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -92,15 +95,48 @@ def _require_identity(audience: str, allowed_emails: frozenset[str]) -> None:
         )
 
 
-class ForwardedTokenVerifier:
-    """Check the claims of the ID token Cloud Run forwards after verifying its signature."""
+#: Accepted forwarded tokens a verifier remembers. Google's senders (and the local stand-ins)
+#: reuse one token until close to its expiry, so a service meets a handful at a time.
+REMEMBERED_TOKENS = 64
 
-    def __init__(self, audience: str, allowed_emails: frozenset[str]) -> None:
+
+class ForwardedTokenVerifier:
+    """Check the claims of the ID token Cloud Run forwards after verifying its signature.
+
+    Claims do not change: a token accepted once is accepted again, without decoding it,
+    until it expires (with the same leeway). Only accepted tokens are remembered.
+    """
+
+    def __init__(
+        self,
+        audience: str,
+        allowed_emails: frozenset[str],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         _require_identity(audience, allowed_emails)
         self._audience = audience
         self._allowed = allowed_emails
+        self._clock = clock
+        self._accepted: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
 
     def verify(self, token: str) -> None:
+        with self._lock:
+            expires = self._accepted.get(token)
+        if expires is not None:
+            if self._clock() < expires + LEEWAY_S:
+                return
+            with self._lock:
+                self._accepted.pop(token, None)
+            raise Unauthenticated("invalid ID token: Signature has expired")
+        claims = self._claims(token)
+        _check_caller(claims, self._allowed)
+        with self._lock:
+            self._accepted[token] = float(claims["exp"])
+            while len(self._accepted) > REMEMBERED_TOKENS:
+                self._accepted.popitem(last=False)
+
+    def _claims(self, token: str) -> dict[str, Any]:
         parts = token.split(".")
         if len(parts) != 3:
             raise Unauthenticated("malformed ID token")
@@ -109,7 +145,7 @@ class ForwardedTokenVerifier:
         try:
             # PyJWT skips every claim check when the signature is not verified unless
             # each one is switched on, so they are all named here.
-            claims = jwt.decode(
+            claims: dict[str, Any] = jwt.decode(
                 token,
                 options={
                     "verify_signature": False,
@@ -126,7 +162,7 @@ class ForwardedTokenVerifier:
             )
         except jwt.PyJWTError as exc:
             raise Unauthenticated(f"invalid ID token: {exc}") from exc
-        _check_caller(claims, self._allowed)
+        return claims
 
 
 def cached_certs_request() -> Any:

@@ -5,15 +5,23 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from localcloud.pubsub.deliveries import LEASE_EXPIRED, SqliteDeliveryStore
+from localcloud.pubsub.deliveries import (
+    LEASE_EXPIRED,
+    DeadLetter,
+    PushDelivery,
+    SqliteDeliveryStore,
+)
 from localcloud.pubsub.push_bus import Bus, Endpoint, backoff_delay
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -314,3 +322,146 @@ def test_backoff_doubles_up_to_the_maximum() -> None:
     assert all(32 <= d <= 40 for d in delays)
     assert len(set(delays)) > 1
     assert backoff_delay(config, 1, jitter=0.5) == 10  # never below minimum_backoff
+
+
+def _counting_claims(bus: Bus) -> list[int]:
+    """Record how many deliveries each of the pump's turns claimed."""
+    claims: list[int] = []
+    claim = bus.store.claim
+
+    def counted(*args: Any, **kwargs: Any) -> tuple[list[PushDelivery], list[DeadLetter]]:
+        found = claim(*args, **kwargs)
+        claims.append(len(found[0]))
+        return found
+
+    bus.store.claim = counted  # type: ignore[method-assign]
+    return claims
+
+
+def test_a_push_that_ends_leaves_its_outcome_for_the_next_turn(db: SqliteDatabase) -> None:
+    # With slots still free, an ended push does not cost a turn (a transaction) of its
+    # own: its ack is recorded with the next turn's work, within record_delay_s.
+    config = subscription(ack_s=10.0)
+    with RecordingTarget() as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=30.0,
+            record_delay_s=30.0,
+        )
+        bus.start()
+        try:
+            claims = _counting_claims(bus)
+            publisher(db, config).publish(sample_event())
+            target.wait_for(1, timeout=5)
+            time.sleep(0.5)
+            assert sum(claims) == 1
+            assert bus.store.pending() == 1  # acknowledged, not yet recorded
+        finally:
+            bus.stop(timeout_s=5)
+    assert bus.store.pending() == 0  # recorded on the way out
+
+
+def test_outcomes_are_recorded_within_the_record_delay(db: SqliteDatabase) -> None:
+    config = subscription(ack_s=10.0)
+    with RecordingTarget() as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=30.0,
+            record_delay_s=0.05,
+        )
+        bus.start()
+        try:
+            publisher(db, config).publish(sample_event())
+            target.wait_for(1, timeout=5)
+            eventually(lambda: bus.store.pending() == 0, timeout=5)
+        finally:
+            bus.stop(timeout_s=5)
+
+
+def test_a_push_that_frees_the_last_slot_wakes_the_pump(db: SqliteDatabase) -> None:
+    config = subscription(ack_s=10.0)
+    events = publisher(db, config)
+    with RecordingTarget() as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            concurrency=1,
+            poll_interval_s=30.0,
+            record_delay_s=30.0,
+        )
+        for key in ("key-1", "key-2", "key-3"):
+            events.publish(sample_event(key=key))
+        bus.start()
+        try:
+            target.wait_for(3, timeout=5)
+        finally:
+            bus.stop(timeout_s=5)
+    assert bus.store.pending() == 0
+
+
+def test_a_slow_push_in_flight_costs_no_turns(db: SqliteDatabase) -> None:
+    # While a push is in flight the pump looks every record_delay_s for outcomes, but
+    # takes a turn (a transaction) only when there is one or once per poll interval.
+    config = subscription(ack_s=10.0)
+    with RecordingTarget(replies(Reply(delay_s=1.0))) as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=30.0,
+            record_delay_s=0.01,
+        )
+        bus.start()
+        try:
+            claims = _counting_claims(bus)
+            publisher(db, config).publish(sample_event())
+            target.wait_for(1, timeout=5)
+            time.sleep(0.5)
+            turns_while_in_flight = len(claims)
+            eventually(lambda: bus.store.pending() == 0, timeout=5)
+        finally:
+            bus.stop(timeout_s=5)
+    # The publish's wake-up, the turn after its claim; none of the ~50 looks in between.
+    assert turns_while_in_flight <= 3, claims
+
+
+def test_a_failing_store_is_retried_after_the_poll_interval(
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outcomes waiting to be recorded do not make the pump retry a failing store at once.
+    config = subscription(ack_s=10.0)
+    failed: list[float] = []
+    broken = threading.Event()
+    transaction = db.transaction
+
+    @contextmanager
+    def failing_once_broken() -> Iterator[sqlite3.Connection]:
+        if broken.is_set():
+            failed.append(time.monotonic())
+            raise sqlite3.OperationalError("disk I/O error")
+        with transaction() as conn:
+            yield conn
+
+    def break_then_answer(_request: object) -> Reply:
+        broken.set()  # the store fails from the push on: its outcome cannot be recorded
+        return Reply()
+
+    publisher(db, config).publish(sample_event())
+    with RecordingTarget(break_then_answer) as target:
+        bus = Bus(
+            db,
+            {"notification": Endpoint(config, target.url)},
+            poll_interval_s=0.3,
+            record_delay_s=0.01,
+        )
+        monkeypatch.setattr(db, "transaction", failing_once_broken)
+        bus.start()
+        try:
+            target.wait_for(1, timeout=5)
+            time.sleep(0.7)
+            attempts = len(failed)
+        finally:
+            broken.clear()
+            bus.stop(timeout_s=5)
+    assert 1 <= attempts <= 4, attempts

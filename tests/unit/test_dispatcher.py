@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
-from shared.adapters.embedded.task_table import TaskState
+from shared.adapters.embedded.task_table import TaskRow, TaskState
 from shared.config.queues import QueueConfig
 from shared.domain.errors import DependencyUnavailable
 from shared.ports import TaskSpec
@@ -199,3 +202,121 @@ def test_body_is_the_job_id_as_json(db: SqliteDatabase) -> None:
     assert json.loads(row.body) == {"job_id": "job-42"}
     assert row.url == "http://127.0.0.1:8081/tasks/grade"
     assert row.headers == {"Content-Type": "application/json"}
+
+
+@contextmanager
+def lazily_recording(db: SqliteDatabase, queue: QueueConfig) -> Iterator[Dispatcher]:
+    """A dispatcher whose pump records outcomes only with a later turn (30 s at most)."""
+    dispatcher = Dispatcher(
+        db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, poll_interval_s=30.0
+    )
+    dispatcher.pumps[queue.name].record_delay_s = 30.0
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        dispatcher.stop(grace_s=5.0)
+
+
+def state_of(db: SqliteDatabase, name: str) -> str:
+    row = db.connection().execute("SELECT state FROM tasks WHERE name = ?", (name,)).fetchone()
+    return str(row["state"])
+
+
+def test_an_attempt_that_ends_leaves_its_outcome_for_a_later_turn(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    # With slots free, an ended attempt does not cost the pump a turn (a transaction) of
+    # its own; stopping records it.
+    queue = fast_queue()
+    assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-lazy", job_id="job-1"))
+    with lazily_recording(db, queue):
+        target.wait_for(1, timeout=5)
+        time.sleep(0.5)
+        assert state_of(db, "t-lazy") != TaskState.DELETED
+    assert tombstone(db, "t-lazy") == (TaskState.DELETED, "succeeded")
+
+
+def test_an_attempt_that_frees_the_last_slot_wakes_the_pump(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    queue = fast_queue(concurrency=1)
+    tasks = queue_for(db, queue, target)
+    for n in range(3):
+        assert tasks.enqueue(TaskSpec(name=f"t-slot-{n}", job_id=f"job-{n}"))
+    with lazily_recording(db, queue):
+        target.wait_for(3, timeout=5)
+    assert target.max_in_flight == 1
+
+
+def test_a_slow_attempt_in_flight_costs_no_turns(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    # The pump looks for outcomes every record_delay_s while an attempt is in flight,
+    # but claims (a transaction) only when there is something to record or to find.
+    target.responder = replies(Reply(delay_s=1.0))
+    queue = fast_queue()
+    assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-slow", job_id="job-1"))
+    dispatcher = Dispatcher(
+        db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, poll_interval_s=30.0
+    )
+    pump = dispatcher.pumps[queue.name]
+    pump.record_delay_s = 0.01
+    claims: list[int] = []
+    claim_due = pump.table.claim_due
+
+    def counted(*args: Any, **kwargs: Any) -> list[TaskRow]:
+        found = claim_due(*args, **kwargs)
+        claims.append(len(found))
+        return found
+
+    pump.table.claim_due = counted  # type: ignore[method-assign]
+    dispatcher.start()
+    try:
+        target.wait_for(1, timeout=5)
+        time.sleep(0.5)
+        turns_while_in_flight = len(claims)
+        eventually(lambda: tombstone(db, "t-slow") == (TaskState.DELETED, "succeeded"))
+    finally:
+        dispatcher.stop(grace_s=5.0)
+    assert turns_while_in_flight <= 3, claims
+
+
+def test_a_failing_table_is_retried_after_a_second(
+    db: SqliteDatabase, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outcomes waiting to be recorded do not make the pump retry a failing table at once.
+    failed: list[float] = []
+    broken = threading.Event()
+    transaction = db.transaction
+
+    @contextmanager
+    def failing_once_broken() -> Iterator[sqlite3.Connection]:
+        if broken.is_set():
+            failed.append(time.monotonic())
+            raise sqlite3.OperationalError("disk I/O error")
+        with transaction() as conn:
+            yield conn
+
+    def break_then_answer(_request: object) -> Reply:
+        broken.set()  # the table fails from the attempt on: its outcome waits
+        return Reply()
+
+    target.responder = break_then_answer
+    queue = fast_queue()
+    assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-broken", job_id="job-1"))
+    dispatcher = Dispatcher(
+        db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, poll_interval_s=30.0
+    )
+    dispatcher.pumps[queue.name].record_delay_s = 0.01
+    monkeypatch.setattr(db, "transaction", failing_once_broken)
+    dispatcher.start()
+    try:
+        target.wait_for(1, timeout=5)
+        time.sleep(0.7)
+        attempts = len(failed)
+    finally:
+        broken.clear()
+        dispatcher.stop(grace_s=5.0)
+    assert attempts <= 2, attempts
+    assert tombstone(db, "t-broken") == (TaskState.DELETED, "succeeded")

@@ -20,6 +20,7 @@ from shared.config.settings import Backend, PushAuth, Settings
 from shared.http.errors import Unauthenticated
 from shared.http.push_auth import (
     FORWARDED_SIGNATURE,
+    REMEMBERED_TOKENS,
     ForwardedTokenVerifier,
     OidcVerifier,
     SharedTokenVerifier,
@@ -232,6 +233,49 @@ def test_a_token_that_still_carries_its_signature_is_rejected() -> None:
     # Cloud Run always strips the signature: a signed token did not come through its front.
     with pytest.raises(Unauthenticated, match="not forwarded by Cloud Run"):
         claims_verifier().verify(signed_id_token(google_claims(AUDIENCE, TASKS_SA)))
+
+
+def test_an_accepted_token_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A push sender reuses its token for many requests: its claims are read once.
+    decoded: list[str] = []
+    real_decode = pyjwt.decode
+
+    def counting_decode(token: str, *args: Any, **kwargs: Any) -> Any:
+        decoded.append(token)
+        return real_decode(token, *args, **kwargs)
+
+    monkeypatch.setattr("shared.http.push_auth.jwt.decode", counting_decode)
+    verifier, token = claims_verifier(), forwarded()
+    for _ in range(5):
+        verifier.verify(token)
+    verifier.verify(forwarded(sub="another-token"))
+    assert len(decoded) == 2
+
+
+def test_a_remembered_token_is_refused_once_it_expires() -> None:
+    clock = [float(_now())]
+    verifier = ForwardedTokenVerifier(AUDIENCE, frozenset({TASKS_SA}), clock=lambda: clock[0])
+    token = forwarded(exp=_now() + 30)
+    verifier.verify(token)
+    clock[0] += 30 + 9  # within the leeway
+    verifier.verify(token)
+    clock[0] += 2
+    with pytest.raises(Unauthenticated, match="expired"):
+        verifier.verify(token)
+
+
+def test_a_refused_token_stays_refused() -> None:
+    verifier, token = claims_verifier(), forwarded(email="intruder@proj.iam.gserviceaccount.com")
+    for _ in range(2):
+        with pytest.raises(Unauthenticated, match="not from an allowed service account"):
+            verifier.verify(token)
+
+
+def test_a_verifier_remembers_a_bounded_number_of_tokens() -> None:
+    verifier = claims_verifier()
+    for n in range(REMEMBERED_TOKENS + 10):
+        verifier.verify(forwarded(sub=str(n)))
+    assert len(verifier._accepted) == REMEMBERED_TOKENS
 
 
 # --- the verifier the settings choose ---------------------------------------------------
