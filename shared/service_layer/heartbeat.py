@@ -1,0 +1,299 @@
+"""One timer per worker process renews the lease of every attempt in flight.
+
+A grading runs on the thread that serves its delivery; that thread is busy in the grader
+and cannot renew its own lease. The heartbeat's one daemon thread does it for all of
+them: each attempt is renewed one `Budget.heartbeat_s` after its last renewal, and the
+attempts due within the same short window are renewed together, in one store write
+where the store can batch (`BatchJobUpdates`).
+
+What the timer learns is left on the attempt for its delivery to read once the grader
+returns (`Heartbeat.end`):
+
+- LOST: the lease is another attempt's, or could not be renewed before it may have
+  expired. The delivery must not store its outcome (the store's fenced writes would
+  refuse it anyway) and answers LOCKED.
+- RELEASED: the worker is draining and the grace ran out. The timer already handed the
+  job back (RETRYING, `worker-shutdown`), so a grader that never returns cannot hold the
+  job: the process may be stopped at any time after that.
+
+The thread is a daemon: it never keeps a stopping process alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from shared.config.budget import Budget
+from shared.domain.errors import DependencyUnavailable, GradeqError, LeaseLost
+from shared.domain.job import Job, JobError
+from shared.logs import job_context
+from shared.ports import Clock, JobStore
+
+log = logging.getLogger(__name__)
+
+#: The error a job records when a shutting-down worker hands its attempt back.
+WORKER_SHUTDOWN = "worker-shutdown"
+#: Renewals due within this share of a heartbeat of the earliest one are written with it.
+COALESCE_SHARE = 0.25
+#: ... but never more than this many seconds early.
+COALESCE_MAX_S = 1.0
+
+
+@runtime_checkable
+class BatchJobUpdates(Protocol):
+    """A job store that applies several jobs' updates in one atomic write."""
+
+    def update_each(
+        self, mutations: Mapping[str, Callable[[Job], Job]]
+    ) -> dict[str, Job | GradeqError]:
+        """Apply each job's `mutate` (as `JobStore.update`) in one write.
+
+        A mutation raising a domain error leaves that job as it was and answers the
+        error in its place; the others are written. DependencyUnavailable fails all.
+        """
+        ...
+
+
+class AttemptState(StrEnum):
+    LIVE = "live"
+    LOST = "lost"
+    RELEASED = "released"
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One grading in flight, as the heartbeat tracks it."""
+
+    job_id: str
+    owner: str
+    #: Monotonic time of the claim or of the last renewal that was stored.
+    renewed_at: float
+    #: Monotonic time the next renewal is due.
+    due: float
+    state: AttemptState = AttemptState.LIVE
+    #: Why the attempt was lost (LOST).
+    lost: LeaseLost | None = None
+    #: The job as the drain handed it back (RELEASED; None if that write failed).
+    released: Job | None = None
+    #: A renewal of this attempt is being written right now.
+    renewing: bool = field(default=False, repr=False)
+
+
+class Heartbeat:
+    """Renews the leases of the attempts in flight; hands them back when drained."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        clock: Clock,
+        budget: Budget,
+        *,
+        background: bool = True,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._budget = budget
+        self._lease = budget.lease
+        self._monotonic = monotonic
+        # Without the background thread, `tick` is called by whoever drives time.
+        self._background = background
+        self._changed = threading.Condition()
+        self._attempts: dict[int, Attempt] = {}
+        self._drain_until = float("inf")
+        self._draining = False
+        self._thread: threading.Thread | None = None
+
+    # --- the deliveries' side ------------------------------------------------------------
+
+    def begin(self, job_id: str, owner: str) -> Attempt:
+        """Track a claimed attempt: its lease is renewed until `end`."""
+        now = self._monotonic()
+        attempt = Attempt(job_id, owner, renewed_at=now, due=now + self._budget.heartbeat_s)
+        with self._changed:
+            self._attempts[id(attempt)] = attempt
+            if self._draining and now >= self._drain_until:
+                # Claimed after the grace ran out: handed back at the next tick.
+                attempt.due = now
+            self._start()
+            self._changed.notify()
+        return attempt
+
+    def end(self, attempt: Attempt) -> AttemptState:
+        """Stop renewing `attempt` (after a renewal being written); say how it stands."""
+        with self._changed:
+            while attempt.renewing:
+                self._changed.wait()
+            self._attempts.pop(id(attempt), None)
+            return attempt.state
+
+    def in_flight(self) -> list[Attempt]:
+        """The attempts not yet ended, oldest first."""
+        with self._changed:
+            return list(self._attempts.values())
+
+    # --- draining ------------------------------------------------------------------------
+
+    def drain(self, grace_s: float) -> bool:
+        """Hand every attempt still in flight back `grace_s` from now; False if draining."""
+        with self._changed:
+            if self._draining:
+                return False
+            self._draining = True
+            self._drain_until = self._monotonic() + grace_s
+            self._changed.notify()
+        return True
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    # --- the timer -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._background and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                wait = self.tick()
+            except Exception:  # the timer must outlive any one failed pass
+                log.exception("heartbeat pass failed")
+                wait = 1.0
+            with self._changed:
+                if wait > 0:
+                    self._changed.wait(None if wait == float("inf") else wait)
+
+    def wait_s(self) -> float:
+        """Seconds until the next pass has work (inf: none in flight, not draining)."""
+        with self._changed:
+            return self._wait_s(self._monotonic())
+
+    def _wait_s(self, now: float) -> float:
+        live = [a.due for a in self._attempts.values() if a.state is AttemptState.LIVE]
+        wake = min(live, default=float("inf"))
+        if self._draining and live:
+            wake = min(wake, self._drain_until)
+        return max(0.0, wake - now)
+
+    def tick(self) -> float:
+        """Renew (or, past the drain grace, hand back) what is due; the wait to the next."""
+        with self._changed:
+            now = self._monotonic()
+            live = [a for a in self._attempts.values() if a.state is AttemptState.LIVE]
+            if self._draining and now >= self._drain_until:
+                batch = live
+                release = True
+            else:
+                window = min(COALESCE_MAX_S, COALESCE_SHARE * self._budget.heartbeat_s)
+                batch = [a for a in live if a.due <= now + window]
+                # Nothing is written early unless one renewal is really due.
+                if not any(a.due <= now for a in batch):
+                    batch = []
+                release = False
+            for attempt in batch:
+                attempt.renewing = True
+        try:
+            if release and batch:
+                self._release(batch)
+            elif batch:
+                self._renew(batch, now)
+        finally:
+            with self._changed:
+                for attempt in batch:
+                    attempt.renewing = False
+                self._changed.notify_all()
+        with self._changed:
+            return self._wait_s(self._monotonic())
+
+    def _mutations(
+        self, attempts: Iterable[Attempt], mutate: Callable[[Attempt], Callable[[Job], Job]]
+    ) -> dict[str, Job | GradeqError]:
+        """One write for them all where the store batches, else one write each."""
+        mutations = {a.job_id: mutate(a) for a in attempts}
+        if isinstance(self._store, BatchJobUpdates):
+            return self._store.update_each(mutations)
+        outcomes: dict[str, Job | GradeqError] = {}
+        for job_id, change in mutations.items():
+            try:
+                outcomes[job_id] = self._store.update(job_id, change)
+            except DependencyUnavailable:
+                raise
+            except GradeqError as exc:
+                outcomes[job_id] = exc
+        return outcomes
+
+    def _renew(self, batch: list[Attempt], now: float) -> None:
+        at = self._clock.now()
+
+        def renewal(attempt: Attempt) -> Callable[[Job], Job]:
+            return lambda job: job.renew(attempt.owner, at, self._lease)
+
+        try:
+            outcomes = self._mutations(batch, renewal)
+        except DependencyUnavailable as exc:
+            soon = now + min(1.0, self._budget.heartbeat_s / 3)
+            for attempt in batch:
+                with job_context(attempt.job_id):
+                    # The lease may still be ours; once it can have expired, it is not.
+                    if now - attempt.renewed_at >= self._budget.lease_s:
+                        log.warning("lease could not be renewed before it expired; stopping")
+                        self._lose(attempt, LeaseLost(attempt.job_id, attempt.owner))
+                    else:
+                        log.warning(
+                            "lease renewal failed; trying again", extra={"reason": exc.detail}
+                        )
+                        attempt.due = soon
+            return
+        renewed_at = self._monotonic()
+        for attempt in batch:
+            outcome = outcomes[attempt.job_id]
+            if isinstance(outcome, Job):
+                attempt.renewed_at = renewed_at
+                attempt.due = renewed_at + self._budget.heartbeat_s
+                continue
+            with job_context(attempt.job_id):
+                log.warning("lease renewal found the lease lost; stopping the attempt")
+            lost = outcome if isinstance(outcome, LeaseLost) else None
+            self._lose(attempt, lost or LeaseLost(attempt.job_id, attempt.owner))
+
+    @staticmethod
+    def _lose(attempt: Attempt, reason: LeaseLost) -> None:
+        attempt.state = AttemptState.LOST
+        attempt.lost = reason
+
+    def _release(self, batch: list[Attempt]) -> None:
+        """Hand each attempt's job back to the queue: RETRYING, its attempt closed."""
+        at = self._clock.now()
+        error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")
+
+        def release(attempt: Attempt) -> Callable[[Job], Job]:
+            return lambda job: job.retry_later(attempt.owner, error, at)
+
+        try:
+            outcomes: Mapping[str, Job | GradeqError] = self._mutations(batch, release)
+        except DependencyUnavailable as exc:
+            # The leases run out on their own; the next deliveries take the jobs over.
+            log.warning("leases could not be released", extra={"reason": exc.detail})
+            outcomes = {}
+        for attempt in batch:
+            outcome = outcomes.get(attempt.job_id)
+            if isinstance(outcome, LeaseLost):
+                self._lose(attempt, outcome)  # another attempt holds the job by now
+                continue
+            attempt.state = AttemptState.RELEASED
+            if isinstance(outcome, Job):
+                attempt.released = outcome
+                with job_context(attempt.job_id):
+                    log.warning(
+                        "worker shutting down; lease released",
+                        extra={"attempt": outcome.attempts},
+                    )
