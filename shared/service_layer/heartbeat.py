@@ -39,9 +39,10 @@ log = logging.getLogger(__name__)
 
 #: The error a job records when a shutting-down worker hands its attempt back.
 WORKER_SHUTDOWN = "worker-shutdown"
-#: Renewals due within this share of a heartbeat of the earliest one are written with it.
+#: The coalescing window: renewals due within this share of a heartbeat are written
+#: together, and the timer makes at most one pass per window.
 COALESCE_SHARE = 0.25
-#: ... but never more than this many seconds early.
+#: ... but the window is never longer than this many seconds.
 COALESCE_MAX_S = 1.0
 
 
@@ -109,6 +110,10 @@ class Heartbeat:
         self._drain_until = float("inf")
         self._draining = False
         self._thread: threading.Thread | None = None
+        # When the last pass ran, and when the timer thread wakes next (monotonic).
+        self._last_pass = float("-inf")
+        self._wake_at = float("-inf")
+        self._window = min(COALESCE_MAX_S, COALESCE_SHARE * budget.heartbeat_s)
 
     # --- the deliveries' side ------------------------------------------------------------
 
@@ -122,7 +127,10 @@ class Heartbeat:
                 # Claimed after the grace ran out: handed back at the next tick.
                 attempt.due = now
             self._start()
-            self._changed.notify()
+            # The timer is woken only when this attempt is due before its next pass: a
+            # delivery costs the timer nothing while other attempts keep it busy.
+            if attempt.due < self._wake_at:
+                self._changed.notify()
         return attempt
 
     def end(self, attempt: Attempt) -> AttemptState:
@@ -164,11 +172,15 @@ class Heartbeat:
     def _run(self) -> None:
         while True:
             try:
-                wait = self.tick()
+                self.tick()
             except Exception:  # the timer must outlive any one failed pass
                 log.exception("heartbeat pass failed")
-                wait = 1.0
             with self._changed:
+                # Decided under the lock the wait releases: an attempt begun after this
+                # sees when the timer wakes, and wakes it if it is due sooner.
+                now = self._monotonic()
+                wait = self._wait_s(now)
+                self._wake_at = now + wait
                 if wait > 0:
                     self._changed.wait(None if wait == float("inf") else wait)
 
@@ -179,7 +191,9 @@ class Heartbeat:
 
     def _wait_s(self, now: float) -> float:
         live = [a.due for a in self._attempts.values() if a.state is AttemptState.LIVE]
-        wake = min(live, default=float("inf"))
+        # At most one pass per coalescing window, however many attempts come and go:
+        # what falls due meanwhile is renewed together, a little late at most.
+        wake = max(min(live, default=float("inf")), self._last_pass + self._window)
         if self._draining and live:
             wake = min(wake, self._drain_until)
         return max(0.0, wake - now)
@@ -188,13 +202,13 @@ class Heartbeat:
         """Renew (or, past the drain grace, hand back) what is due; the wait to the next."""
         with self._changed:
             now = self._monotonic()
+            self._last_pass = now
             live = [a for a in self._attempts.values() if a.state is AttemptState.LIVE]
             if self._draining and now >= self._drain_until:
                 batch = live
                 release = True
             else:
-                window = min(COALESCE_MAX_S, COALESCE_SHARE * self._budget.heartbeat_s)
-                batch = [a for a in live if a.due <= now + window]
+                batch = [a for a in live if a.due <= now + self._window]
                 # Nothing is written early unless one renewal is really due.
                 if not any(a.due <= now for a in batch):
                     batch = []

@@ -364,3 +364,26 @@ def test_a_process_whose_grader_hangs_past_the_graceful_timeout_ends_itself(
     # With nothing left grading, the process exits on its own: nothing is forced.
     stop_hung_gradings_after(service, 0.0, exit=exits.append).join(10)
     assert exits == [HUNG_EXIT_STATUS]
+
+
+class CountedHeartbeat(Heartbeat):
+    passes = 0
+
+    def tick(self) -> float:
+        self.passes += 1
+        return super().tick()
+
+
+def test_short_gradings_cost_the_timer_no_pass_while_it_sleeps(store: JobStore) -> None:
+    b = budget(lease_s=60.0, heartbeat_s=20.0)
+    heartbeat = CountedHeartbeat(store, SystemClock(), b)
+    long = heartbeat.begin("long", "o")  # keeps the timer asleep until it is due
+    _until(lambda: heartbeat.passes == 1)
+    for n in range(50):
+        heartbeat.end(heartbeat.begin(f"short{n}", "o"))
+        time.sleep(0.002)  # time enough for a woken timer to make its pass
+    heartbeat.drain(30.0)  # wakes it once: the grace ends before the next renewal
+    _until(lambda: heartbeat.passes == 2)
+    time.sleep(0.2)
+    assert heartbeat.passes == 2
+    assert heartbeat.end(long) is AttemptState.LIVE
