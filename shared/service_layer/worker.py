@@ -41,7 +41,7 @@ from shared.domain.lanes import lane_context
 from shared.domain.review import ReviewPolicy, hold_state
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
-from shared.service_layer.completion import announce
+from shared.service_layer.completion import announce, log_completion, publish_completion
 from shared.service_layer.grader_gate import GraderGate
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN as WORKER_SHUTDOWN
 from shared.service_layer.heartbeat import AttemptState, Heartbeat
@@ -483,10 +483,15 @@ class WorkerService:
         """
         give_up = time.monotonic() + self._budget.result_write_retry_s
         delay = 0.1
+        one_commit = self._uow is not None and self._uow.commits_together
         while True:
             stored = False
             try:
                 with self._atomic():
+                    if announce and one_commit:
+                        job = self._store_announced(job_id, mutate)
+                        stored = True
+                        return job
                     job = self._store.update(job_id, mutate)
                     stored = True
                     return self._announce(job) if announce else job
@@ -496,6 +501,28 @@ class WorkerService:
                 log.warning("storing the outcome failed; retrying", extra={"reason": exc.detail})
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _store_announced(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        """Store a final outcome marked announced and publish its event, in one commit.
+
+        Only where the unit of work makes the block one commit: publishing, then marking
+        in a second write of the job, would change nothing a reader can see, since either
+        both commit or neither does.
+        """
+        outcome: list[Job] = []
+        marked_at = self._clock.now()
+
+        def finish(current: Job) -> Job:
+            done = mutate(current)
+            outcome.append(done)
+            return done.mark_event_published(marked_at) if done.status.is_final else done
+
+        marked = self._store.update(job_id, finish)
+        done = outcome[-1]
+        if done.status.is_final:
+            announced = publish_completion(done, self._publisher, self._on_final)
+            log_completion(done, **announced)
+        return marked
 
     def _atomic(self) -> AbstractContextManager[None]:
         return self._uow.atomic() if self._uow is not None else nullcontext()
