@@ -16,7 +16,8 @@ returns (`Heartbeat.end`):
   job back (RETRYING, `worker-shutdown`), so a grader that never returns cannot hold the
   job: the process may be stopped at any time after that.
 
-The thread is a daemon: it never keeps a stopping process alive.
+The thread is a daemon: it never keeps a stopping process alive. It ends after one idle
+heartbeat with nothing in flight, and the next attempt starts it again.
 """
 
 from __future__ import annotations
@@ -164,6 +165,12 @@ class Heartbeat:
 
     # --- the timer -----------------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """Whether the timer thread is alive."""
+        with self._changed:
+            return self._thread is not None
+
     def _start(self) -> None:
         if self._background and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
@@ -181,8 +188,16 @@ class Heartbeat:
                 now = self._monotonic()
                 wait = self._wait_s(now)
                 self._wake_at = now + wait
-                if wait > 0:
-                    self._changed.wait(None if wait == float("inf") else wait)
+                if wait == float("inf"):
+                    # Nothing in flight: after one idle heartbeat the thread ends; the
+                    # next attempt starts another.
+                    self._changed.wait(self._budget.heartbeat_s)
+                    if self._wait_s(self._monotonic()) == float("inf"):
+                        self._thread = None
+                        self._wake_at = float("-inf")
+                        return
+                elif wait > 0:
+                    self._changed.wait(wait)
 
     def wait_s(self) -> float:
         """Seconds until the next pass has work (inf: none in flight, not draining)."""

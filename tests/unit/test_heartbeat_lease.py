@@ -387,3 +387,16 @@ def test_short_gradings_cost_the_timer_no_pass_while_it_sleeps(store: JobStore) 
     time.sleep(0.2)
     assert heartbeat.passes == 2
     assert heartbeat.end(long) is AttemptState.LIVE
+
+
+def test_the_timer_thread_ends_once_idle_and_the_next_attempt_starts_it(
+    store: JobStore,
+) -> None:
+    heartbeat = Heartbeat(store, SystemClock(), budget())
+    assert not heartbeat.running
+    attempt = heartbeat.begin("a", "o")
+    assert heartbeat.running
+    heartbeat.end(attempt)
+    _until(lambda: not heartbeat.running)  # one idle heartbeat later
+    heartbeat.end(heartbeat.begin("b", "o"))
+    assert heartbeat.running
