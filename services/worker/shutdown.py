@@ -89,12 +89,13 @@ def drain_on_sigterm(worker: WorkerService, grace_s: float) -> bool:
     if not _gunicorn_worker_handler(previous):
         return False
     stop_after = max(grace_s, _graceful_timeout_s(previous)) + HUNG_EXIT_MARGIN_S
-    stopping: list[threading.Thread] = []
+    stopping: list[bool] = []
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         worker.drain(grace_s)
-        if not stopping:
-            stopping.append(stop_hung_gradings_after(worker, stop_after))
+        if not stopping:  # a second SIGTERM (gunicorn's master forwards one) adds none
+            stopping.append(True)
+            stop_hung_gradings_after(worker, stop_after)
         if callable(previous):
             previous(signum, frame)
 
