@@ -8,6 +8,9 @@ in test_worker_decisions.py.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +40,7 @@ from shared.service_layer.heartbeat import WORKER_SHUTDOWN, AttemptState, Heartb
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 from tests.fakes import FakePublisher
 
+REPO = Path(__file__).resolve().parents[2]
 LEASE_S = 0.6
 HEARTBEAT_S = 0.2
 
@@ -400,3 +404,24 @@ def test_the_timer_thread_ends_once_idle_and_the_next_attempt_starts_it(
     _until(lambda: not heartbeat.running)  # one idle heartbeat later
     heartbeat.end(heartbeat.begin("b", "o"))
     assert heartbeat.running
+
+
+def test_a_stopping_gunicorn_worker_whose_grader_hangs_hands_the_job_back_and_exits(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "jobs.sqlite3"
+    store = SqliteJobStore(SqliteDatabase(database))
+    job_id = seed(store)
+    command = [sys.executable, "-m", "tests.support.hung_grading_process", str(database), job_id]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO) as process:
+        try:
+            assert process.stdout is not None and process.stdout.readline() == "grading\n"
+            process.send_signal(signal.SIGTERM)
+            # The interpreter would wait for the grading's thread forever: the process
+            # ends itself one second after gunicorn's graceful timeout.
+            assert process.wait(timeout=30) == HUNG_EXIT_STATUS
+        finally:
+            process.kill()
+    job = store.get(job_id)
+    assert job is not None and job.status is JobStatus.RETRYING
+    assert job.error is not None and job.error.type == WORKER_SHUTDOWN
