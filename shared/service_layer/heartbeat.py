@@ -12,6 +12,8 @@ returns (`Heartbeat.end`):
 - LOST: the lease is another attempt's, or could not be renewed before it may have
   expired. The delivery must not store its outcome (the store's fenced writes would
   refuse it anyway) and answers LOCKED.
+  The same once the grading outlived the queue's dispatch deadline: the queue has given
+  up on that delivery, and the lease is left to expire for the next one to take over.
 - RELEASED: the worker is draining and the grace ran out. The timer already handed the
   job back (RETRYING, `worker-shutdown`), so a grader that never returns cannot hold the
   job: the process may be stopped at any time after that.
@@ -74,6 +76,8 @@ class Attempt:
 
     job_id: str
     owner: str
+    #: Monotonic time the grading began.
+    began: float
     #: Monotonic time of the claim or of the last renewal that was stored.
     renewed_at: float
     #: Monotonic time the next renewal is due.
@@ -115,13 +119,14 @@ class Heartbeat:
         self._last_pass = float("-inf")
         self._wake_at = float("-inf")
         self._window = min(COALESCE_MAX_S, COALESCE_SHARE * budget.heartbeat_s)
+        self._dispatch_deadline_s = budget.queue.dispatch_deadline.total_seconds()
 
     # --- the deliveries' side ------------------------------------------------------------
 
     def begin(self, job_id: str, owner: str) -> Attempt:
         """Track a claimed attempt: its lease is renewed until `end`."""
         now = self._monotonic()
-        attempt = Attempt(job_id, owner, renewed_at=now, due=now + self._budget.heartbeat_s)
+        attempt = Attempt(job_id, owner, now, renewed_at=now, due=now + self._budget.heartbeat_s)
         with self._changed:
             self._attempts[id(attempt)] = attempt
             if self._draining and now >= self._drain_until:
@@ -227,6 +232,7 @@ class Heartbeat:
                 # Nothing is written early unless one renewal is really due.
                 if not any(a.due <= now for a in batch):
                     batch = []
+                batch = [a for a in batch if not self._overran(a, now)]
                 release = False
             for attempt in batch:
                 attempt.renewing = True
@@ -242,6 +248,20 @@ class Heartbeat:
                 self._changed.notify_all()
         with self._changed:
             return self._wait_s(self._monotonic())
+
+    def _overran(self, attempt: Attempt, now: float) -> bool:
+        """Lose an attempt older than the queue's dispatch deadline (True if it is).
+
+        The queue gave up on its delivery by then and delivers the task again: renewing
+        the lease of a grader that never returns would keep every later delivery out.
+        Left to expire, the lease is taken over by the next delivery.
+        """
+        if now - attempt.began < self._dispatch_deadline_s:
+            return False
+        with job_context(attempt.job_id):
+            log.warning("the grading outlived the queue's dispatch deadline; its lease is let go")
+        self._lose(attempt, LeaseLost(attempt.job_id, attempt.owner))
+        return True
 
     def _mutations(
         self, attempts: Iterable[Attempt], mutate: Callable[[Attempt], Callable[[Job], Job]]

@@ -330,6 +330,22 @@ def test_a_renewal_that_finds_another_owner_stops_the_attempt(h: Harness) -> Non
     assert job.lease_owner == "thief" and job.attempts == 2 and job.result is None
 
 
+def test_a_grading_that_outlives_the_dispatch_deadline_lets_its_lease_go(h: Harness) -> None:
+    # The queue gave up on the delivery and sends the task again: a grader that never
+    # returns must not keep renewing a lease that keeps every later delivery out.
+    service = h.service()
+    job_id = h.seed()
+    deadline = make_budget().queue.dispatch_deadline.total_seconds()
+    assert deadline == 600
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    renewals = int(deadline // HEARTBEAT)  # the last one before the deadline, at 598.5 s
+    assert h.beats.waits == [HEARTBEAT] * (renewals + 1)
+    assert result.verdict is Verdict.LOCKED and isinstance(result.reason, LeaseLost)
+    job = h.job(job_id)
+    assert job.lease_expires_at == h.t0 + seconds(renewals * HEARTBEAT + LEASE)
+    assert job.status is JobStatus.RUNNING and job.result is None and h.publisher.events == []
+
+
 # --- draining ------------------------------------------------------------------------------
 
 
