@@ -30,6 +30,7 @@ from shared.config.queues import load_queues
 from shared.domain.errors import (
     DependencyUnavailable,
     GradeqError,
+    JobNotFound,
     LeaseLost,
     TransientGradingError,
 )
@@ -425,3 +426,23 @@ def test_a_stopping_gunicorn_worker_whose_grader_hangs_hands_the_job_back_and_ex
     job = store.get(job_id)
     assert job is not None and job.status is JobStatus.RETRYING
     assert job.error is not None and job.error.type == WORKER_SHUTDOWN
+
+
+def test_a_batched_update_answers_each_jobs_error_and_writes_the_others(tmp_path: Path) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
+    clock = SystemClock()
+    b = budget()
+    ours, theirs = seed(store, "a"), seed(store, "b")
+    for job_id in (ours, theirs):
+        store.update(job_id, lambda j: j.claim("me", clock.now(), b.lease))
+    store.update(theirs, lambda j: j.claim("thief", clock.now() + timedelta(hours=1), b.lease))
+    later = clock.now() + timedelta(seconds=1)
+    outcomes = store.update_each(
+        {job_id: (lambda j: j.renew("me", later, b.lease)) for job_id in (ours, theirs, "nope")}
+    )
+    renewed = outcomes[ours]
+    assert isinstance(renewed, Job) and renewed.lease_expires_at == later + b.lease
+    assert store.get(ours) == renewed
+    assert isinstance(outcomes[theirs], LeaseLost) and isinstance(outcomes["nope"], JobNotFound)
+    stolen = store.get(theirs)
+    assert stolen is not None and stolen.lease_owner == "thief"
