@@ -136,7 +136,7 @@ class Heartbeat:
             # The timer is woken only when this attempt is due before its next pass: a
             # delivery costs the timer nothing while other attempts keep it busy.
             if attempt.due < self._wake_at:
-                self._changed.notify()
+                self._changed.notify_all()
         return attempt
 
     def end(self, attempt: Attempt) -> AttemptState:
@@ -161,7 +161,7 @@ class Heartbeat:
                 return False
             self._draining = True
             self._drain_until = self._monotonic() + grace_s
-            self._changed.notify()
+            self._changed.notify_all()
         return True
 
     @property
