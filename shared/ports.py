@@ -262,6 +262,9 @@ class TaskQueue(Protocol):
 class UnitOfWork(Protocol):
     """Groups the writes made through the other ports into one commit, where it can."""
 
+    #: Whether `atomic()` really makes its block one commit (False: each write its own).
+    commits_together: bool
+
     def atomic(self) -> AbstractContextManager[None]:
         """A block whose writes commit together or not at all.
 

@@ -7,6 +7,7 @@ signature replaced by the literal `SIGNATURE_REMOVED_BY_GOOGLE`. So by default
 (`GRADEQ_PUSH_AUTH=oidc`, `GRADEQ_PUSH_VERIFY_SIGNATURE=false`) the app reads the claims of
 that forwarded token without verifying a signature that is no longer there, and checks
 them: audience, issuer, expiry, and a verified email among the allowed service accounts.
+The pushers reuse a token for many requests: one accepted is remembered until it expires.
 A token that still carries a signature did not pass through Cloud Run's front (Cloud Run
 always strips it), so it is refused in this mode.
 
@@ -58,6 +59,8 @@ CLOUD_RUN_MARKER = "K_SERVICE"
 #: Clock skew tolerated on `exp` and `iat`, in seconds.
 LEEWAY_S = 10
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+#: Accepted tokens a verifier remembers (each pusher identity reuses one at a time).
+REMEMBERED_TOKENS = 64
 
 
 class PushVerifier(Protocol):
@@ -95,48 +98,56 @@ def _require_identity(audience: str, allowed_emails: frozenset[str]) -> None:
         )
 
 
-#: Accepted forwarded tokens a verifier remembers. Google's senders (and the local stand-ins)
-#: reuse one token until close to its expiry, so a service meets a handful at a time.
-REMEMBERED_TOKENS = 64
+class _AcceptedTokens:
+    """Tokens accepted before, each with its expiry: accepted again until then.
+
+    Google's pushers send one ID token with many requests (for up to an hour). Every
+    claim checked but the expiry depends on the token's text alone, so the very same
+    text, accepted once, stays acceptable until its `exp` (plus the leeway the full check
+    allows); past it, the token is checked in full again, and refused there.
+    """
+
+    def __init__(self, size: int = REMEMBERED_TOKENS) -> None:
+        self._size = size
+        self._expiries: OrderedDict[str, float] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def accepts(self, token: str) -> bool:
+        with self._guard:
+            expiry = self._expiries.get(token)
+            if expiry is None:
+                return False
+            if time.time() < expiry + LEEWAY_S:
+                return True
+            del self._expiries[token]
+            return False
+
+    def remember(self, token: str, claims: Mapping[str, Any]) -> None:
+        expiry = claims.get("exp")
+        if not isinstance(expiry, int | float) or isinstance(expiry, bool):
+            return
+        with self._guard:
+            self._expiries[token] = float(expiry)
+            self._expiries.move_to_end(token)
+            if len(self._expiries) > self._size:
+                self._expiries.popitem(last=False)
 
 
 class ForwardedTokenVerifier:
-    """Check the claims of the ID token Cloud Run forwards after verifying its signature.
+    """Check the claims of the ID token Cloud Run forwards after verifying its signature."""
 
-    Claims do not change: a token accepted once is accepted again, without decoding it,
-    until it expires (with the same leeway). Only accepted tokens are remembered.
-    """
-
-    def __init__(
-        self,
-        audience: str,
-        allowed_emails: frozenset[str],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, audience: str, allowed_emails: frozenset[str]) -> None:
         _require_identity(audience, allowed_emails)
         self._audience = audience
         self._allowed = allowed_emails
-        self._clock = clock
-        self._accepted: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
+        self._accepted = _AcceptedTokens()
 
     def verify(self, token: str) -> None:
-        with self._lock:
-            expires = self._accepted.get(token)
-        if expires is not None:
-            if self._clock() < expires + LEEWAY_S:
-                return
-            with self._lock:
-                self._accepted.pop(token, None)
-            raise Unauthenticated("invalid ID token: Signature has expired")
-        claims = self._claims(token)
-        _check_caller(claims, self._allowed)
-        with self._lock:
-            self._accepted[token] = float(claims["exp"])
-            while len(self._accepted) > REMEMBERED_TOKENS:
-                self._accepted.popitem(last=False)
+        if self._accepted.accepts(token):
+            return
+        self._accepted.remember(token, self._checked_claims(token))
 
-    def _claims(self, token: str) -> dict[str, Any]:
+    def _checked_claims(self, token: str) -> dict[str, Any]:
         parts = token.split(".")
         if len(parts) != 3:
             raise Unauthenticated("malformed ID token")
@@ -145,7 +156,7 @@ class ForwardedTokenVerifier:
         try:
             # PyJWT skips every claim check when the signature is not verified unless
             # each one is switched on, so they are all named here.
-            claims: dict[str, Any] = jwt.decode(
+            claims = jwt.decode(
                 token,
                 options={
                     "verify_signature": False,
@@ -162,6 +173,7 @@ class ForwardedTokenVerifier:
             )
         except jwt.PyJWTError as exc:
             raise Unauthenticated(f"invalid ID token: {exc}") from exc
+        _check_caller(claims, self._allowed)
         return claims
 
 

@@ -50,18 +50,27 @@ def announce(
     """
     if job.event_published:
         return job
+    announced = publish_completion(job, publisher, on_final)
+    marked = store.update(job.id, lambda j: j.mark_event_published(clock.now()))
+    # Logged once the job is marked announced: one line per job for the metrics.
+    log_completion(job, **announced)
+    return marked
+
+
+def publish_completion(
+    job: Job, publisher: EventPublisher, on_final: Callable[[Job], None] | None = None
+) -> dict[str, object]:
+    """Publish a final job's event, then run `on_final`; what its completion line adds.
+
+    A job held for a teacher's review publishes nothing: the review publishes this same
+    event (same id).
+    """
     if job.withheld:
-        # Held until a teacher reviews it: the review publishes this same event (same id).
         if on_final is not None:
             on_final(job)
-        withheld = store.update(job.id, lambda j: j.mark_event_published(clock.now()))
-        log_completion(job, withheld_for_review=True)
-        return withheld
+        return {"withheld_for_review": True}
     event = GradingCompleted.from_job(job)
     message_id = publisher.publish(event)
     if on_final is not None:
         on_final(job)
-    announced = store.update(job.id, lambda j: j.mark_event_published(clock.now()))
-    # Logged once the job is marked announced: one line per job for the metrics.
-    log_completion(job, event_id=event.event_id, message_id=message_id)
-    return announced
+    return {"event_id": event.event_id, "message_id": message_id}

@@ -10,10 +10,8 @@ renewing (it died), the delivery takes the job over as soon as the lease expires
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -43,13 +41,13 @@ from shared.domain.lanes import lane_context
 from shared.domain.review import ReviewPolicy, hold_state
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
-from shared.service_layer.completion import announce
+from shared.service_layer.completion import announce, log_completion, publish_completion
 from shared.service_layer.grader_gate import GraderGate
+from shared.service_layer.heartbeat import WORKER_SHUTDOWN as WORKER_SHUTDOWN
+from shared.service_layer.heartbeat import AttemptState, Heartbeat
 
 log = logging.getLogger(__name__)
 
-#: The error a job records when a shutting-down worker hands its attempt back.
-WORKER_SHUTDOWN = "worker-shutdown"
 #: How long a job waits for quota when the provider's 429 gave no Retry-After: one of
 #: the quota's windows (requests and tokens are granted per minute).
 QUOTA_WAIT_S = 60.0
@@ -90,7 +88,11 @@ class DeliveryResult:
 
 
 class _Released(Exception):
-    """The worker is shutting down and handed the attempt back."""
+    """The worker is shutting down and handed the attempt back (`released`: the job)."""
+
+    def __init__(self, released: Job | None) -> None:
+        super().__init__("released")
+        self.released = released
 
 
 class _Superseded(Exception):
@@ -100,32 +102,6 @@ class _Superseded(Exception):
         super().__init__(successor)
         self.successor = successor
         self.lane = lane
-
-
-class _Grading:
-    """One grader call on its own thread, so the delivery can renew, give up or drain."""
-
-    def __init__(self, call: Callable[[], GradeResult]) -> None:
-        self.done = threading.Event()
-        self.result: GradeResult | None = None
-        self.error: BaseException | None = None
-        context = contextvars.copy_context()
-        thread = threading.Thread(target=context.run, args=(self._run, call), daemon=True)
-        thread.start()
-
-    def _run(self, call: Callable[[], GradeResult]) -> None:
-        try:
-            self.result = call()
-        except BaseException as exc:  # handed to the delivery's thread
-            self.error = exc
-        finally:
-            self.done.set()
-
-    def outcome(self) -> GradeResult:
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class WorkerService:
@@ -145,6 +121,7 @@ class WorkerService:
         lane_retries: Mapping[str, RetryConfig] | None = None,
         on_final: Callable[[Job], None] | None = None,
         review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         # Each lane's queue retries on its own config; `retry` is the default queue's.
         self._lane_retries = dict(lane_retries or {})
@@ -163,8 +140,8 @@ class WorkerService:
         self._lease = budget.lease
         # A waiting delivery re-reads the job this often (one store read each time).
         self._poll_s = min(2.0, max(0.05, budget.heartbeat_s / 3))
-        self._draining = threading.Event()
-        self._drain_until = float("inf")
+        # One timer renews every attempt in flight; the grader runs on the delivery's thread.
+        self.heartbeat = heartbeat or Heartbeat(store, clock, budget)
         # Closed while the provider refuses the configuration; `probe` checks it again.
         self.gate = GraderGate(probe, clock.now)
 
@@ -172,14 +149,17 @@ class WorkerService:
 
     def drain(self, grace_s: float) -> None:
         """Take no new attempt; attempts still grading after `grace_s` hand their job back."""
-        if not self._draining.is_set():
-            self._drain_until = time.monotonic() + grace_s
-            self._draining.set()
+        if self.heartbeat.drain(grace_s):
             log.warning("draining: gradings in flight have %.1fs to finish", grace_s)
 
     @property
     def draining(self) -> bool:
-        return self._draining.is_set()
+        return self.heartbeat.draining
+
+    @property
+    def gradings_in_flight(self) -> int:
+        """Grader calls not yet returned (a hung one stays counted)."""
+        return len(self.heartbeat.in_flight())
 
     # --- a delivery ----------------------------------------------------------------------
 
@@ -283,8 +263,8 @@ class WorkerService:
             # The quota limiter and a lane's own model read the job's lane from the context.
             with lane_context(job.lane):
                 result = self._grade(job, owner)
-        except _Released:
-            return self._release(job, owner)
+        except _Released as released:
+            return DeliveryResult(Verdict.RETRY, released.released, retry_after_s=1)
         except PermanentGradingError as exc:
             return self._fail(job, owner, exc)
         except GraderMisconfigured as exc:
@@ -325,47 +305,25 @@ class WorkerService:
     # --- the heartbeat -------------------------------------------------------------------
 
     def _grade(self, job: Job, owner: str) -> GradeResult:
-        """Run the grader while renewing the lease; stop when the lease is lost or drained."""
-        timeout = self._budget.grader_timeout_s
-        grading = _Grading(
-            lambda: self._grader.grade(
-                job.request, attempt=job.lifetime_attempts, timeout_s=timeout
-            )
-        )
-        heartbeat = self._budget.heartbeat_s
-        renewed_at = time.monotonic()
-        renew_at = renewed_at + heartbeat
-        while True:
-            wait = renew_at - time.monotonic()
-            if self.draining:
-                wait = min(wait, self._drain_until - time.monotonic())
-            if grading.done.wait(max(0.0, wait)):
-                return grading.outcome()
-            now = time.monotonic()
-            if self.draining and now >= self._drain_until:
-                raise _Released()
-            if now >= renew_at:
-                if self._renew(job.id, owner, renewed_at):
-                    renewed_at = time.monotonic()
-                    renew_at = renewed_at + heartbeat
-                else:
-                    renew_at = now + min(1.0, heartbeat / 3)
+        """Run the grader on this thread while the heartbeat renews the lease.
 
-    def _renew(self, job_id: str, owner: str, renewed_at: float) -> bool:
-        """One fenced write extending the lease; False: try again soon. LeaseLost stops."""
+        What the heartbeat found meanwhile decides over the grader's outcome: a lost
+        lease raises LeaseLost, a drain that ran out of grace `_Released` (the heartbeat
+        handed the job back already).
+        """
+        attempt = self.heartbeat.begin(job.id, owner)
         try:
-            self._store.update(job_id, lambda j: j.renew(owner, self._clock.now(), self._lease))
-        except LeaseLost:
-            log.warning("lease renewal found the lease lost; stopping the attempt")
-            raise
-        except DependencyUnavailable as exc:
-            # The lease may still be ours; once it can have expired, it is not.
-            if time.monotonic() - renewed_at >= self._budget.lease_s:
-                log.warning("lease could not be renewed before it expired; stopping")
-                raise LeaseLost(job_id, owner) from exc
-            log.warning("lease renewal failed; trying again", extra={"reason": exc.detail})
-            return False
-        return True
+            result = self._grader.grade(
+                job.request, attempt=job.lifetime_attempts, timeout_s=self._budget.grader_timeout_s
+            )
+        finally:
+            state = self.heartbeat.end(attempt)
+            if state is AttemptState.RELEASED:
+                raise _Released(attempt.released)
+            if state is AttemptState.LOST:
+                assert attempt.lost is not None
+                raise attempt.lost
+        return result
 
     # --- meeting another attempt's lease -------------------------------------------------
 
@@ -505,14 +463,6 @@ class WorkerService:
         log.info(message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals})
         return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=reason)
 
-    def _release(self, job: Job, owner: str) -> DeliveryResult:
-        error = JobError(WORKER_SHUTDOWN, "the worker shut down during the attempt")
-        released = self._store.update(
-            job.id, lambda j: j.retry_later(owner, error, self._clock.now())
-        )
-        log.warning("worker shutting down; lease released", extra={"attempt": released.attempts})
-        return DeliveryResult(Verdict.RETRY, released, retry_after_s=1)
-
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:
         error = JobError(exc.slug, exc.detail)
         failed = self._store_outcome(
@@ -533,10 +483,15 @@ class WorkerService:
         """
         give_up = time.monotonic() + self._budget.result_write_retry_s
         delay = 0.1
+        one_commit = self._uow is not None and self._uow.commits_together
         while True:
             stored = False
             try:
                 with self._atomic():
+                    if announce and one_commit:
+                        job = self._store_announced(job_id, mutate)
+                        stored = True
+                        return job
                     job = self._store.update(job_id, mutate)
                     stored = True
                     return self._announce(job) if announce else job
@@ -546,6 +501,28 @@ class WorkerService:
                 log.warning("storing the outcome failed; retrying", extra={"reason": exc.detail})
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    def _store_announced(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        """Store a final outcome marked announced and publish its event, in one commit.
+
+        Only where the unit of work makes the block one commit: publishing, then marking
+        in a second write of the job, would change nothing a reader can see, since either
+        both commit or neither does.
+        """
+        outcome: list[Job] = []
+        marked_at = self._clock.now()
+
+        def finish(current: Job) -> Job:
+            done = mutate(current)
+            outcome.append(done)
+            return done.mark_event_published(marked_at) if done.status.is_final else done
+
+        marked = self._store.update(job_id, finish)
+        done = outcome[-1]
+        if done.status.is_final:
+            announced = publish_completion(done, self._publisher, self._on_final)
+            log_completion(done, **announced)
+        return marked
 
     def _atomic(self) -> AbstractContextManager[None]:
         return self._uow.atomic() if self._uow is not None else nullcontext()

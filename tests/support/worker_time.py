@@ -1,14 +1,16 @@
-"""Drive the worker's waits step by step: a fake monotonic clock and scripted waits.
+"""Drive the worker's waits step by step: a fake monotonic clock and scripted passes.
 
-`WorkerService` measures its heartbeat, drain grace, lease waits and result-write
-retries with `time.monotonic`/`time.sleep`, and waits for its grading thread with
-`threading.Event.wait`. `install` replaces those names in the worker module, so:
+`WorkerService` measures its lease waits and result-write retries with
+`time.monotonic`/`time.sleep`; its heartbeat renews leases and ends the drain grace on a
+timer. Here:
 
-- `time.sleep(s)` and every wait of the delivery advance `TestTime` (a monotonic
-  clock and the service's `FrozenClock` together) by exactly what was asked, and are
-  recorded; nothing waits in real time;
-- the grading thread really runs, but the grader blocks on its gate, so it ends only
-  on the beat the test names (`finish_on`): the outcome never depends on a race.
+- `time.sleep(s)` in the worker module advances `TestTime` (a monotonic clock and the
+  service's `FrozenClock` together) by exactly what was asked, and is recorded; nothing
+  waits in real time;
+- the heartbeat has no thread of its own: while the grader (on the delivery's thread,
+  as in production) waits on its gate, the gate makes the heartbeat's passes one beat at
+  a time, so the grading ends on the beat the test names (`finish_on`) and the outcome
+  never depends on a race.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from datetime import timedelta
 import pytest
 
 from shared.clock import FrozenClock
+from shared.config.budget import Budget
+from shared.ports import JobStore
 from shared.service_layer import worker as worker_module
+from shared.service_layer.heartbeat import AttemptState, Heartbeat
 
 
 class TestTime:
@@ -50,46 +55,55 @@ class TestTime:
             self.on_sleep(len(self.sleeps) - 1)
 
 
-class Beats:
-    """The delivery's waits for its grading thread, each one a numbered beat.
+class Beats(threading.Event):
+    """The gate the grader waits on: each heartbeat pass during the grading is a beat.
 
-    On beat n the hook `before[n]` runs first (time has not moved yet); then, if n is
-    `finish_on`, the grader's gate opens. While the gate is open a beat lasts until the
-    grading ended, else exactly the timeout the delivery asked for.
+    The grader runs on the delivery's thread; while it "grades", the heartbeat's passes
+    are driven from here, one per beat: on beat n the hook `before[n]` runs first (time
+    has not moved yet); if n is `finish_on` the grading ends there; otherwise time moves
+    by exactly the wait the heartbeat asked for, and the heartbeat makes its pass. The
+    grading also ends once the heartbeat took the attempt away (lost or handed back).
     """
 
-    def __init__(self, time: TestTime, gate: threading.Event) -> None:
+    def __init__(self, time: TestTime) -> None:
+        super().__init__()
         self.time = time
-        self.gate = gate
+        self.heartbeat: Heartbeat | None = None
         self.waits: list[float] = []
         self.finish_on: int | None = None
         self.before: dict[int, Callable[[], object]] = {}
 
-    def wait(self, event: threading.Event, timeout: float) -> bool:
-        beat = len(self.waits)
-        self.waits.append(timeout)
-        assert beat < 1000, "the delivery never stopped waiting"
-        if beat in self.before:
-            self.before[beat]()
-        if beat == self.finish_on:
-            self.gate.set()
-        if self.gate.is_set():  # the grader was let go: the grading ends now
-            assert threading.Event.wait(event, 30), "the grading never ended"
-        else:
-            self.time.advance(timeout)
-        return event.is_set()
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.is_set():
+            return True
+        assert self.heartbeat is not None, "install the heartbeat first"
+        [*_, mine] = self.heartbeat.in_flight()  # the attempt that just began
+        while True:
+            beat = len(self.waits)
+            wait = self.heartbeat.wait_s()
+            self.waits.append(wait)
+            assert beat < 1000, "the grading never ended"
+            if beat in self.before:
+                self.before[beat]()
+            if beat == self.finish_on:
+                self.set()
+                return True
+            self.time.advance(wait)
+            self.heartbeat.tick()
+            if mine.state is not AttemptState.LIVE:
+                return True
 
 
 def install(monkeypatch: pytest.MonkeyPatch, time: TestTime, beats: Beats) -> None:
-    """Make the worker module wait on `time` and `beats` (undone after the test)."""
-
-    class BeatEvent(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            if timeout is None or self.is_set():
-                return super().wait(timeout)
-            return beats.wait(self, timeout)
-
+    """Make the worker module sleep on `time` (undone after the test)."""
     fake_time = types.SimpleNamespace(monotonic=time.monotonic, sleep=time.sleep)
-    fake_threading = types.SimpleNamespace(Event=BeatEvent, Thread=threading.Thread)
     monkeypatch.setattr(worker_module, "time", fake_time)
-    monkeypatch.setattr(worker_module, "threading", fake_threading)
+
+
+def manual_heartbeat(
+    store: JobStore, clock: FrozenClock, budget: Budget, time: TestTime, beats: Beats
+) -> Heartbeat:
+    """A heartbeat without its thread, on `time`, whose passes `beats` makes."""
+    heartbeat = Heartbeat(store, clock, budget, background=False, monotonic=time.monotonic)
+    beats.heartbeat = heartbeat
+    return heartbeat

@@ -23,7 +23,7 @@ from shared.config.settings import Settings
 from shared.domain.api_keys import ApiKey
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, JobStatus
+from shared.domain.job import GradingRequest, Job, JobStatus
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
 from tests.fakes import ScriptedGrader
@@ -111,6 +111,28 @@ def test_a_delivery_claims_then_stores_the_result_and_its_event_in_one_commit(
     assert stored is not None
     assert stored.status is JobStatus.SUCCEEDED and stored.event_published
     assert embedded.messages() == 1
+
+
+def test_a_delivery_writes_its_job_twice_the_claim_then_the_announced_outcome(
+    embedded: Embedded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _intake(embedded).submit("client-a", "key-1", REQUEST).job
+    written: list[Job] = []
+    write = SqliteJobStore._write
+
+    def counted(store: SqliteJobStore, conn: sqlite3.Connection, job: Job, *, insert: bool) -> None:
+        written.append(job)
+        write(store, conn, job, insert=insert)
+
+    monkeypatch.setattr(SqliteJobStore, "_write", counted)
+    assert _worker(embedded).handle(TaskDelivery(job.id, "t")).verdict is Verdict.DONE
+    # The outcome is stored already marked announced: publishing and marking are one
+    # commit here, so no second write of the job is needed.
+    assert [(j.status, j.event_published) for j in written] == [
+        (JobStatus.RUNNING, False),
+        (JobStatus.SUCCEEDED, True),
+    ]
+    assert embedded.messages() == 1 and embedded.store.get(job.id) == written[-1]
 
 
 def test_an_event_that_cannot_be_stored_leaves_the_job_unfinished(

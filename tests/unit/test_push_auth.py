@@ -17,10 +17,10 @@ from google.auth import crypt, jwt
 
 from localcloud.cloudrun import forwarded_id_token as minted_by_local_callers
 from shared.config.settings import Backend, PushAuth, Settings
+from shared.http import push_auth
 from shared.http.errors import Unauthenticated
 from shared.http.push_auth import (
     FORWARDED_SIGNATURE,
-    REMEMBERED_TOKENS,
     ForwardedTokenVerifier,
     OidcVerifier,
     SharedTokenVerifier,
@@ -235,47 +235,11 @@ def test_a_token_that_still_carries_its_signature_is_rejected() -> None:
         claims_verifier().verify(signed_id_token(google_claims(AUDIENCE, TASKS_SA)))
 
 
-def test_an_accepted_token_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A push sender reuses its token for many requests: its claims are read once.
-    decoded: list[str] = []
-    real_decode = pyjwt.decode
-
-    def counting_decode(token: str, *args: Any, **kwargs: Any) -> Any:
-        decoded.append(token)
-        return real_decode(token, *args, **kwargs)
-
-    monkeypatch.setattr("shared.http.push_auth.jwt.decode", counting_decode)
-    verifier, token = claims_verifier(), forwarded()
-    for _ in range(5):
-        verifier.verify(token)
-    verifier.verify(forwarded(sub="another-token"))
-    assert len(decoded) == 2
-
-
-def test_a_remembered_token_is_refused_once_it_expires() -> None:
-    clock = [float(_now())]
-    verifier = ForwardedTokenVerifier(AUDIENCE, frozenset({TASKS_SA}), clock=lambda: clock[0])
-    token = forwarded(exp=_now() + 30)
-    verifier.verify(token)
-    clock[0] += 30 + 9  # within the leeway
-    verifier.verify(token)
-    clock[0] += 2
-    with pytest.raises(Unauthenticated, match="expired"):
-        verifier.verify(token)
-
-
 def test_a_refused_token_stays_refused() -> None:
     verifier, token = claims_verifier(), forwarded(email="intruder@proj.iam.gserviceaccount.com")
     for _ in range(2):
         with pytest.raises(Unauthenticated, match="not from an allowed service account"):
             verifier.verify(token)
-
-
-def test_a_verifier_remembers_a_bounded_number_of_tokens() -> None:
-    verifier = claims_verifier()
-    for n in range(REMEMBERED_TOKENS + 10):
-        verifier.verify(forwarded(sub=str(n)))
-    assert len(verifier._accepted) == REMEMBERED_TOKENS
 
 
 # --- the verifier the settings choose ---------------------------------------------------
@@ -361,3 +325,57 @@ def test_the_outside_cloud_run_setting_is_refused_on_google_cloud(
             push_auth=PushAuth.OIDC,
             push_allow_claims_outside_cloud_run=True,
         )
+
+
+class CountedDecode:
+    """Counts the full claim checks of forwarded tokens (PyJWT decodes)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        decode = pyjwt.decode
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return decode(*args, **kwargs)
+
+        monkeypatch.setattr(push_auth.jwt, "decode", counted)
+
+
+def test_a_token_accepted_once_is_accepted_again_without_a_full_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decodes = CountedDecode(monkeypatch)
+    verifier = claims_verifier()
+    token = forwarded()
+    for _ in range(3):
+        verifier.verify(token)
+    assert decodes.calls == 1
+    # Another token, refused in full, is not let in by the one remembered.
+    with pytest.raises(Unauthenticated):
+        verifier.verify(forwarded(email="intruder@proj.iam.gserviceaccount.com"))
+    with pytest.raises(Unauthenticated):
+        verifier.verify(token[:-1])  # refused before decoding: not Cloud Run's shape
+    assert decodes.calls == 2
+
+
+def test_a_remembered_token_past_its_expiry_is_checked_in_full_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    decodes = CountedDecode(monkeypatch)
+    verifier = claims_verifier()
+    expiry = _now() + 300
+    token = forwarded(exp=expiry)
+    verifier.verify(token)
+    later = float(expiry + push_auth.LEEWAY_S)
+    monkeypatch.setattr(push_auth.time, "time", lambda: later)
+    verifier.verify(token)  # checked again (on PyJWT's own clock, where it is still valid)
+    assert decodes.calls == 2
+
+
+def test_the_remembered_tokens_are_bounded() -> None:
+    verifier = claims_verifier()
+    tokens = [forwarded(sub=str(n)) for n in range(push_auth.REMEMBERED_TOKENS + 5)]
+    for token in tokens:
+        verifier.verify(token)
+    remembered = [t for t in tokens if verifier._accepted.accepts(t)]
+    assert remembered == tokens[5:]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
@@ -26,6 +26,7 @@ from shared.config.budget import Budget
 from shared.config.queues import RetryConfig, load_queues
 from shared.domain.errors import (
     DependencyUnavailable,
+    GradeqError,
     JobLocked,
     JobNotFound,
     LeaseLost,
@@ -44,6 +45,7 @@ from shared.domain.job import (
     JobStatus,
 )
 from shared.ports import JobStore
+from shared.service_layer.heartbeat import BatchJobUpdates
 from shared.service_layer.worker import (
     WORKER_SHUTDOWN,
     DeliveryResult,
@@ -52,7 +54,7 @@ from shared.service_layer.worker import (
     WorkerService,
 )
 from tests.fakes import FakePublisher, GraderCall, ScriptedGrader
-from tests.support.worker_time import Beats, TestTime, install
+from tests.support.worker_time import Beats, TestTime, install, manual_heartbeat
 
 REQUEST = GradingRequest(submission_id="s", answer="a", rubric="r", max_score=10)
 RESULT = GradeResult(7.0, 10, "scripted feedback", grader="scripted")
@@ -108,6 +110,18 @@ class ControlledStore:
             raise DependencyUnavailable("database is locked")
         return self.inner.update(job_id, mutate)
 
+    def update_each(
+        self, mutations: Mapping[str, Callable[[Job], Job]]
+    ) -> dict[str, Job | GradeqError]:
+        """The heartbeat's batched write: one update, failing as a whole."""
+        self.updates += 1
+        if self.before_update is not None:
+            self.before_update(self.updates - 1)
+        if self.fail_updates > 0:
+            self.fail_updates -= 1
+            raise DependencyUnavailable("database is locked")
+        return cast(BatchJobUpdates, self.inner).update_each(mutations)
+
 
 class Harness:
     """A worker on a SQLite store, a frozen clock, a gated grader and scripted waits."""
@@ -116,8 +130,8 @@ class Harness:
         self.clock = FrozenClock()
         self.t0 = self.clock.now()
         self.time = TestTime(self.clock)
-        self.gate = threading.Event()
-        self.beats = Beats(self.time, self.gate)
+        self.beats = Beats(self.time)
+        self.gate: threading.Event = self.beats
         install(monkeypatch, self.time, self.beats)
         self.store = ControlledStore(SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3")))
         self.publisher = FakePublisher()
@@ -128,13 +142,15 @@ class Harness:
     ) -> WorkerService:
         self.grader = ScriptedGrader(*errors, gate=self.gate)
         budget = make_budget(**changes)
+        store = cast(JobStore, self.store)
         return WorkerService(
-            cast(JobStore, self.store),
+            store,
             self.publisher,
             self.grader,
             self.clock,
             retry or budget.queue.retry_config,
             budget,
+            heartbeat=manual_heartbeat(store, self.clock, budget, self.time, self.beats),
         )
 
     def seed(self, key: str = "k") -> str:
@@ -210,14 +226,16 @@ def test_an_attempt_is_claimed_under_a_lease_graded_once_stored_and_announced(
     ]
 
 
-def test_the_grader_runs_on_a_daemon_thread_of_its_own(h: Harness) -> None:
-    # A grader call that hangs must not keep a stopping worker process alive.
+def test_the_grader_runs_on_the_deliverys_own_thread_and_the_heartbeat_forgets_it(
+    h: Harness,
+) -> None:
+    # One thread per grading: the heartbeat's one timer renews every lease.
     service = h.service()
     job_id = h.seed()
     h.beats.finish_on = 0
-    service.handle(TaskDelivery(job_id, "t", 0))
-    [thread] = h.grader.threads
-    assert thread is not threading.current_thread() and thread.daemon
+    assert service.handle(TaskDelivery(job_id, "t", 0)).verdict is Verdict.DONE
+    assert h.grader.threads == [threading.current_thread()]
+    assert service.gradings_in_flight == 0 and service.heartbeat.wait_s() == float("inf")
 
 
 def test_a_direct_delivery_owns_its_lease_under_its_own_name(h: Harness) -> None:
@@ -310,6 +328,22 @@ def test_a_renewal_that_finds_another_owner_stops_the_attempt(h: Harness) -> Non
     assert isinstance(result.reason, LeaseLost) and result.reason.slug == "lease-lost"
     job = h.job(job_id)
     assert job.lease_owner == "thief" and job.attempts == 2 and job.result is None
+
+
+def test_a_grading_that_outlives_the_dispatch_deadline_lets_its_lease_go(h: Harness) -> None:
+    # The queue gave up on the delivery and sends the task again: a grader that never
+    # returns must not keep renewing a lease that keeps every later delivery out.
+    service = h.service()
+    job_id = h.seed()
+    deadline = make_budget().queue.dispatch_deadline.total_seconds()
+    assert deadline == 600
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    renewals = int(deadline // HEARTBEAT)  # the last one before the deadline, at 598.5 s
+    assert h.beats.waits == [HEARTBEAT] * (renewals + 1)
+    assert result.verdict is Verdict.LOCKED and isinstance(result.reason, LeaseLost)
+    job = h.job(job_id)
+    assert job.lease_expires_at == h.t0 + seconds(renewals * HEARTBEAT + LEASE)
+    assert job.status is JobStatus.RUNNING and job.result is None and h.publisher.events == []
 
 
 # --- draining ------------------------------------------------------------------------------

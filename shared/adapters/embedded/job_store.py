@@ -6,14 +6,14 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
 from shared.domain.client_ids import USER_SCOPE_MARK
-from shared.domain.errors import JobNotFound
+from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
 from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
@@ -275,18 +275,42 @@ class SqliteJobStore:
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
         with unavailable_on_error("update job"), self._db.transaction() as conn:
-            row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFound(f"no job {job_id}")
-            current = self._recent.decode(job_id, row["record"])
-            updated = mutate(current)
-            self._write(conn, updated, insert=False)
-            if updated.status.is_final and not current.status.is_final:
-                self._count(conn, updated.client_id, -1)
-            elif current.status.is_final and not updated.status.is_final:
-                self._count(conn, updated.client_id, +1)  # replayed or regraded
-            if self._on_write is not None:
-                self._on_write(conn, current, updated)
+            return self._update(conn, job_id, mutate)
+
+    def update_each(
+        self, mutations: Mapping[str, Callable[[Job], Job]]
+    ) -> dict[str, Job | GradeqError]:
+        """Apply each job's mutation in one transaction (the heartbeat's renewals).
+
+        A mutation raising a domain error leaves its job as it was and answers the error
+        in its place; the others are written.
+        """
+        outcomes: dict[str, Job | GradeqError] = {}
+        if not mutations:
+            return outcomes
+        with unavailable_on_error("update jobs"), self._db.transaction() as conn:
+            for job_id, mutate in mutations.items():
+                try:
+                    outcomes[job_id] = self._update(conn, job_id, mutate)
+                except DependencyUnavailable:
+                    raise
+                except GradeqError as exc:
+                    outcomes[job_id] = exc
+        return outcomes
+
+    def _update(self, conn: sqlite3.Connection, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(f"no job {job_id}")
+        current = self._recent.decode(job_id, row["record"])
+        updated = mutate(current)
+        self._write(conn, updated, insert=False)
+        if updated.status.is_final and not current.status.is_final:
+            self._count(conn, updated.client_id, -1)
+        elif current.status.is_final and not updated.status.is_final:
+            self._count(conn, updated.client_id, +1)  # replayed or regraded
+        if self._on_write is not None:
+            self._on_write(conn, current, updated)
         return updated
 
     def find(

@@ -11,6 +11,8 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 class SqliteUnitOfWork:
     """One SQLite transaction that the job store, task queue and publisher join."""
 
+    commits_together = True
+
     def __init__(self, db: SqliteDatabase) -> None:
         self._db = db
 

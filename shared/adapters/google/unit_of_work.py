@@ -13,5 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 class SeparateCommits:
     """A UnitOfWork whose `atomic()` groups nothing."""
 
+    commits_together = False
+
     def atomic(self) -> AbstractContextManager[None]:
         return nullcontext()
