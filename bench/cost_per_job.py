@@ -36,7 +36,7 @@ from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
 from shared.config.queues import load_queues
 from shared.config.settings import Settings
-from shared.config.subscriptions import load_subscriptions
+from shared.config.subscriptions import bigquery_subscriptions, load_subscriptions
 from shared.domain.admission import AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.ids import task_name_for
@@ -56,9 +56,10 @@ PUBSUB_BYTE = 40.0 / 2**40
 BIGQUERY_SUBSCRIPTION_BYTE = 50.0 / 2**40
 PUBSUB_MIN_REQUEST_BYTES = 1000
 
-#: Subscriptions that are Pub/Sub BigQuery subscriptions on Google Cloud
-#: (terraform/pubsub.tf, `bigquery_config`); the others push to a subscriber service.
-BIGQUERY_SUBSCRIPTIONS = frozenset({"analytics"})
+#: Subscriptions that are Pub/Sub BigQuery subscriptions on Google Cloud (`"kind":
+#: "bigquery"` in the subscriptions file; terraform/pubsub.tf gives them a
+#: `bigquery_config`); the others push to a subscriber service.
+BIGQUERY_SUBSCRIPTIONS = bigquery_subscriptions(load_subscriptions())
 
 
 @dataclass

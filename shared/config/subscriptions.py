@@ -1,8 +1,11 @@
-"""Topic and push subscriptions, read from the JSON file terraform also reads.
+"""Topic and subscriptions, read from the JSON file terraform also reads.
 
 `shared/config/subscriptions.json` is the single source: the embedded bus enforces its
 ack deadline, retry policy and dead-letter budget, and terraform builds the Pub/Sub
-subscriptions from it, so local runs and Google Cloud cannot drift apart.
+subscriptions from it, so local runs and Google Cloud cannot drift apart. Each names its
+`kind`: `push` (Pub/Sub POSTs every message to a subscriber service) or `bigquery`
+(Pub/Sub writes every message into a table itself; the embedded bus writes it into the
+local records).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 
 from shared.config.queues import parse_duration
@@ -17,9 +21,16 @@ from shared.config.queues import parse_duration
 DEFAULT_SUBSCRIPTIONS_FILE = Path(__file__).parent / "subscriptions.json"
 
 
+class SubscriptionKind(StrEnum):
+    """How a subscription delivers: to a service over HTTP, or into a table."""
+
+    PUSH = "push"
+    BIGQUERY = "bigquery"
+
+
 @dataclass(frozen=True)
 class SubscriptionConfig:
-    """One push subscription's delivery policy."""
+    """One subscription's delivery policy."""
 
     name: str
     push_path: str
@@ -27,6 +38,7 @@ class SubscriptionConfig:
     minimum_backoff: timedelta
     maximum_backoff: timedelta
     max_delivery_attempts: int
+    kind: SubscriptionKind = SubscriptionKind.PUSH
 
     def backoff(self, failed_attempts: int) -> timedelta:
         """Delay before the next delivery after `failed_attempts` failures (no jitter).
@@ -61,5 +73,15 @@ def load_subscriptions(path: Path | str = DEFAULT_SUBSCRIPTIONS_FILE) -> TopicCo
             minimum_backoff=parse_duration(policy["minimum_backoff"]),
             maximum_backoff=parse_duration(policy["maximum_backoff"]),
             max_delivery_attempts=int(sub["max_delivery_attempts"]),
+            kind=SubscriptionKind(sub["kind"]),
         )
     return TopicConfig(topic=raw["topic"], subscriptions=subscriptions)
+
+
+def bigquery_subscriptions(topic: TopicConfig) -> frozenset[str]:
+    """The names of the subscriptions that write into a table rather than push."""
+    return frozenset(
+        name
+        for name, config in topic.subscriptions.items()
+        if config.kind is SubscriptionKind.BIGQUERY
+    )
