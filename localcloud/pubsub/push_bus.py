@@ -1,4 +1,8 @@
-"""The embedded bus's pump: push due deliveries the way a Pub/Sub push subscription does.
+"""The embedded bus's pump: deliver due messages the way Pub/Sub's subscriptions do.
+
+A push subscription's message is POSTed to its endpoint; a BigQuery subscription's is
+written into the local records by the bus itself (localcloud.pubsub.table_subscription),
+with the same leases, retries and dead letters: a write that raises is a failed attempt.
 
 Success is HTTP 102, 200, 201, 202 or 204. Anything else, a timeout (the ack deadline)
 or a connection error is redelivered after an exponential backoff between the retry
@@ -39,6 +43,7 @@ from urllib.parse import urlsplit
 from localcloud.cloudrun import base_url, forwarded_authorization
 from localcloud.http_pool import pool, send
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
+from localcloud.pubsub.table_subscription import TableSubscription
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.adapters.embedded.wakeup import BUS, WakeListener
 from shared.config.subscriptions import SubscriptionConfig
@@ -79,9 +84,10 @@ def backoff_delay(config: SubscriptionConfig, failed_attempts: int, jitter: floa
 
 @dataclass(frozen=True)
 class _Outcome:
-    """A finished push, waiting for the pump to record it."""
+    """A finished delivery, waiting for the pump to record it."""
 
     delivery: PushDelivery
+    ok: bool
     status: int | None
     error: str | None
 
@@ -104,7 +110,10 @@ def push_envelope(delivery: PushDelivery, project: str = "local") -> dict[str, A
 
 
 class Bus:
-    """Pushes deliveries from the shared SQLite file until stopped; start()/stop() in-process."""
+    """Delivers from the shared SQLite file until stopped; start()/stop() in-process.
+
+    `endpoints` are the push subscriptions, `tables` the ones written into the records.
+    """
 
     def __init__(
         self,
@@ -117,11 +126,16 @@ class Bus:
         jitter: float = 0.2,
         lease_grace_s: float = 5.0,
         record_delay_s: float = 0.05,
+        tables: Mapping[str, TableSubscription] | None = None,
     ) -> None:
         self._db = db
         self._store = SqliteDeliveryStore(db)
         self._endpoints = dict(endpoints)
+        self._tables = dict(tables or {})
+        if both := set(self._endpoints) & set(self._tables):
+            raise ValueError(f"subscriptions both pushed and written: {sorted(both)}")
         self._configs = {name: e.config for name, e in self._endpoints.items()}
+        self._configs.update({name: t.config for name, t in self._tables.items()})
         self._push_token = push_token
         self._oidc_account = oidc_account
         self._concurrency = concurrency
@@ -153,7 +167,7 @@ class Bus:
         self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="bus-push")
         self._thread = threading.Thread(target=self._run, name="bus-pump", daemon=True)
         self._thread.start()
-        log.info("bus started", extra={"subscriptions": sorted(self._endpoints)})
+        log.info("bus started", extra={"subscriptions": sorted(self._configs)})
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop claiming, let in-flight pushes finish (their leases cover the rest)."""
@@ -244,29 +258,34 @@ class Bus:
             self._listener.wake()
 
     def _deliver(self, delivery: PushDelivery) -> None:
-        endpoint = self._endpoints[delivery.subscription]
+        table = self._tables.get(delivery.subscription)
         with job_context(delivery.attributes.get("ce-subject")):
-            status, error = self._push(endpoint, delivery)
-        self._outcomes.append(_Outcome(delivery, status, error))
+            if table is not None:
+                outcome = _write(table, delivery)
+            else:
+                status, error = self._push(self._endpoints[delivery.subscription], delivery)
+                outcome = _Outcome(delivery, status in SUCCESS_CODES, status, error)
+        self._outcomes.append(outcome)
 
     def _record_outcomes(self) -> None:
         """Record the finished pushes (inside the pump's transaction)."""
         while self._outcomes:
             outcome = self._outcomes.popleft()
             with job_context(outcome.delivery.attributes.get("ce-subject")):
-                self._record(outcome.delivery, outcome.status, outcome.error)
+                self._record(outcome)
 
-    def _record(self, delivery: PushDelivery, status: int | None, error: str | None) -> None:
-        endpoint = self._endpoints[delivery.subscription]
-        if status in SUCCESS_CODES:
+    def _record(self, outcome: _Outcome) -> None:
+        delivery, status, error = outcome.delivery, outcome.status, outcome.error
+        config = self._configs[delivery.subscription]
+        if outcome.ok:
             self._store.ack(delivery)
             log.debug("delivered", extra=_facts(delivery, status))
-        elif delivery.attempt >= endpoint.config.max_delivery_attempts:
+        elif delivery.attempt >= config.max_delivery_attempts:
             letter = self._store.dead_letter(delivery, status, error)
             if letter is not None:
                 _log_dead_letter(letter)
         else:
-            delay = backoff_delay(endpoint.config, delivery.attempt, self._jitter)
+            delay = backoff_delay(config, delivery.attempt, self._jitter)
             self._store.retry_at(delivery, time.time() + delay, status, error)
             log.warning(
                 "delivery failed, retrying in %.1fs: %s",
@@ -291,6 +310,15 @@ class Bus:
             return reply.status, None
         text = reply.body[:300].decode(errors="replace")
         return reply.status, f"HTTP {reply.status}: {text}"
+
+
+def _write(table: TableSubscription, delivery: PushDelivery) -> _Outcome:
+    """Write a BigQuery subscription's message; any error is a failed attempt."""
+    try:
+        table.write(delivery)
+    except Exception as exc:  # the store failed, or the write did: retried as a push is
+        return _Outcome(delivery, False, None, f"{type(exc).__name__}: {exc}")
+    return _Outcome(delivery, True, None, None)
 
 
 def _facts(delivery: PushDelivery, status: int | None) -> dict[str, object]:

@@ -117,20 +117,27 @@ def _probe(processed: ProcessedEvents) -> None:
 
 def record_malformed(processed: ProcessedEvents, subscriber: str) -> MalformedHandler:
     """Record each malformed delivery once (by message id, else body hash) and log it once."""
-    kind = f"{subscriber}.malformed"
 
     def _record(raw: bytes, error: InvalidPushEnvelope) -> None:
         key = _message_id(raw) or "sha256:" + hashlib.sha256(raw).hexdigest()
-        record: dict[str, object] = {"reason": error.detail, "bytes": len(raw)}
-        if processed.add(kind, key, record):
-            log.error(
-                "malformed push acknowledged and recorded",
-                extra={"reason": error.detail, "delivery": key},
-            )
-        else:
-            log.info("malformed push redelivered; already recorded", extra={"delivery": key})
+        record_malformed_message(processed, subscriber, key, error.detail, len(raw))
 
     return _record
+
+
+def record_malformed_message(
+    processed: ProcessedEvents, subscriber: str, key: str, reason: str, size: int
+) -> bool:
+    """Record a message that cannot be decoded under `key` ("message:<id>" when it has an
+    id), once, and log it once; True when this call recorded it."""
+    created = processed.add(f"{subscriber}.malformed", key, {"reason": reason, "bytes": size})
+    if created:
+        log.error(
+            "malformed push acknowledged and recorded", extra={"reason": reason, "delivery": key}
+        )
+    else:
+        log.info("malformed push redelivered; already recorded", extra={"delivery": key})
+    return created
 
 
 def _message_id(raw: bytes) -> str | None:

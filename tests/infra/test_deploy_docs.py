@@ -178,7 +178,7 @@ def test_cost_bench_counts_the_deployed_bigquery_subscriptions(tf: Terraform) ->
     subscriptions = json.loads(DEFAULT_SUBSCRIPTIONS_FILE.read_text())["subscriptions"]
     marked = {name for name, sub in subscriptions.items() if sub["kind"] == "bigquery"}
     assert deployed == marked
-    assert _cost_bench().BIGQUERY_SUBSCRIPTIONS == marked
+    assert marked == _cost_bench().BIGQUERY_SUBSCRIPTIONS
     pushed = {
         name
         for name, body in tf.of_type("google_pubsub_subscription").items()
