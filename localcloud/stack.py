@@ -2,9 +2,12 @@
 
 `LocalStack` starts intake, worker, notification and analytics under gunicorn, the local
 Cloud Tasks dispatcher and a recovery ticker. On the embedded backend (the default)
-everything shares one SQLite file and the local bus delivers events. On the
-`google-emulators` backend the services use the Google adapters against the official
-Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API.
+everything shares one SQLite file and the local bus delivers events: it pushes them to
+notification and, as Pub/Sub's BigQuery subscription does on Google Cloud, writes them
+into the analytics records itself (the analytics service serves its reports from them).
+On the `google-emulators` backend the services use the Google adapters against the
+official Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API;
+the Pub/Sub emulator has no BigQuery subscriptions, so it pushes to analytics.
 `make run`, `make run-google-emulators` and the end-to-end tests all use it.
 
 Push authentication runs as in production: the worker and the subscribers check the
@@ -45,6 +48,7 @@ HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
 FRONTEND = "frontend"
 #: The uploads bucket the Cloud Storage emulator holds on the google-emulators backend.
 UPLOADS_BUCKET = "gradeq-uploads"
+#: The services that receive the topic's events (the embedded bus writes analytics' itself).
 SUBSCRIBERS = ("notification", "analytics")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
@@ -221,10 +225,10 @@ class LocalStack:
                 "--grpc-port", str(cfg.ports["dispatcher_grpc"]), "--reclaim-leases",
             ]  # fmt: skip
         if name == "bus":
+            # analytics is a BigQuery subscription: the bus writes it into the database.
             return [
                 sys.executable, "-m", "localcloud.pubsub", "run",
                 "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
-                "--subscription", f"analytics={cfg.url('analytics')}/pubsub/push",
                 *cfg.bus_args,
             ]  # fmt: skip
         raise ValueError(f"unknown process {name!r}")

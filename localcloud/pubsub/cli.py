@@ -1,8 +1,13 @@
 """Command line of the embedded bus: run the pump, or list dead letters.
 
     python -m localcloud.pubsub [run] --subscription notification=http://127.0.0.1:8083 \\
-        --subscription analytics=http://127.0.0.1:8084 [--db data/gradeq.sqlite3]
+        [--db data/gradeq.sqlite3]
     python -m localcloud.pubsub dead-letters [--subscription NAME] [--json]
+
+A push subscription is POSTed to the URL given for it. A BigQuery subscription (`"kind":
+"bigquery"` in the subscriptions file: analytics) takes no URL: as Pub/Sub writes such a
+subscription's table itself, the bus writes its events into the database's analytics
+records, which the analytics service reports from.
 
 Defaults come from the environment: GRADEQ_DATA_DIR (the database), GRADEQ_PUSH_AUTH
 (`oidc`: send ID tokens shaped as Cloud Run forwards them, for the push service account
@@ -29,11 +34,15 @@ from types import FrameType
 
 from localcloud.pubsub.deliveries import SqliteDeliveryStore
 from localcloud.pubsub.push_bus import Bus, Endpoint
+from localcloud.pubsub.table_subscription import TableSubscription
+from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.config.settings import PushAuth, Settings
 from shared.config.subscriptions import (
     DEFAULT_SUBSCRIPTIONS_FILE,
     SubscriptionConfig,
+    SubscriptionKind,
+    TopicConfig,
     load_subscriptions,
 )
 from shared.logs import configure_logging
@@ -48,7 +57,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="push deliveries until SIGINT/SIGTERM")
+    run = commands.add_parser("run", help="deliver messages until SIGINT/SIGTERM")
     dead = commands.add_parser("dead-letters", help="list dead-lettered messages")
     for sub in (run, dead):
         sub.add_argument("--db", type=Path, default=settings.database_path)
@@ -57,7 +66,7 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=URL",
-        help="push endpoint of a subscription (repeat per subscription)",
+        help="push endpoint of a push subscription (repeat per subscription)",
     )
     run.add_argument(
         "--service-account",
@@ -77,11 +86,10 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
     return parser
 
 
-def _endpoints(args: argparse.Namespace) -> dict[str, Endpoint]:
+def _endpoints(args: argparse.Namespace, topic: TopicConfig) -> dict[str, Endpoint]:
     pairs = args.subscription or [
         p.strip() for p in os.environ.get("GRADEQ_BUS_SUBSCRIPTIONS", "").split(",") if p.strip()
     ]
-    topic = load_subscriptions(args.subscriptions_file)
     endpoints = {}
     for pair in pairs:
         name, sep, url = pair.partition("=")
@@ -89,12 +97,25 @@ def _endpoints(args: argparse.Namespace) -> dict[str, Endpoint]:
             raise SystemExit(f"--subscription must look like NAME=URL, got {pair!r}")
         if name not in topic.subscriptions:
             raise SystemExit(f"unknown subscription {name!r}; known: {sorted(topic.subscriptions)}")
-        endpoints[name] = Endpoint(_override(topic.subscriptions[name], args), url)
-    if not endpoints:
-        raise SystemExit("no endpoints: pass --subscription NAME=URL or GRADEQ_BUS_SUBSCRIPTIONS")
-    for name in sorted(set(topic.subscriptions) - set(endpoints)):
-        log.warning("subscription %s has no endpoint: its messages wait in the database", name)
+        config = topic.subscriptions[name]
+        if config.kind is not SubscriptionKind.PUSH:
+            raise SystemExit(
+                f"{name} is a {config.kind} subscription: the bus writes its events into"
+                " the database itself, give it no URL"
+            )
+        endpoints[name] = Endpoint(_override(config, args), url)
     return endpoints
+
+
+def _tables(
+    args: argparse.Namespace, topic: TopicConfig, db: SqliteDatabase
+) -> dict[str, TableSubscription]:
+    """The BigQuery subscriptions, written into the database's analytics records."""
+    names = [n for n, c in topic.subscriptions.items() if c.kind is SubscriptionKind.BIGQUERY]
+    if not names:
+        return {}
+    records = SqliteProcessedEvents(db)
+    return {n: TableSubscription(_override(topic.subscriptions[n], args), records) for n in names}
 
 
 def _override(config: SubscriptionConfig, args: argparse.Namespace) -> SubscriptionConfig:
@@ -116,9 +137,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if not args.service_account:
             raise SystemExit("GRADEQ_PUSH_AUTH=oidc needs --service-account")
         oidc_account = args.service_account
+    topic = load_subscriptions(args.subscriptions_file)
+    db = SqliteDatabase(args.db)
+    endpoints, tables = _endpoints(args, topic), _tables(args, topic, db)
+    if not endpoints and not tables:
+        raise SystemExit("no endpoints: pass --subscription NAME=URL or GRADEQ_BUS_SUBSCRIPTIONS")
+    for name in sorted(set(topic.subscriptions) - set(endpoints) - set(tables)):
+        log.warning("subscription %s has no endpoint: its messages wait in the database", name)
     bus = Bus(
-        SqliteDatabase(args.db),
-        _endpoints(args),
+        db,
+        endpoints,
+        tables=tables,
         push_token=settings.push_token.get_secret_value(),
         oidc_account=oidc_account,
         concurrency=args.concurrency,

@@ -1,4 +1,5 @@
-"""The bus command line: graceful shutdown on SIGTERM, and the dead-letters listing."""
+"""The bus command line: graceful shutdown on SIGTERM, the BigQuery subscription written
+into the database, and the dead-letters listing."""
 
 from __future__ import annotations
 
@@ -16,8 +17,15 @@ import pytest
 from localcloud.pubsub.cli import main
 from localcloud.pubsub.deliveries import SqliteDeliveryStore
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.config.subscriptions import SubscriptionConfig, TopicConfig
+from shared.config.settings import Settings
+from shared.config.subscriptions import (
+    DEFAULT_SUBSCRIPTIONS_FILE,
+    SubscriptionConfig,
+    TopicConfig,
+    load_subscriptions,
+)
 from tests.contract.harness_events import sample_event
 
 ONE_SHOT = SubscriptionConfig(
@@ -62,7 +70,7 @@ def test_dead_letters_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     [
         (["--subscription", "billing=http://127.0.0.1:1"], "unknown subscription 'billing'"),
         (["--subscription", "notification"], "NAME=URL"),
-        ([], "no endpoints"),
+        (["--subscription", "analytics=http://127.0.0.1:1"], "analytics is a bigquery"),
     ],
 )
 def test_bad_subscriptions_are_refused(
@@ -73,8 +81,25 @@ def test_bad_subscriptions_are_refused(
         main(["--db", str(tmp_path / "bus.sqlite3"), *argv])
 
 
+def test_without_any_subscription_to_deliver_the_bus_refuses_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GRADEQ_BUS_SUBSCRIPTIONS", raising=False)
+    raw = json.loads(DEFAULT_SUBSCRIPTIONS_FILE.read_text())
+    del raw["subscriptions"]["analytics"]  # push subscriptions only, and no URL for them
+    only_push = tmp_path / "subscriptions.json"
+    only_push.write_text(json.dumps(raw))
+    argv = ["--db", str(tmp_path / "bus.sqlite3"), "--subscriptions-file", str(only_push)]
+    with pytest.raises(SystemExit, match="no endpoints"):
+        main(argv)
+
+
 def test_sigterm_stops_the_bus_gracefully(tmp_path: Path) -> None:
     env = {**os.environ, "GRADEQ_DATA_DIR": str(tmp_path), "GRADEQ_PUSH_TOKEN": "t"}
+    # Published before the bus starts: the analytics records get it without any URL.
+    db = SqliteDatabase(Settings(data_dir=tmp_path).database_path)
+    event = sample_event()
+    SqliteEventPublisher(db, load_subscriptions()).publish(event)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -90,9 +115,15 @@ def test_sigterm_stops_the_bus_gracefully(tmp_path: Path) -> None:
     )
     assert process.stdout is not None
     try:
-        started = process.stdout.readline()
-        assert "subscription analytics has no endpoint" in started
-        assert "bus started" in process.stdout.readline()
+        started = json.loads(process.stdout.readline())
+        assert started["message"] == "bus started"
+        assert started["subscriptions"] == ["analytics", "notification"]
+        records = SqliteProcessedEvents(db)
+        deadline = time.monotonic() + 10
+        while not records.records("analytics") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [record] = records.records("analytics")
+        assert record["event_id"] == event.event_id
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
