@@ -6,7 +6,9 @@
 Starts Gradeq's embedded stack (bench.gradeq_stack, the burst's settings of `make bench`)
 from each checkout given (this one by default), warms each up, then submits bursts of
 `--jobs` jobs through the intake, each checkout in turn, and waits until both subscribers
-recorded every event. The CPU (user + system, psutil) each process used over a burst,
+recorded every event (analytics' records come from its own process where the bus pushes to
+it, from the bus where it writes the BigQuery subscription itself: the sum of the roles
+compares the two). The CPU (user + system, psutil) each process used over a burst,
 divided by the jobs, is one sample; the table gives the median of each process and
 checkout with the lowest and highest sample in brackets. The stacks of the checkouts run
 side by side but take bursts one at a time, so CPU figures of one run compare with each

@@ -15,7 +15,8 @@ half way and sent again (localcloud.soak_assignments). Checked at the end:
 
 - every accepted job is final, and no job exists that was not accepted;
 - no result was overwritten (what a client saw final stays as it was);
-- exactly one event id per final job at each subscriber, matching the job's outcome;
+- exactly one event id per final job at each subscriber, matching the job's outcome (on
+  the embedded backend the analytics records are written by the bus itself);
 - no task, bus delivery or dead letter left behind, no final job left unannounced;
 - no job cost more grader calls than its attempt budget;
 - of the classes: 0 answers lost, 0 doubled, one AssignmentGraded each, published.

@@ -118,6 +118,23 @@ def received_by_analytics(stack: LocalStack, job_id: str, timeout_s: float = 20)
     return events
 
 
+def test_analytics_records_each_event_once_where_its_subscription_delivers_it(
+    stack: LocalStack,
+) -> None:
+    """Embedded: the bus writes the BigQuery subscription itself, nothing is pushed to
+    analytics. On the emulators (no BigQuery subscriptions there) analytics gets a push."""
+    job = wait_final(stack, submit(stack, None).headers["Location"])
+    assert job["status"] == "SUCCEEDED"
+    assert len(received_by_analytics(stack, job["id"])) == 1
+    pushed = job_lines(stack, "analytics", job["id"], "push answered")
+    if stack.config.backend == EMBEDDED:
+        assert pushed == []
+        assert len(job_lines(stack, "bus", job["id"], "event recorded")) == 1
+        assert "analytics=" not in " ".join(stack.command("bus"))
+    else:
+        assert 204 in [line["status"] for line in pushed]  # a redelivery may add one
+
+
 def test_same_key_twice_is_one_job_and_no_key_is_400(stack: LocalStack) -> None:
     first = submit(stack, "e2e-same-key", submission_id="same")
     second = submit(stack, "e2e-same-key", submission_id="same")
