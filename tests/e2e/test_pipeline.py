@@ -123,7 +123,9 @@ def test_analytics_records_each_event_once_where_its_subscription_delivers_it(
 ) -> None:
     """Embedded: the bus writes the BigQuery subscription itself, nothing is pushed to
     analytics. On the emulators (no BigQuery subscriptions there) analytics gets a push."""
-    job = wait_final(stack, submit(stack, None).headers["Location"])
+    job = wait_final(
+        stack, submit(stack, f"e2e-analytics-{uuid.uuid4().hex[:6]}").headers["Location"]
+    )
     assert job["status"] == "SUCCEEDED"
     assert len(received_by_analytics(stack, job["id"])) == 1
     pushed = job_lines(stack, "analytics", job["id"], "push answered")
