@@ -340,9 +340,12 @@ def _counting_claims(bus: Bus) -> list[int]:
 
 def test_a_push_that_ends_leaves_its_outcome_for_the_next_turn(db: SqliteDatabase) -> None:
     # With slots still free, an ended push does not cost a turn (a transaction) of its
-    # own: its ack is recorded with the next turn's work, within record_delay_s.
+    # own: its ack is recorded with the next turn's work, within record_delay_s. The
+    # answer takes a moment, so the push ends after the pump's follow-up turn (a turn
+    # that claimed something looks again at once) and only a turn of its own could
+    # record it.
     config = subscription(ack_s=10.0)
-    with RecordingTarget() as target:
+    with RecordingTarget(lambda _request: Reply(204, delay_s=0.3)) as target:
         bus = Bus(
             db,
             {"notification": Endpoint(config, target.url)},
@@ -354,7 +357,7 @@ def test_a_push_that_ends_leaves_its_outcome_for_the_next_turn(db: SqliteDatabas
             claims = _counting_claims(bus)
             publisher(db, config).publish(sample_event())
             target.wait_for(1, timeout=5)
-            time.sleep(0.5)
+            time.sleep(0.8)
             assert sum(claims) == 1
             assert bus.store.pending() == 1  # acknowledged, not yet recorded
         finally:
