@@ -50,7 +50,8 @@ def intake(python: Path, repo: Path, label: str, front: Front, workdir: Path) ->
     """Run `repo`'s intake alone on `front` until the block ends."""
     data = workdir / f"{label}-{front.workers}x{front.threads}"
     command = [
-        str(python.absolute()), "-m", "bench.gradeq_stack", "--data-dir", str(data), "--only", "intake",
+        str(python.absolute()), "-m", "bench.gradeq_stack",
+        "--data-dir", str(data), "--only", "intake",
         "--front-workers", str(front.workers), "--front-threads", str(front.threads),
     ]  # fmt: skip
     launcher = processes.spawn(
@@ -121,9 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps({**row, **run}), flush=True)
                 if run["errors"]:
                     print("warning: some POSTs were not accepted", file=sys.stderr)
-                runs.setdefault((target.front.tag, target.label), []).append(
-                    run["cpu_ms_per_post"]
-                )
+                runs.setdefault((target.front.tag, target.label), []).append(run["cpu_ms_per_post"])
     for (front, label), values in runs.items():
         spread = stats.spread(values)
         assert spread is not None
