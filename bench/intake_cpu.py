@@ -15,6 +15,7 @@ before it under the same load. Prints each run and the medians (min-max) as JSON
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -72,16 +73,37 @@ def intake(python: Path, repo: Path, label: str, front: Front, workdir: Path) ->
         processes.stop(launcher, timeout_s=30)
 
 
+def context_switches(root: psutil.Process) -> int:
+    """Voluntary context switches of every thread of the tree (Linux: /proc/PID/task).
+
+    Each is a thread going to sleep (a lock, a wait, a hand-off to another thread): a
+    figure that shows hand-offs apart from the CPU they cost, and that other load on the
+    machine moves less than CPU time.
+    """
+    total = 0
+    for process in [root, *root.children(recursive=True)]:
+        for task in Path(f"/proc/{process.pid}/task").glob("*/status"):
+            with contextlib.suppress(OSError):
+                for line in task.read_text().splitlines():
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[-1])
+    return total
+
+
 def measure(target: Intake, seconds: float, key: str) -> dict[str, float]:
-    """One wrk run against `target`: answered POSTs and the intake's CPU ms per POST."""
-    before = processes.cpu_seconds(target.master)
+    """One wrk run against `target`: answered POSTs, the intake's CPU ms and context
+    switches per POST."""
+    cpu_before = processes.cpu_seconds(target.master)
+    switches_before = context_switches(target.master)
     run = run_wrk(target.url, target.headers, seconds, CLIENTS, key)
-    after = processes.cpu_seconds(target.master)
+    cpu_after = processes.cpu_seconds(target.master)
+    switches_after = context_switches(target.master)
     return {
         "requests": run["requests"],
         "errors": run["errors"],
         "rps": run["rps"],
-        "cpu_ms_per_post": (after - before) * 1000 / run["requests"],
+        "cpu_ms_per_post": (cpu_after - cpu_before) * 1000 / run["requests"],
+        "switches_per_post": (switches_after - switches_before) / run["requests"],
     }
 
 
@@ -106,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     checkouts = {"this": processes.REPO}
     if args.baseline is not None:
         checkouts["baseline"] = args.baseline.resolve()
-    runs: dict[tuple[str, str], list[float]] = {}
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="intake-cpu-") as tmp, ExitStack() as stack:
         targets = [
             stack.enter_context(intake(args.gradeq_python, repo, label, front, Path(tmp)))
@@ -122,11 +144,13 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps({**row, **run}), flush=True)
                 if run["errors"]:
                     print("warning: some POSTs were not accepted", file=sys.stderr)
-                runs.setdefault((target.front.tag, target.label), []).append(run["cpu_ms_per_post"])
-    for (front, label), values in runs.items():
-        spread = stats.spread(values)
-        assert spread is not None
-        summary = {"front": front, "checkout": label, "cpu_ms_per_post": spread.as_dict()}
+                runs.setdefault((target.front.tag, target.label), []).append(run)
+    for (front, label), measured in runs.items():
+        summary: dict[str, object] = {"front": front, "checkout": label}
+        for figure in ("cpu_ms_per_post", "switches_per_post"):
+            spread = stats.spread(run[figure] for run in measured)
+            assert spread is not None
+            summary[figure] = spread.as_dict()
         print(json.dumps(summary), flush=True)
 
 
