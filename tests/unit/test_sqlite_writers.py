@@ -397,3 +397,54 @@ def test_a_writer_that_gives_up_waiting_leaves_the_turn_and_the_file_free(
     with another_process_writing(patient, 0.0):
         pass
     assert _keys(patient) == ["held", "holder"]
+
+
+class _Signal:
+    """A callback that counts its calls; equal signals compare equal, as bound methods do."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._guard = threading.Lock()
+
+    def send(self) -> None:
+        with self._guard:
+            self.calls += 1
+
+
+def test_a_once_per_commit_callback_runs_once_for_a_whole_group(patient: SqliteDatabase) -> None:
+    signal_ = _Signal()
+    each: list[str] = []
+
+    def write_and_signal(key: str) -> Callable[[sqlite3.Connection], None]:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES (?, 1)", (key,))
+            patient.after_commit(signal_.send, once_per_commit=True)
+            patient.after_commit(lambda: each.append(key))
+
+        return body
+
+    before = patient.commits
+    outcomes = _queued_writers(patient, [write_and_signal(f"k{i}") for i in range(6)])
+    assert outcomes == [None] * 6
+    assert patient.commits - before == 1
+    assert signal_.calls == 1  # once for the commit of all six
+    assert sorted(each) == [f"k{i}" for i in range(6)]  # plain callbacks: once a writer
+    # A later commit signals again.
+    with patient.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('later', 1)")
+        patient.after_commit(signal_.send, once_per_commit=True)
+    assert signal_.calls == 2
+
+
+def test_a_once_per_commit_callback_of_a_failed_writer_does_not_run(
+    patient: SqliteDatabase,
+) -> None:
+    signal_ = _Signal()
+
+    def broken(conn: sqlite3.Connection) -> None:
+        patient.after_commit(signal_.send, once_per_commit=True)
+        raise ValueError("the caller's own failure")
+
+    outcomes = _queued_writers(patient, [_insert("k0"), broken])
+    assert outcomes[0] is None and isinstance(outcomes[1], ValueError)
+    assert signal_.calls == 0

@@ -178,12 +178,15 @@ class _Group:
         self.error: sqlite3.Error | None = None
         #: Writers whose block is done, waiting for the group to be settled.
         self.waiters: list[_Wakeup] = []
+        #: The once-per-commit callbacks one of the group's writers has run already.
+        self.ran: set[Callable[[], None]] = set()
 
 
 class _ThreadState(threading.local):
     depth = 0
     doomed = False
-    after_commit: list[Callable[[], None]]
+    #: Callbacks of the open block, each with whether it runs once per commit.
+    after_commit: list[tuple[Callable[[], None], bool]]
 
     def __init__(self) -> None:
         self.after_commit = []
@@ -243,6 +246,14 @@ class _Committer:
                 self._waiting.popleft().set()
             else:
                 self._busy = False
+
+    def first_to_run(self, group: _Group, callback: Callable[[], None]) -> bool:
+        """Whether no other writer of the settled group has run `callback` yet."""
+        with self._guard:
+            if callback in group.ran:
+                return False
+            group.ran.add(callback)
+            return True
 
     @property
     def waiting(self) -> int:
@@ -422,14 +433,16 @@ class SqliteDatabase:
         """Whether this thread is inside a `transaction()`."""
         return self._committer.local.depth > 0
 
-    def after_commit(self, callback: Callable[[], None]) -> None:
+    def after_commit(self, callback: Callable[[], None], once_per_commit: bool = False) -> None:
         """Run `callback` after the current transaction commits (at once outside one).
 
         Nothing runs when the transaction rolls back. A callback must not raise.
+        `once_per_commit`: when several writers' blocks share one commit, an equal callback
+        (a signal that something was written) runs once for them all, after it.
         """
         state = self._committer.local
         if state.depth:
-            state.after_commit.append(callback)
+            state.after_commit.append((callback, once_per_commit))
         else:
             callback()
 
@@ -494,8 +507,9 @@ class SqliteDatabase:
             state.after_commit.clear()
             raise sqlite3.OperationalError(f"the group commit failed: {group.error}")
         callbacks, state.after_commit = state.after_commit, []
-        for callback in callbacks:
-            callback()
+        for callback, once in callbacks:
+            if not once or committer.first_to_run(group, callback):
+                callback()
 
     def ensure_schema(self, ddl: str) -> None:
         with self.transaction() as conn:
