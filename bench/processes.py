@@ -36,14 +36,15 @@ def spawn(
     env: Mapping[str, str] | None = None,
     stdin: int | None = subprocess.DEVNULL,
     stdout: int | IO[str] | None = None,
+    repo: Path = REPO,
 ) -> subprocess.Popen[str]:
-    """Start `command` from the repository's root, its output appended to `log`."""
+    """Start `command` from a checkout's root (this one's), its output appended to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "localcloud.child", *command],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+            cwd=repo,
+            env={**os.environ, "PYTHONPATH": str(repo), **(env or {})},
             stdin=stdin,
             stdout=stdout if stdout is not None else sink,
             stderr=sink,

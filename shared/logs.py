@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -97,6 +97,32 @@ class _Formatter(JsonFormatter):
         log_data.setdefault("job_id", getattr(record, "job_id", None))
 
 
+class _LineHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that formats a record before it takes the handler's lock.
+
+    Only the write of the finished line is serialised: threads logging at once no
+    longer queue behind each other's JSON encoding, and the lock is held for one write.
+    """
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        if not self.filter(record):
+            return False
+        try:
+            line = self.format(record) + self.terminator
+        except Exception:
+            self.handleError(record)
+            return True
+        lock = self.lock
+        assert lock is not None  # made by Handler.__init__ (createLock)
+        with lock:
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except Exception:
+                self.handleError(record)
+        return True
+
+
 def json_lines(handler: logging.Handler, service: str) -> logging.Handler:
     """Make `handler` write Gradeq's JSON lines for `service`; return it."""
     handler.setFormatter(
@@ -120,7 +146,7 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     logging._srcfile = None
-    handler = json_lines(logging.StreamHandler(sys.stdout), service)
+    handler = json_lines(_LineHandler(sys.stdout), service)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

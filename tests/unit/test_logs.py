@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,3 +182,50 @@ def test_an_error_raised_inside_a_job_context_is_logged_with_its_job_id(
     assert failed["message"] == "request failed: Firestore contention on job-7"
     assert failed["job_id"] == "job-7"
     assert unhandled["message"] == "unhandled error" and unhandled["job_id"] == "job-8"
+
+
+def test_a_line_is_formatted_before_the_handler_lock_is_taken(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("intake")
+    [handler] = logging.getLogger().handlers
+    assert handler.lock is not None
+    formatted = threading.Event()
+    encode = handler.format
+
+    def format_and_tell(record: logging.LogRecord) -> str:
+        line = encode(record)
+        formatted.set()
+        return line
+
+    handler.format = format_and_tell  # type: ignore[method-assign]
+    with handler.lock:  # as while another thread writes its line
+        writer = threading.Thread(target=log.info, args=("logged meanwhile",))
+        writer.start()
+        # The other thread encodes its line without waiting for the lock.
+        assert formatted.wait(timeout=10)
+    writer.join(timeout=10)
+    [line] = lines(capsys)
+    assert line["message"] == "logged meanwhile" and line["service"] == "intake"
+
+
+def test_lines_logged_by_many_threads_at_once_stay_whole(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("intake")
+
+    def burst(n: int) -> None:
+        with job_context(f"job-{n}"):
+            for i in range(200):
+                log.info("line %d", i)
+
+    threads = [threading.Thread(target=burst, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    logged = lines(capsys)  # every line parses as one JSON object
+    assert len(logged) == 8 * 200
+    for n in range(8):
+        mine = [line["message"] for line in logged if line["job_id"] == f"job-{n}"]
+        assert mine == [f"line {i}" for i in range(200)]

@@ -397,3 +397,82 @@ def test_a_writer_that_gives_up_waiting_leaves_the_turn_and_the_file_free(
     with another_process_writing(patient, 0.0):
         pass
     assert _keys(patient) == ["held", "holder"]
+
+
+class _Signal:
+    """A callback that counts its calls; equal signals compare equal, as bound methods do."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._guard = threading.Lock()
+
+    def send(self) -> None:
+        with self._guard:
+            self.calls += 1
+
+
+def test_a_once_per_commit_callback_runs_once_for_a_whole_group(patient: SqliteDatabase) -> None:
+    signal_ = _Signal()
+    each: list[str] = []
+
+    def write_and_signal(key: str) -> Callable[[sqlite3.Connection], None]:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES (?, 1)", (key,))
+            patient.after_commit(signal_.send, once_per_commit=True)
+            patient.after_commit(lambda: each.append(key))
+
+        return body
+
+    before = patient.commits
+    outcomes = _queued_writers(patient, [write_and_signal(f"k{i}") for i in range(6)])
+    assert outcomes == [None] * 6
+    assert patient.commits - before == 1
+    assert signal_.calls == 1  # once for the commit of all six
+    assert sorted(each) == [f"k{i}" for i in range(6)]  # plain callbacks: once a writer
+    # A later commit signals again.
+    with patient.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES ('later', 1)")
+        patient.after_commit(signal_.send, once_per_commit=True)
+    assert signal_.calls == 2
+
+
+def test_a_once_per_commit_callback_of_a_failed_writer_does_not_run(
+    patient: SqliteDatabase,
+) -> None:
+    signal_ = _Signal()
+
+    def broken(conn: sqlite3.Connection) -> None:
+        patient.after_commit(signal_.send, once_per_commit=True)
+        raise ValueError("the caller's own failure")
+
+    outcomes = _queued_writers(patient, [_insert("k0"), broken])
+    assert outcomes[0] is None and isinstance(outcomes[1], ValueError)
+    assert signal_.calls == 0
+
+
+def test_a_queued_writer_is_handed_its_turn_and_its_commit_with_few_lock_operations(
+    patient: SqliteDatabase,
+) -> None:
+    """Each lock operation a waiting writer makes can put a thread to sleep or wake one (a
+    futex call and a GIL hand-off under load): a hand-off is one release, and a woken
+    writer goes on without retaking an event's or the committer's lock."""
+    lock_types = {type(threading.Lock()), type(threading.RLock())}
+    operations = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal operations
+        if event == "c_call" and type(getattr(arg, "__self__", None)) in lock_types:
+            operations += 1
+
+    writers = 9
+    before = patient.commits
+    threading.setprofile(count)
+    try:
+        outcomes = _queued_writers(patient, [_insert(f"k{i}") for i in range(writers)])
+    finally:
+        threading.setprofile(None)
+    assert outcomes == [None] * writers
+    assert patient.commits - before == 1
+    # With threading.Event turns and a Condition on the committer's guard: about 22 a writer
+    # (the test's own start and release of the threads included).
+    assert operations / writers < 14

@@ -115,6 +115,20 @@ SELECT 'all', COUNT(*) FROM jobs WHERE status NOT IN (SELECT value FROM json_eac
 """
 
 
+# What admitting a job reads: the record under its id (if the key was used) and the
+# client's and everyone's counters of jobs not yet final.
+_ADMIT_READ = """
+SELECT (SELECT record FROM jobs WHERE id = :id) AS record,
+       (SELECT active FROM job_counters WHERE scope = :client) AS client,
+       (SELECT active FROM job_counters WHERE scope = :all) AS total
+"""
+# Moves the client's counter and everyone's by the same delta, never below 0.
+_MOVE_COUNTERS = (
+    "INSERT INTO job_counters (scope, active) VALUES (?1, MAX(0, ?3)), (?2, MAX(0, ?3))"
+    " ON CONFLICT (scope) DO UPDATE SET active = MAX(0, active + ?3)"
+)
+
+
 # Newest first; an absent filter is NULL. Served by the jobs_client_created index.
 _LIST = """
 SELECT record FROM jobs
@@ -210,9 +224,13 @@ class SqliteJobStore:
     def admit(self, job: Job, limits: AdmissionLimits | None = None) -> Admission:
         # BEGIN IMMEDIATE: the counts checked are the counts the job is added to.
         with unavailable_on_error("create job"), self._db.transaction() as conn:
-            counts = self._counts(conn, job.client_id)
-            row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job.id,)).fetchone()
-            if row is not None:
+            # The job's record and both counters in one statement.
+            row = conn.execute(
+                _ADMIT_READ,
+                {"id": job.id, "client": _client_scope(job.client_id), "all": ALL_SCOPE},
+            ).fetchone()
+            counts = ActiveCounts(row["client"] or 0, row["total"] or 0)
+            if row["record"] is not None:
                 return Admission(self._recent.decode(job.id, row["record"]), False, counts.client)
             if limits is not None:
                 limits.check(counts)
@@ -257,12 +275,7 @@ class SqliteJobStore:
 
     @staticmethod
     def _count(conn: sqlite3.Connection, client_id: str, delta: int) -> None:
-        for scope in (_client_scope(client_id), ALL_SCOPE):
-            conn.execute(
-                "INSERT INTO job_counters (scope, active) VALUES (?, MAX(0, ?))"
-                " ON CONFLICT (scope) DO UPDATE SET active = MAX(0, active + ?)",
-                (scope, delta, delta),
-            )
+        conn.execute(_MOVE_COUNTERS, (_client_scope(client_id), ALL_SCOPE, delta))
 
     def get(self, job_id: str) -> Job | None:
         with unavailable_on_error("read job"):

@@ -144,6 +144,30 @@ class _FileLock:
             os.close(fd)
 
 
+class _Wakeup:
+    """One waiting thread's signal: a lock taken when made, released to wake the waiter.
+
+    A woken waiter returns at once, where a threading.Event's waiter must also retake the
+    event's own lock from its setter: one futex wake a hand-off instead of a pile-up.
+    """
+
+    __slots__ = ("_lock", "is_set")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self.is_set = False
+
+    def set(self) -> None:
+        """Wake the waiter (once; under the committer's guard where `is_set` is read)."""
+        self.is_set = True
+        self._lock.release()
+
+    def wait(self, timeout_s: float = -1) -> bool:
+        """Whether the signal came within `timeout_s` (-1: however long it takes)."""
+        return self._lock.acquire(timeout=timeout_s)
+
+
 class _Group:
     """The writers of one SQLite transaction; `settled` once it committed or failed."""
 
@@ -152,12 +176,17 @@ class _Group:
         self.members = 1
         self.settled = False
         self.error: sqlite3.Error | None = None
+        #: Writers whose block is done, waiting for the group to be settled.
+        self.waiters: list[_Wakeup] = []
+        #: The once-per-commit callbacks one of the group's writers has run already.
+        self.ran: set[Callable[[], None]] = set()
 
 
 class _ThreadState(threading.local):
     depth = 0
     doomed = False
-    after_commit: list[Callable[[], None]]
+    #: Callbacks of the open block, each with whether it runs once per commit.
+    after_commit: list[tuple[Callable[[], None], bool]]
 
     def __init__(self) -> None:
         self.after_commit = []
@@ -167,7 +196,7 @@ class _Committer:
     """The write connection of one database file in this process, and its writers' queue.
 
     One writer at a time runs its block (`_busy`); the others wait in arrival order, each
-    on its own event, and are handed the turn directly, so none starves.
+    on its own wake-up, and are handed the turn directly, so none starves.
     """
 
     def __init__(self, path: Path, busy_timeout_s: float) -> None:
@@ -176,10 +205,8 @@ class _Committer:
         self.local = _ThreadState()
         self.commits = 0
         self._guard = threading.Lock()
-        # Writers whose block is done wait here for their group to be settled.
-        self._settled = threading.Condition(self._guard)
         self._busy = False
-        self._waiting: deque[threading.Event] = deque()
+        self._waiting: deque[_Wakeup] = deque()
         self._group: _Group | None = None
         self._conn = sqlite3.connect(
             path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -203,12 +230,12 @@ class _Committer:
             if not self._busy and not self._waiting:
                 self._busy = True
                 return
-            mine = threading.Event()
+            mine = _Wakeup()
             self._waiting.append(mine)
         if mine.wait(max(0.0, deadline - time.monotonic())):
             return
         with self._guard:
-            if mine.is_set():  # handed the turn just as the wait ran out
+            if mine.is_set:  # handed the turn just as the wait ran out
                 return
             self._waiting.remove(mine)
         raise sqlite3.OperationalError("database is locked (writers of this process)")
@@ -219,6 +246,14 @@ class _Committer:
                 self._waiting.popleft().set()
             else:
                 self._busy = False
+
+    def first_to_run(self, group: _Group, callback: Callable[[], None]) -> bool:
+        """Whether no other writer of the settled group has run `callback` yet."""
+        with self._guard:
+            if callback in group.ran:
+                return False
+            group.ran.add(callback)
+            return True
 
     @property
     def waiting(self) -> int:
@@ -259,9 +294,12 @@ class _Committer:
 
     def await_settled(self, group: _Group) -> None:
         """Wait until the group's transaction is committed or has failed."""
-        with self._settled:
-            while not group.settled:
-                self._settled.wait()
+        with self._guard:
+            if group.settled:
+                return
+            mine = _Wakeup()
+            group.waiters.append(mine)
+        mine.wait()
 
     def leave(self, group: _Group, group_max: int, window_s: float) -> None:
         """With the turn held and the block closed: commit the group or pass the turn."""
@@ -292,11 +330,12 @@ class _Committer:
     def _settle(self, group: _Group, error: sqlite3.Error | None) -> None:
         self.file_lock.release()
         self._group = None
-        with self._settled:
+        with self._guard:
             group.error = error
             group.settled = True
-            if group.members > 1:
-                self._settled.notify_all()
+            waiters, group.waiters = group.waiters, []
+        for waiter in waiters:  # outside the guard, which the woken never need again
+            waiter.set()
 
 
 def _close(conn: sqlite3.Connection, file_lock: _FileLock, pid: int) -> None:
@@ -394,14 +433,16 @@ class SqliteDatabase:
         """Whether this thread is inside a `transaction()`."""
         return self._committer.local.depth > 0
 
-    def after_commit(self, callback: Callable[[], None]) -> None:
+    def after_commit(self, callback: Callable[[], None], once_per_commit: bool = False) -> None:
         """Run `callback` after the current transaction commits (at once outside one).
 
         Nothing runs when the transaction rolls back. A callback must not raise.
+        `once_per_commit`: when several writers' blocks share one commit, an equal callback
+        (a signal that something was written) runs once for them all, after it.
         """
         state = self._committer.local
         if state.depth:
-            state.after_commit.append(callback)
+            state.after_commit.append((callback, once_per_commit))
         else:
             callback()
 
@@ -466,8 +507,9 @@ class SqliteDatabase:
             state.after_commit.clear()
             raise sqlite3.OperationalError(f"the group commit failed: {group.error}")
         callbacks, state.after_commit = state.after_commit, []
-        for callback in callbacks:
-            callback()
+        for callback, once in callbacks:
+            if not once or committer.first_to_run(group, callback):
+                callback()
 
     def ensure_schema(self, ddl: str) -> None:
         with self.transaction() as conn:

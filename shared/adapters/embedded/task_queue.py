@@ -72,7 +72,8 @@ class SqliteTaskQueue:
         reservation = self.name_reservation.total_seconds()
         created = TaskTable.insert(conn, self.new_task(task), time.time(), reservation)
         if created:
-            self.table.db.after_commit(self._wake.notify)
+            # One signal a commit: the dispatcher reads every task the commit holds.
+            self.table.db.after_commit(self._wake.notify, once_per_commit=True)
         return created
 
     def enqueue(self, task: TaskSpec) -> bool:

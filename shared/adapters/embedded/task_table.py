@@ -124,6 +124,13 @@ class TaskRow:
 _P = TaskState.PENDING
 
 
+_INSERT_NEW = (
+    "INSERT INTO tasks (queue, name, url, http_method, headers, body, schedule_time,"
+    " created_at, dispatch_deadline_s, oidc_service_account, oidc_audience, state)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (queue, name) DO NOTHING"
+)
+
+
 def _fence(row: TaskRow, owner: str) -> tuple[str, str, str, int, str]:
     # Only the attempt holding the lease may record an outcome: a later claim (after the
     # lease expired or was released) changed the owner or bumped dispatch_count.
@@ -140,33 +147,33 @@ class TaskTable:
     @staticmethod
     def insert(conn: sqlite3.Connection, task: NewTask, now: float, reservation_s: float) -> bool:
         """Insert within the caller's transaction; False if the name is taken or reserved."""
+        row = (
+            task.queue,
+            task.name,
+            task.url,
+            task.http_method,
+            json.dumps(task.headers),
+            task.body,
+            task.schedule_time,
+            now,
+            task.dispatch_deadline_s,
+            task.oidc_service_account,
+            task.oidc_audience,
+            TaskState.PENDING,
+        )
+        # A new name (the usual case) takes this one statement; a name already in the
+        # table is looked at only then.
+        if conn.execute(_INSERT_NEW, row).rowcount:
+            return True
         old = conn.execute(
             "SELECT state, deleted_at FROM tasks WHERE queue = ? AND name = ?",
             (task.queue, task.name),
         ).fetchone()
-        if old is not None:
-            if old["state"] == TaskState.PENDING or old["deleted_at"] > now - reservation_s:
-                return False
-            conn.execute("DELETE FROM tasks WHERE queue = ? AND name = ?", (task.queue, task.name))
-        conn.execute(
-            "INSERT INTO tasks (queue, name, url, http_method, headers, body, schedule_time,"
-            " created_at, dispatch_deadline_s, oidc_service_account, oidc_audience, state)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                task.queue,
-                task.name,
-                task.url,
-                task.http_method,
-                json.dumps(task.headers),
-                task.body,
-                task.schedule_time,
-                now,
-                task.dispatch_deadline_s,
-                task.oidc_service_account,
-                task.oidc_audience,
-                TaskState.PENDING,
-            ),
-        )
+        if old["state"] == TaskState.PENDING or old["deleted_at"] > now - reservation_s:
+            return False
+        # A tombstone past its reservation: the name may be used again.
+        conn.execute("DELETE FROM tasks WHERE queue = ? AND name = ?", (task.queue, task.name))
+        conn.execute(_INSERT_NEW, row)
         return True
 
     def create(self, task: NewTask, reservation_s: float) -> bool:
