@@ -2,7 +2,7 @@
 
 Mirrors terraform/pubsub.tf for local runs: the events topic, a dead-letter topic with a
 pull subscription (so parked events are kept), and one push subscription per subscriber
-with its ack deadline, retry policy and dead-letter budget. Safe to run twice.
+with its filter, ack deadline, retry policy and dead-letter budget. Safe to run twice.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def create_pubsub_topology(
             topic=topic_path,
             push_config={"push_endpoint": push_endpoints[name]},
             ack_deadline_seconds=int(config.ack_deadline.total_seconds()),
+            filter=config.filter.expression if config.filter is not None else "",
             retry_policy={
                 "minimum_backoff": config.minimum_backoff,
                 "maximum_backoff": config.maximum_backoff,

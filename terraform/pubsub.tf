@@ -27,6 +27,9 @@ resource "google_pubsub_subscription" "notification" {
   topic                = google_pubsub_topic.events.id
   ack_deadline_seconds = local.notification_subscription.ack_deadline_seconds
   labels               = var.labels
+  # Only the events with work for the notifier (a callback URL); Pub/Sub acknowledges the
+  # rest for this subscription. Immutable: changing it replaces the subscription.
+  filter = lookup(local.notification_subscription, "filter", "")
 
   push_config {
     push_endpoint = "${local.service_urls.notification}${local.notification_subscription.push_path}"

@@ -9,6 +9,9 @@ or a connection error is redelivered after an exponential backoff between the re
 policy's minimum and maximum, shortened by a random jitter of up to `jitter` (20%) so
 messages that failed together do not all come back together, never below the minimum.
 After `max_delivery_attempts` failed pushes the message is moved to the dead letters.
+A subscription's filter is applied when the message is published (the publisher stores
+no delivery for a subscription that does not admit it); one stored before is acknowledged
+by the bus without a push.
 
 The pump thread claims due deliveries and records the outcomes of finished pushes in one
 transaction per turn; a pool of push threads sends them over kept-alive connections. The
@@ -240,6 +243,12 @@ class Bus:
         for letter in dead:
             _log_dead_letter(letter)
         for delivery in deliveries:
+            if not self._configs[delivery.subscription].admits(delivery.attributes):
+                # Stored before the subscription had its filter: acknowledged, as Pub/Sub
+                # does for a message its filter does not admit, and never pushed.
+                self._outcomes.append(_Outcome(delivery, True, None, None))
+                log.debug("filtered out", extra=_facts(delivery, None))
+                continue
             future = self._pool.submit(self._deliver, delivery)
             with self._lock:
                 self._inflight.add(future)

@@ -9,6 +9,7 @@ mapping, so the SDK's HTTP binding does the work.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -42,7 +43,9 @@ EVENT_SOURCE: Final = "//gradeq/worker"
 DATA_CONTENT_TYPE: Final = "application/json"
 
 #: Plain (non-CloudEvents) attributes, so subscriptions can filter without decoding data.
-FILTER_ATTRIBUTES: Final = ("outcome", "client_id")
+FILTER_ATTRIBUTES: Final = ("outcome", "client_id", "has_callback")
+#: Values of `has_callback`: whether the event's job names a callback URL.
+_HAS_CALLBACK: Final = {True: "true", False: "false"}
 
 _FORMAT = JSONFormat()
 STRUCTURED_CONTENT_TYPE: Final = _FORMAT.get_content_type()
@@ -173,6 +176,8 @@ def to_pubsub(
     attributes = dict(message.headers)
     attributes["outcome"] = event.outcome.value
     attributes["client_id"] = event.client_id
+    if event.has_callback is not None:
+        attributes["has_callback"] = _HAS_CALLBACK[event.has_callback]
     return message.body, attributes
 
 
@@ -183,6 +188,7 @@ def from_pubsub(data: bytes, attributes: Mapping[str, str]) -> GradingCompleted:
     headers = {name.lower(): value for name, value in attributes.items()}
     content_type = headers.pop("ce-datacontenttype", None)
     headers.setdefault("content-type", content_type or DATA_CONTENT_TYPE)
+    has_callback = headers.get("has_callback")
     for name in FILTER_ATTRIBUTES:
         headers.pop(name, None)
     # The SDK would invent a missing id or time; a message without them is not ours.
@@ -193,7 +199,10 @@ def from_pubsub(data: bytes, attributes: Mapping[str, str]) -> GradingCompleted:
         cloudevent = from_binary(HTTPMessage(headers=headers, body=data), _FORMAT, CloudEvent)
     except (BaseCloudEventException, ValueError, TypeError) as exc:
         raise InvalidEvent(f"invalid CloudEvents attributes: {exc}") from exc
-    return from_cloudevent(cloudevent)
+    event = from_cloudevent(cloudevent)
+    if has_callback in ("true", "false"):
+        event = replace(event, has_callback=has_callback == "true")
+    return event
 
 
 def to_structured_json(event: GradingCompleted) -> bytes:

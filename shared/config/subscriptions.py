@@ -5,18 +5,22 @@ ack deadline, retry policy and dead-letter budget, and terraform builds the Pub/
 subscriptions from it, so local runs and Google Cloud cannot drift apart. Each names its
 `kind`: `push` (Pub/Sub POSTs every message to a subscriber service) or `bigquery`
 (Pub/Sub writes every message into a table itself; the embedded bus writes it into the
-local records).
+local records). An optional `filter` (Pub/Sub filter syntax, on message attributes)
+admits only the messages the subscription acts on; the others are acknowledged for it
+and never delivered (shared.config.subscription_filter).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 
 from shared.config.queues import parse_duration
+from shared.config.subscription_filter import SubscriptionFilter
 
 DEFAULT_SUBSCRIPTIONS_FILE = Path(__file__).parent / "subscriptions.json"
 
@@ -39,6 +43,11 @@ class SubscriptionConfig:
     maximum_backoff: timedelta
     max_delivery_attempts: int
     kind: SubscriptionKind = SubscriptionKind.PUSH
+    filter: SubscriptionFilter | None = None
+
+    def admits(self, attributes: Mapping[str, str]) -> bool:
+        """Whether the subscription's filter (if any) lets a message with these through."""
+        return self.filter is None or self.filter.admits(attributes)
 
     def backoff(self, failed_attempts: int) -> timedelta:
         """Delay before the next delivery after `failed_attempts` failures (no jitter).
@@ -66,6 +75,7 @@ def load_subscriptions(path: Path | str = DEFAULT_SUBSCRIPTIONS_FILE) -> TopicCo
     subscriptions = {}
     for name, sub in raw["subscriptions"].items():
         policy = sub["retry_policy"]
+        expression = sub.get("filter")
         subscriptions[name] = SubscriptionConfig(
             name=name,
             push_path=sub["push_path"],
@@ -74,6 +84,7 @@ def load_subscriptions(path: Path | str = DEFAULT_SUBSCRIPTIONS_FILE) -> TopicCo
             maximum_backoff=parse_duration(policy["maximum_backoff"]),
             max_delivery_attempts=int(sub["max_delivery_attempts"]),
             kind=SubscriptionKind(sub["kind"]),
+            filter=SubscriptionFilter.parse(expression) if expression else None,
         )
     return TopicConfig(topic=raw["topic"], subscriptions=subscriptions)
 

@@ -53,6 +53,10 @@ class GradingCompleted:
     usage: dict[str, int] | None = None
     # The lane the job went through; None for jobs of the default queue made before lanes.
     lane: str | None = None
+    # Whether the job names a callback URL (never the URL itself): published as a plain
+    # attribute so the notification subscription's filter skips events it has no work for.
+    # Not part of the data. None when not known (an event decoded without the attribute).
+    has_callback: bool | None = None
 
     @classmethod
     def from_job(cls, job: Job) -> GradingCompleted:
@@ -76,6 +80,7 @@ class GradingCompleted:
             model=(job.result.model or None) if job.result else None,
             usage=(dict(job.result.usage) or None) if job.result else None,
             lane=job.lane,
+            has_callback=bool(job.request.callback_url),
         )
 
     def data(self) -> dict[str, Any]:

@@ -11,6 +11,11 @@ run "production_defaults" {
   command = plan
 
   assert {
+    condition     = google_pubsub_subscription.notification.filter == jsondecode(file("${path.module}/../shared/config/subscriptions.json")).subscriptions.notification.filter
+    error_message = "The notification subscription's filter must be the one in shared/config/subscriptions.json."
+  }
+
+  assert {
     condition     = alltrue([for s in [google_pubsub_subscription.notification, google_pubsub_subscription.analytics, google_pubsub_subscription.dead_letter] : s.expiration_policy[0].ttl == ""])
     error_message = "Every subscription must never expire (expiration_policy.ttl = \"\"); the default deletes it after 31 idle days."
   }

@@ -154,9 +154,45 @@ def test_topology_from_subscriptions_json_is_created_idempotently(
     assert notification.dead_letter_policy.dead_letter_topic == names["dead_letter_topic"]
     assert notification.dead_letter_policy.max_delivery_attempts == 10
     assert notification.retry_policy.minimum_backoff == timedelta(seconds=10)
+    notification_filter = config.subscriptions["notification"].filter
+    assert notification_filter is not None
+    assert notification.filter == notification_filter.expression
     PubSubEventPublisher(pubsub_clients.publisher, names["topic"], 10.0).publish(completed())
     paths = sorted(r.path for r in http_receiver.wait_for(2, timeout=20))
+    # The emulator pushes the filtered-out event too (see the test below).
     assert paths == ["/analytics/pubsub/push", "/notification/pubsub/push"]
+
+
+def test_the_emulator_keeps_a_filter_but_delivers_what_it_does_not_admit(
+    pubsub_clients: PubSubClients,
+) -> None:
+    """Pins the emulator's limit: Pub/Sub would deliver only b"admitted" here.
+
+    So on the google-emulators backend notification still receives events without a
+    callback URL and records them as before (docs/local.md); the embedded bus and
+    Pub/Sub do not deliver them.
+    """
+    from shared.config.subscriptions import load_subscriptions
+
+    expression = load_subscriptions().subscriptions["notification"].filter
+    assert expression is not None
+    topic = create_topic(pubsub_clients, "filter-probe")
+    path = pubsub_clients.subscriber.subscription_path(PROJECT, "filter-probe-notification")
+    pubsub_clients.subscriber.create_subscription(
+        request={"name": path, "topic": topic, "filter": expression.expression}
+    )
+    assert pubsub_clients.subscriber.get_subscription(subscription=path).filter == (
+        expression.expression
+    )
+    pubsub_clients.publisher.publish(topic, b"refused", has_callback="false").result(timeout=10)
+    pubsub_clients.publisher.publish(topic, b"admitted", has_callback="true").result(timeout=10)
+    received: list[bytes] = []
+    for _ in range(10):
+        if len(received) >= 2:
+            break
+        reply = pubsub_clients.subscriber.pull(subscription=path, max_messages=10, timeout=5)
+        received += [m.message.data for m in reply.received_messages]
+    assert sorted(received) == [b"admitted", b"refused"]
 
 
 class _StuckFuture:

@@ -88,6 +88,7 @@ def test_pubsub_attributes_follow_the_binary_binding() -> None:
         "ce-dataschema": schema()["$id"],
         "content-type": "application/json",
         "outcome": "failed",
+        "has_callback": "true",
         "client_id": "client-a",
     }
     assert schema_id() == "https://gradeq.dev/schemas/grading_completed.v1.json"

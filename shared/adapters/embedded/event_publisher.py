@@ -1,10 +1,12 @@
 """The embedded Pub/Sub: an outbox of messages and per-subscription deliveries in SQLite.
 
 `SqliteEventPublisher.publish` stores the message and one delivery row per subscription
-of the topic in one transaction, as Pub/Sub fans a message out to the subscriptions that
-exist when it is published. The bus process (`localcloud.pubsub`) leases due deliveries with
-`localcloud.pubsub.deliveries`, pushes them and records the outcome. A lease outlives the ack
-deadline, so deliveries of a bus that died mid-push are delivered again after it.
+of the topic whose filter admits it, in one transaction, as Pub/Sub fans a message out to
+the subscriptions that exist when it is published and acknowledges at once, for a
+subscription, a message its filter does not admit. The bus process (`localcloud.pubsub`)
+leases due deliveries with `localcloud.pubsub.deliveries`, pushes them and records the
+outcome. A lease outlives the ack deadline, so deliveries of a bus that died mid-push are
+delivered again after it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ class SqliteEventPublisher:
         # subscribers dedupe on the CloudEvents id, never on the message id.
         message_id = str(uuid.uuid4().int >> 64)
         now = datetime.now(UTC)
+        admitted = [
+            name for name, config in self._topic.subscriptions.items() if config.admits(attributes)
+        ]
+        if not admitted:
+            return message_id  # acknowledged by every subscription: nothing to store
         with unavailable_on_error("publish"), self._db.transaction() as conn:
             conn.execute(
                 "INSERT INTO bus_messages (message_id, topic, data, attributes, publish_time)"
@@ -46,7 +53,7 @@ class SqliteEventPublisher:
             conn.executemany(
                 "INSERT INTO bus_deliveries (message_id, subscription, next_attempt_at)"
                 " VALUES (?, ?, ?)",
-                [(message_id, name, now.timestamp()) for name in self._topic.subscriptions],
+                [(message_id, name, now.timestamp()) for name in admitted],
             )
             self._db.after_commit(self._wake.notify)
         return message_id
