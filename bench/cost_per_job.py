@@ -8,10 +8,14 @@ WorkerService.handle per delivery, on the Google adapters against the official F
 and Pub/Sub emulators and the local Cloud Tasks API server. The adapters count their own
 calls (`adapter.meter`); this script plays Cloud Tasks' push (counting each delivery
 attempt it makes) and pulls what each subscription of `shared/config/subscriptions.json`
-receives: a push subscription's event is handled by the `notification` service's
-`Notifier` on its own Firestore stores (its dedup check and record, its read of the job),
-a BigQuery subscription's is only counted (terraform/pubsub.tf: Pub/Sub writes it into
-the table itself). Prices: docs/cost.md.
+receives, applying the subscription's filter as Pub/Sub does (the emulator keeps a filter
+but does not apply it): a message the filter does not admit is acknowledged and only
+counted (Pub/Sub bills its delivery, but pushes nothing); a push subscription's event is
+handled by the `notification` service's `Notifier` on its own Firestore stores (its dedup
+check and record, its read of the job, and for a job with a callback URL the client's
+webhook secrets and a signed webhook to an HTTPS receiver on loopback); a BigQuery
+subscription's is only counted (terraform/pubsub.tf: Pub/Sub writes it into the table
+itself). Prices: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import os
 import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -77,13 +82,15 @@ class JobCost:
     bigquery_writes: int
     pubsub_message_bytes: int
     subscriber_writes: int
+    #: Messages a subscription's filter acknowledged at once: billed as deliveries, no push.
+    pubsub_filtered: int = 0
 
     def dollars_per_million(self) -> dict[str, float]:
         million = 1_000_000
         # Billed as at least 1000 bytes a request; for BigQuery subscriptions an upper bound.
         billed = max(PUBSUB_MIN_REQUEST_BYTES, self.pubsub_message_bytes)
         pubsub_dollars = billed * (
-            (self.pubsub_publishes + self.pubsub_deliveries) * PUBSUB_BYTE
+            (self.pubsub_publishes + self.pubsub_deliveries + self.pubsub_filtered) * PUBSUB_BYTE
             + self.bigquery_writes * BIGQUERY_SUBSCRIPTION_BYTE
         )
         return {
@@ -99,7 +106,8 @@ class JobCost:
 
 
 def run() -> list[JobCost]:
-    """Drive a successful job, a once-retried one, and a job whose API key is remembered."""
+    """Drive a successful job, a once-retried one, a job whose API key is remembered, and
+    a job with a webhook."""
     reason = emulators.missing_reason()
     if reason:
         raise SystemExit(f"cannot measure: {reason}")
@@ -118,6 +126,7 @@ def run() -> list[JobCost]:
 def _measure(tmp: Path) -> list[JobCost]:
     from google.cloud import firestore, pubsub_v1
 
+    from localcloud.tls_receiver import make_private_ca, tls_receiver
     from services.notification.client_secrets import ClientSecrets
     from services.notification.notifier import Notifier
     from services.notification.sealing import Sealer
@@ -140,6 +149,9 @@ def _measure(tmp: Path) -> list[JobCost]:
     dispatcher.start()
     db = firestore.Client(project=PROJECT)
     publisher_api, subscriber = publisher_client(), pubsub_v1.SubscriberClient()
+    ca = make_private_ca(tmp)
+    receiver = ExitStack()
+    webhook_url, webhooks = receiver.enter_context(tls_receiver(ca))
     try:
         topic = publisher_api.create_topic(
             name=publisher_api.topic_path(PROJECT, topic_config.topic)
@@ -169,15 +181,22 @@ def _measure(tmp: Path) -> list[JobCost]:
         keys = FirestoreApiKeyStore(db, settings.api_keys_collection, found=found_keys)
         processed = FirestoreProcessedEvents(db)
         # The notification service, as services/notification/app.py builds it: its own job
-        # store (it reads the job's callback URL) and webhook secrets. The job below names
-        # no callback URL, so no secret is read and no webhook sent.
+        # store (it reads the job's callback URL) and webhook secrets. Its filter admits only
+        # the job with a callback URL, whose webhook goes to the receiver on loopback.
         notification_jobs = job_store()
-        sealer = Sealer.from_setting(base64.b64encode(os.urandom(32)).decode())  # unused here
+        sealer = Sealer.from_setting(base64.b64encode(os.urandom(32)).decode())
+        secret_store = FirestoreWebhookSecretStore(db)
+        client_secrets = ClientSecrets(secret_store, sealer, SystemClock())
+        client_secrets.create("client-a")
         notifier = Notifier(
             processed,
             notification_jobs,
-            ClientSecrets(FirestoreWebhookSecretStore(db), sealer, SystemClock()),
-            WebhookSender(settings.webhook_timeout_s, CallbackGuard()),
+            client_secrets,
+            WebhookSender(
+                settings.webhook_timeout_s,
+                CallbackGuard(allow_loopback=True),
+                extra_ca_bundle=ca.bundle,
+            ),
         )
         queue = CloudTasksQueue(
             cloud_tasks_client(f"127.0.0.1:{dispatcher.grpc_port}"),
@@ -210,10 +229,15 @@ def _measure(tmp: Path) -> list[JobCost]:
             processed.meter,
             keys.meter,
             notification_jobs.meter,
+            secret_store.meter,
         )
 
         def one_job(
-            label: str, key: str, simulate: dict[str, object], key_remembered: bool = False
+            label: str,
+            key: str,
+            simulate: dict[str, object],
+            key_remembered: bool = False,
+            callback_url: str | None = None,
         ) -> JobCost:
             if not key_remembered:
                 found_keys.clear()  # a client's first job, or past the key's memory
@@ -224,6 +248,7 @@ def _measure(tmp: Path) -> list[JobCost]:
                 answer="Plants turn light into chemical energy with chlorophyll.",
                 rubric=("mentions light", "mentions chlorophyll"),
                 metadata={"simulate": simulate} if simulate else {},
+                callback_url=callback_url,
             )
             client_id = authenticator.client_for(api_key)  # each request's key lookup
             job = intake.submit(client_id, key, request).job
@@ -235,7 +260,7 @@ def _measure(tmp: Path) -> list[JobCost]:
                 )
                 deliveries += 1
                 verdict = outcome.verdict
-            received, pushes, bigquery_writes = [], 0, 0
+            received, pushes, bigquery_writes, filtered = [], 0, 0, 0
             for path in subscriptions:  # each subscription receives the event once
                 response = subscriber.pull(subscription=path, max_messages=10, timeout=10)
                 subscriber.acknowledge(
@@ -244,13 +269,16 @@ def _measure(tmp: Path) -> list[JobCost]:
                 name = path.rsplit("/", 1)[1]
                 for m in response.received_messages:
                     received.append(m.message)
+                    if not topic_config.subscriptions[name].admits(dict(m.message.attributes)):
+                        filtered += 1  # Pub/Sub acknowledges it for the subscription
+                        continue
                     if name in BIGQUERY_SUBSCRIPTIONS:
                         bigquery_writes += 1
                         continue
                     pushes += 1
                     assert name == "notification", f"no subscriber here for {name}"
                     notifier.handle(from_pubsub(m.message.data, dict(m.message.attributes)))
-            intake_fs, worker_fs, tq, ps, pe, ak, nj = (m.snapshot() for m in meters)
+            intake_fs, worker_fs, tq, ps, pe, ak, nj, ws = (m.snapshot() for m in meters)
             fs = {k: intake_fs.get(k, 0) + worker_fs.get(k, 0) for k in {*intake_fs, *worker_fs}}
             size = max((len(m.data) + sum(len(k) + len(v) for k, v in m.attributes.items())
                         for m in received), default=0)  # fmt: skip
@@ -259,7 +287,8 @@ def _measure(tmp: Path) -> list[JobCost]:
                 firestore_reads=fs.get(metering.FIRESTORE_READS, 0)
                 + ak.get(metering.FIRESTORE_READS, 0)
                 + pe.get(metering.FIRESTORE_READS, 0)
-                + nj.get(metering.FIRESTORE_READS, 0),
+                + nj.get(metering.FIRESTORE_READS, 0)
+                + ws.get(metering.FIRESTORE_READS, 0),
                 firestore_writes=fs.get(metering.FIRESTORE_WRITES, 0),
                 # The job and each dedup record expire; the counters never do.
                 firestore_ttl_deletes=1 + pe.get(metering.FIRESTORE_WRITES, 0),
@@ -270,15 +299,22 @@ def _measure(tmp: Path) -> list[JobCost]:
                 bigquery_writes=bigquery_writes,
                 pubsub_message_bytes=size,
                 subscriber_writes=pe.get(metering.FIRESTORE_WRITES, 0),
+                pubsub_filtered=filtered,
             )
 
-        return [
+        costs = [
             one_job("succeeds at once", "cost-ok", {}),
             one_job("retried once", "cost-retry", {"failure": "transient", "times": 1}),
             # The same client's next job within KEY_CACHE_S of its last request.
             one_job("next job, key remembered", "cost-next", {}, key_remembered=True),
+            # A job naming a callback URL: the one notification's filter admits.
+            one_job("with a webhook", "cost-hook", {}, callback_url=webhook_url),
         ]
+        if len(webhooks) != 1:
+            raise SystemExit(f"expected one webhook, the receiver got {len(webhooks)}")
+        return costs
     finally:
+        receiver.close()
         publisher_api.stop()
         subscriber.close()
         db.close()  # type: ignore[no-untyped-call]
@@ -289,7 +325,8 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)  # the worker's per-attempt logs are noise here
     costs = run()
     print(f"{'':26}{'reads':>6}{'writes':>7}{'TTL del':>8}{'task ops':>9}{'publish':>8}"
-          f"{'push':>5}{'BQ wr':>6}{'bytes':>6}{'sub wr':>7}   $ per million jobs")  # fmt: skip
+          f"{'push':>5}{'BQ wr':>6}{'bytes':>6}{'sub wr':>7}{'filt':>5}"
+          "   $ per million jobs")  # fmt: skip
     for c in costs:
         dollars = c.dollars_per_million()
         total = sum(dollars.values())
@@ -297,12 +334,13 @@ def main() -> None:
             f"{c.label:<26}{c.firestore_reads:>6}{c.firestore_writes:>7}"
             f"{c.firestore_ttl_deletes:>8}{c.tasks_creates + c.tasks_deliveries:>9}"
             f"{c.pubsub_publishes:>8}{c.pubsub_deliveries:>5}{c.bigquery_writes:>6}"
-            f"{c.pubsub_message_bytes:>6}{c.subscriber_writes:>7}   {total:6.2f} = "
-            + " + ".join(f"{k} {v:.2f}" for k, v in dollars.items())
+            f"{c.pubsub_message_bytes:>6}{c.subscriber_writes:>7}{c.pubsub_filtered:>5}"
+            f"   {total:6.2f} = " + " + ".join(f"{k} {v:.2f}" for k, v in dollars.items())
         )
     print(
         "Firestore writes: the job path (writes) plus the subscribers' dedup records (sub wr); "
-        f"{sorted(BIGQUERY_SUBSCRIPTIONS)}: BigQuery subscriptions (BQ wr), as deployed"
+        f"{sorted(BIGQUERY_SUBSCRIPTIONS)}: BigQuery subscriptions (BQ wr), as deployed; "
+        "filt: acknowledged by a subscription's filter (billed as a delivery, not pushed)"
     )
 
 

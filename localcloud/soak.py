@@ -15,8 +15,12 @@ half way and sent again (localcloud.soak_assignments). Checked at the end:
 
 - every accepted job is final, and no job exists that was not accepted;
 - no result was overwritten (what a client saw final stays as it was);
-- exactly one event id per final job at each subscriber, matching the job's outcome (on
-  the embedded backend the analytics records are written by the bus itself);
+- exactly one event id per final job at each subscriber whose filter admits the job's
+  event, matching the job's outcome, and none at one whose filter does not (half the jobs
+  name a callback URL, served by the soak's HTTPS receiver: notification's filter admits
+  only those); on the embedded backend the analytics records are written by the bus
+  itself; the Pub/Sub emulator does not apply filters, so there every subscriber has it;
+- every job with a callback URL got its webhook, under one webhook id;
 - no task, bus delivery or dead letter left behind, no final job left unannounced;
 - no job cost more grader calls than its attempt budget;
 - of the classes: 0 answers lost, 0 doubled, one AssignmentGraded each, published.
@@ -59,6 +63,9 @@ from localcloud.stack import (
     LocalStack,
     StackConfig,
 )
+from localcloud.tls_receiver import Received, make_private_ca, tls_receiver
+from shared.codecs.cloudevent import callback_attribute
+from shared.config.subscriptions import load_subscriptions
 from shared.domain.job import GradeResult
 
 LEASE_S = 2.0
@@ -307,8 +314,12 @@ class Soak:
     class_size: int = 0
     classes: Classes = field(init=False)
     class_figures: dict[str, Any] = field(default_factory=dict)
+    #: Where half the jobs ask to be called back, and what arrived there (None: no jobs do).
+    webhook_url: str | None = None
+    webhooks: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.topic = load_subscriptions()
         self.rng = random.Random(self.seed)
         self.classes = Classes(
             random.Random(self.seed + 1),
@@ -344,6 +355,8 @@ class Soak:
             }
             if self.rng.random() < 1 / 3:
                 body["lane"] = LANE
+            if self.webhook_url is not None and self.rng.random() < 0.5:
+                body["callback_url"] = self.webhook_url
             cancel = self.rng.uniform(0.0, 2.0) if kind == "cancelled" else None
             at = self.rng.uniform(0, self.duration_s * 0.8)
             planned.append(Planned(i, kind, f"soak-{self.seed}-{i}", body, at, duplicate, cancel))
@@ -531,9 +544,9 @@ class Soak:
             arrived = {(sub, r["job_id"]) for sub, _, r in self.observer.events()}
             missing = [
                 (sub, job_id)
-                for job_id in jobs
+                for job_id, job in jobs.items()
                 for sub in SUBSCRIBERS
-                if (sub, job_id) not in arrived
+                if self._expected(sub, job) and (sub, job_id) not in arrived
             ]
             if not open_jobs and not unannounced and busy == 0 and not missing:
                 return
@@ -570,11 +583,16 @@ class Soak:
                 self._violation(f"{job_id}: {job['attempts']} attempts > {MAX_ATTEMPTS}")
             for subscriber in SUBSCRIBERS:
                 ids = per_subscriber.get((subscriber, job_id), set())
-                if len(ids) != 1:
+                expected = self._expected(subscriber, job)
+                if len(ids) != expected:
                     trace = self._push_trace(subscriber, job_id) if not ids else ""
-                    self._violation(f"{job_id}: {len(ids)} event ids at {subscriber}{trace}")
-                elif outcomes[(subscriber, job_id)] != job["status"].lower():
+                    self._violation(
+                        f"{job_id}: {len(ids)} event ids at {subscriber}, {expected} expected"
+                        + trace
+                    )
+                elif ids and outcomes[(subscriber, job_id)] != job["status"].lower():
                     self._violation(f"{job_id}: {subscriber} saw another outcome")
+        self._check_webhooks(jobs)
         for job_id in self.purged:
             job = jobs.get(job_id) or {}
             if job.get("status") != "CANCELLED" or (job.get("error") or {}).get("type") != (
@@ -592,6 +610,29 @@ class Soak:
             )
         if self._watch:
             self._violation(f"{len(self._watch)} jobs of a killed worker never rescued")
+
+    def _expected(self, subscriber: str, job: dict[str, Any]) -> int:
+        """How many event ids of `job` the subscriber must have: 1 if its filter admits the
+        job's event (always on the emulator, which does not apply filters), else 0."""
+        if self.stack.config.backend == GOOGLE_EMULATORS:
+            return 1
+        attributes = callback_attribute(bool(job["request"].get("callback_url")))
+        return int(self.topic.subscriptions[subscriber].admits(attributes))
+
+    def _check_webhooks(self, jobs: dict[str, dict[str, Any]]) -> None:
+        """Each job with a callback URL got its webhook; redeliveries repeat its webhook id."""
+        ids: dict[str, set[str]] = {}
+        for hook in list(self.webhooks):
+            job_id = json.loads(hook.body)["data"]["job_id"]
+            ids.setdefault(job_id, set()).add(hook.headers.get("webhook-id", ""))
+        for job_id in self.accepted:
+            job = jobs.get(job_id)
+            wanted = job is not None and bool(job["request"].get("callback_url"))
+            got = ids.get(job_id, set())
+            if wanted and len(got) != 1:
+                self._violation(f"{job_id}: {len(got)} webhook ids for its callback")
+            if not wanted and got:
+                self._violation(f"{job_id}: a webhook without a callback URL")
 
     def _push_trace(self, subscriber: str, job_id: str) -> str:
         """What became of a job's event on its way to `subscriber`, from every log that saw it."""
@@ -645,6 +686,8 @@ class Soak:
                     Counter(p.body.get("lane", "grading") for p in self.accepted.values())
                 ),
                 "cancelled_by_purge": len(self.purged),
+                "with_callback": sum(1 for p in self.accepted.values() if "callback_url" in p.body),
+                "webhooks_received": len(self.webhooks),
                 "max_grader_calls_per_job": max(calls.values(), default=0),
                 "grader_call_budget": MAX_ATTEMPTS,
             },
@@ -680,19 +723,26 @@ def _percentile(values: list[float], pct: float) -> float | None:
 
 
 def soak_stack(
-    data_dir: Path, output: Any, backend: str = EMBEDDED, front_pending_s: float = PENDING_S
+    data_dir: Path,
+    output: Any,
+    backend: str = EMBEDDED,
+    front_pending_s: float = PENDING_S,
+    ca_bundle: Path | None = None,
 ) -> LocalStack:
-    """The local stack on free ports with the soak's durations."""
+    """The local stack on free ports with the soak's durations; webhooks trust `ca_bundle`."""
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.json"
     queues.write_text(json.dumps(QUEUES))
+    env = {**ENV, "GRADEQ_QUEUES_FILE": str(queues)}
+    if ca_bundle is not None:
+        env["GRADEQ_WEBHOOK_CA_BUNDLE"] = str(ca_bundle)
     config = StackConfig.on_free_ports(
         data_dir / "data",
         backend=backend,
         front_pending_s=front_pending_s,
         recover_every_s=3.0,
         bus_args=BUS_ARGS,
-        env={**ENV, "GRADEQ_QUEUES_FILE": str(queues)},
+        env=env,
     )
     return LocalStack(config, output=output)
 
@@ -712,8 +762,13 @@ def run_soak(
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    with (data_dir / "stack.log").open("w") as log:
-        stack = soak_stack(data_dir, log, backend, front_pending_s)
+    (data_dir / "ca").mkdir(exist_ok=True)
+    ca = make_private_ca(data_dir / "ca")
+    with (
+        (data_dir / "stack.log").open("w") as log,
+        tls_receiver(ca) as (webhook_url, webhooks),
+    ):
+        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle)
         stack.start()
         try:
             soak = Soak(
@@ -726,6 +781,8 @@ def run_soak(
                 targets,
                 class_count=classes,
                 class_size=class_size,
+                webhook_url=webhook_url,
+                webhooks=webhooks,
             )
             return soak.run()
         finally:

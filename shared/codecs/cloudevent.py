@@ -47,6 +47,12 @@ FILTER_ATTRIBUTES: Final = ("outcome", "client_id", "has_callback")
 #: Values of `has_callback`: whether the event's job names a callback URL.
 _HAS_CALLBACK: Final = {True: "true", False: "false"}
 
+
+def callback_attribute(has_callback: bool) -> dict[str, str]:
+    """The attribute a GradingCompleted carries for a job with (or without) a callback URL."""
+    return {"has_callback": _HAS_CALLBACK[has_callback]}
+
+
 _FORMAT = JSONFormat()
 STRUCTURED_CONTENT_TYPE: Final = _FORMAT.get_content_type()
 _REQUIRED_ATTRIBUTES: Final = ("ce-id", "ce-specversion", "ce-type", "ce-source", "ce-time")
@@ -177,7 +183,7 @@ def to_pubsub(
     attributes["outcome"] = event.outcome.value
     attributes["client_id"] = event.client_id
     if event.has_callback is not None:
-        attributes["has_callback"] = _HAS_CALLBACK[event.has_callback]
+        attributes.update(callback_attribute(event.has_callback))
     return message.body, attributes
 
 

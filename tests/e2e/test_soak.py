@@ -25,6 +25,9 @@ def test_a_short_seeded_soak_keeps_every_invariant(tmp_path: Path, backend: str)
     assert figures["jobs"]["accepted"] == 30
     assert sum(figures["jobs"]["final_by_status"].values()) == 30
     assert sum(figures["faults"].values()) >= 3
+    # Jobs with and without a callback URL, so the per-subscriber check covers both.
+    assert 0 < figures["jobs"]["with_callback"] < 30
+    assert figures["jobs"]["webhooks_received"] >= figures["jobs"]["with_callback"]
     assert figures["jobs"]["max_grader_calls_per_job"] <= figures["jobs"]["grader_call_budget"]
 
 

@@ -188,17 +188,17 @@ def test_cost_bench_counts_the_deployed_bigquery_subscriptions(tf: Terraform) ->
 
 
 #: The rows of the cost tables: the bench's labels.
-COST_LABELS = ("succeeds at once", "retried once", "next job, key remembered")
+COST_LABELS = ("succeeds at once", "retried once", "next job, key remembered", "with a webhook")
 _COST_ROW = re.compile(
     r"^\| (" + "|".join(COST_LABELS) + r") \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+)"
-    r" \| (\d+) \| \*\*([\d.]+)\*\*",
+    r" \| (\d+) \| (\d+) \| \*\*([\d.]+)\*\*",
     re.M,
 )
 
 
 def _cost_rows() -> dict[str, tuple[list[int], str]]:
     rows = {
-        m.group(1): ([int(g) for g in m.groups()[1:8]], m.group(9))
+        m.group(1): ([int(g) for g in m.groups()[1:9]], m.group(10))
         for m in _COST_ROW.finditer(COST.read_text())
     }
     assert set(rows) == set(COST_LABELS), rows
@@ -208,7 +208,7 @@ def _cost_rows() -> dict[str, tuple[list[int], str]]:
 def test_cost_docs_totals_are_the_benchs_prices_of_their_counts() -> None:
     bench = _cost_bench()
     for label, (counts, shown) in _cost_rows().items():
-        reads, writes, deletes, task_ops, publishes, pushes, bigquery = counts
+        reads, writes, deletes, task_ops, publishes, pushes, bigquery, filtered = counts
         cost = bench.JobCost(
             label=label,
             firestore_reads=reads,
@@ -221,6 +221,7 @@ def test_cost_docs_totals_are_the_benchs_prices_of_their_counts() -> None:
             bigquery_writes=bigquery,
             pubsub_message_bytes=660,
             subscriber_writes=0,
+            pubsub_filtered=filtered,
         )
         assert f"{sum(cost.dollars_per_million().values()):.2f}" == shown, label
 
@@ -229,13 +230,13 @@ def test_cost_docs_table_is_what_the_bench_printed() -> None:
     text = COST.read_text()
     for label, (counts, shown) in _cost_rows().items():
         printed = re.search(
-            rf"^{label}\s+" + r"\s+".join([r"(\d+)"] * 9) + r"\s+([\d.]+) =", text, re.M
+            rf"^{label}\s+" + r"\s+".join([r"(\d+)"] * 10) + r"\s+([\d.]+) =", text, re.M
         )
         assert printed, f"docs/cost.md does not show the script's line for {label}"
-        p = [int(g) for g in printed.groups()[:9]]
-        reads, writes, ttl, ops, publish, push, bq, _bytes, sub = p
-        assert [reads, writes + sub, ttl, ops, publish, push, bq] == counts, label
-        assert printed.group(10) == shown, label
+        p = [int(g) for g in printed.groups()[:10]]
+        reads, writes, ttl, ops, publish, push, bq, _bytes, sub, filtered = p
+        assert [reads, writes + sub, ttl, ops, publish, push, bq, filtered] == counts, label
+        assert printed.group(11) == shown, label
 
 
 def test_readme_quotes_the_cost_docs_figures() -> None:

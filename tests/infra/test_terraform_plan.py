@@ -6,6 +6,7 @@ empty state, from terraform/examples/minimal.tfvars.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,6 +91,16 @@ def test_every_subscription_never_expires(production_plan: dict[str, Any]) -> No
     for address, values in subscriptions.items():
         # Without it the provider's default deletes a subscription after 31 quiet days.
         assert values["expiration_policy"] == [{"ttl": ""}], address
+
+
+def test_subscription_filters_are_the_files(production_plan: dict[str, Any]) -> None:
+    raw = json.loads((REPO / "shared/config/subscriptions.json").read_text())
+    subscriptions = planned(production_plan, "google_pubsub_subscription")
+    notification = raw["subscriptions"]["notification"]["filter"]
+    assert notification  # the notifier is pushed only the events it has work for
+    assert subscriptions["google_pubsub_subscription.notification"]["filter"] == notification
+    # Analytics records every event.
+    assert subscriptions["google_pubsub_subscription.analytics"].get("filter") in ("", None)
 
 
 def _secret_ids(values: Any) -> Iterator[str]:
