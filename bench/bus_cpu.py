@@ -5,15 +5,17 @@
 
 Starts Gradeq's embedded stack (bench.gradeq_stack, the burst's settings of `make bench`)
 from each checkout given (this one by default), warms each up, then submits bursts of
-`--jobs` jobs through the intake, each checkout in turn, and waits until both subscribers
-recorded every event (analytics' records come from its own process where the bus pushes to
-it, from the bus where it writes the BigQuery subscription itself: the sum of the roles
-compares the two). The CPU (user + system, psutil) each process used over a burst,
-divided by the jobs, is one sample; the table gives the median of each process and
-checkout with the lowest and highest sample in brackets. The stacks of the checkouts run
-side by side but take bursts one at a time, so CPU figures of one run compare with each
-other (never quote wall-clock figures from a loaded machine). Give a second checkout
-(e.g. `git archive main | tar -x -C /tmp/base`) to compare a change with its base.
+`--jobs` jobs through the intake, each checkout in turn, and waits until analytics recorded
+every event and the bus has no delivery left (analytics' records come from its own process
+where the bus pushes to it, from the bus where it writes the BigQuery subscription itself:
+the sum of the roles compares the two; the jobs name no callback URL, so notification is
+pushed them only where its subscription has no filter). The CPU (user + system, psutil)
+each process used over a burst, divided by the jobs, is one sample; the table gives the
+median of each process and checkout with the lowest and highest sample in brackets. The
+stacks of the checkouts run side by side but take bursts one at a time, so CPU figures of
+one run compare with each other (never quote wall-clock figures from a loaded machine).
+Give a second checkout (e.g. `git archive main | tar -x -C /tmp/base`) to compare a change
+with its base.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from bench.load import Submitter
 
 REPO = Path(__file__).resolve().parents[1]
 ROLES = ("dispatcher", "bus", "notification", "analytics", "worker", "intake")
-SUBSCRIBERS = ("notification", "analytics")
+ANALYTICS = "analytics"
 
 
 @dataclass
@@ -93,21 +95,21 @@ class Stack:
         return processes.snapshot({r: psutil.Process(self.pids[r]) for r in ROLES})
 
     def recorded(self, since: str) -> int:
-        """Events both subscribers recorded since `since` (the smaller count)."""
+        """Events analytics recorded since `since`; 0 while the bus still holds a delivery
+        (to notification too, where its filter admits the event)."""
         conn = sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=30)
         try:
-            rows = conn.execute(
-                "SELECT subscriber, count(*) FROM processed_events"
-                " WHERE processed_at >= ? GROUP BY subscriber",
-                (since,),
-            ).fetchall()
+            recorded = conn.execute(
+                "SELECT count(*) FROM processed_events WHERE processed_at >= ? AND subscriber = ?",
+                (since, ANALYTICS),
+            ).fetchone()[0]
+            pending = conn.execute("SELECT count(*) FROM bus_deliveries").fetchone()[0]
         finally:
             conn.close()
-        counts = dict(rows)
-        return min(int(counts.get(name, 0)) for name in SUBSCRIBERS)
+        return 0 if pending else int(recorded)
 
     def burst(self, jobs: int, clients: int, prefix: str) -> dict[str, float]:
-        """CPU ms per job of each process over one burst, until both subscribers have it."""
+        """CPU ms per job of each process over one burst, until every delivery is done."""
         # The subscribers' processed_at is an ISO 8601 UTC time: strings compare in order.
         since = datetime.now(UTC).isoformat()
         before = self.cpu()
