@@ -27,6 +27,7 @@ from localcloud.stack import (
 from shared.domain.errors import PROBLEM_BASE
 from tests.e2e.fast_stack import FAST_QUEUE, LEASE_S, fast_env
 from tests.support.id_tokens import google_claims, signed_id_token
+from tests.support.tls import PrivateCa, make_private_ca, tls_receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -34,9 +35,16 @@ pytestmark = pytest.mark.e2e
 RESTART_SLACK_S = 5.0
 
 
+@pytest.fixture(scope="module")
+def private_ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCa:
+    return make_private_ca(tmp_path_factory.mktemp("ca"))
+
+
 @pytest.fixture(scope="module", params=[EMBEDDED, GOOGLE_EMULATORS])
 def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    private_ca: PrivateCa,
 ) -> Iterator[LocalStack]:
     """The stack on the embedded backend, then on the Google adapters and emulators."""
     if request.param == GOOGLE_EMULATORS and (reason := missing_reason("firestore", "pubsub")):
@@ -47,7 +55,8 @@ def stack(
         backend=request.param,
         client_id="e2e",
         recover_every_s=0,
-        env=fast_env(root),
+        # Webhooks go to a receiver on loopback whose private CA the stack trusts.
+        env={**fast_env(root), "GRADEQ_WEBHOOK_CA_BUNDLE": str(private_ca.bundle)},
     )
     log = (root / "stack.log").open("w")
     local = LocalStack(config, output=log)
@@ -260,7 +269,7 @@ def wait_for_line(stack: LocalStack, service: str, job_id: str, message: str) ->
         time.sleep(0.2)
 
 
-def test_push_auth_runs_as_behind_cloud_run_iam(stack: LocalStack) -> None:
+def test_push_auth_runs_as_behind_cloud_run_iam(stack: LocalStack, private_ca: PrivateCa) -> None:
     """Production push auth: claims of Cloud-Run-forwarded tokens, sent by every caller."""
     for service in ("worker", "notification", "analytics"):
         env = stack.environment(service)
@@ -268,11 +277,13 @@ def test_push_auth_runs_as_behind_cloud_run_iam(stack: LocalStack) -> None:
         assert env["GRADEQ_PUSH_VERIFY_SIGNATURE"] == "false"
         assert env["GRADEQ_PUSH_AUDIENCE"] == stack.config.url(service)
 
-    response = submit(stack, "e2e-behind-iam")
-    job = wait_final(stack, response.headers["Location"])
-    assert job["status"] == "SUCCEEDED"
-    assert len(received_by_analytics(stack, job["id"])) == 1
-    wait_for_line(stack, "notification", job["id"], "event has no callback_url")
+    # With a callback URL, so notification's subscription admits the event.
+    with tls_receiver(private_ca) as (hook_url, _):
+        response = submit(stack, "e2e-behind-iam", callback_url=hook_url)
+        job = wait_final(stack, response.headers["Location"])
+        assert job["status"] == "SUCCEEDED"
+        assert len(received_by_analytics(stack, job["id"])) == 1
+        wait_for_line(stack, "notification", job["id"], "event notified")
 
     worker = stack.config.url("worker")
     refused = {
