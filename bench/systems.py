@@ -91,6 +91,10 @@ class System:
         """When each job became final (epoch seconds), None for a job not final yet."""
         raise NotImplementedError
 
+    def pending_deliveries(self) -> int:
+        """Bus deliveries not yet acknowledged (pushed or written), to any subscription."""
+        return int(self._query("SELECT count(*) FROM bus_deliveries")[0][0])
+
     def held(self) -> int:
         """Jobs being graded right now."""
         raise NotImplementedError
