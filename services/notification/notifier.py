@@ -38,8 +38,11 @@ class Notifier:
     """Deliver each event's webhook, and record it only after the client accepted it.
 
     The callback URL is read from the job, not the event: it may carry the client's token,
-    and the event also goes to analytics. The webhook is signed with the secrets of the
-    job's client; a client without one gets no webhook (recorded, never signed otherwise).
+    and the event also goes to analytics. The subscription's filter pushes only the events
+    of jobs with one (the `has_callback` attribute); an event without still arriving (the
+    Pub/Sub emulator does not apply filters) is recorded without a webhook. The webhook is
+    signed with the secrets of the job's client; a client without one gets no webhook
+    (recorded, never signed otherwise).
     """
 
     def __init__(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,20 @@ from localcloud.pubsub.deliveries import SqliteDeliveryStore
 from localcloud.pubsub.push_bus import Endpoint
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.codecs.cloudevent import from_pubsub, to_pubsub
+from shared.codecs.cloudevent import (
+    ASSIGNMENT_GRADED_TYPE,
+    GRADE_REVIEWED_TYPE,
+    from_pubsub,
+    to_pubsub,
+)
 from shared.config.subscription_filter import SubscriptionFilter, UnsupportedFilter
 from shared.config.subscriptions import (
     DEFAULT_SUBSCRIPTIONS_FILE,
     TopicConfig,
     load_subscriptions,
 )
+from shared.domain.events import AssignmentGraded, GradeReviewed
+from shared.http.subscriber import IGNORED_TYPES
 from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
 from tests.support.http_target import RecordingTarget
@@ -115,6 +123,21 @@ def test_notification_admits_exactly_the_events_it_acts_on(callback_url: str | N
     _, attributes = to_pubsub(sample_event(callback_url=callback_url))
     assert topic.subscriptions["notification"].admits(attributes) is (callback_url is not None)
     assert topic.subscriptions["analytics"].admits(attributes)
+
+
+def test_notification_is_not_pushed_the_event_types_it_ignores() -> None:
+    # Both are acknowledged unread by the job subscribers (shared.http.subscriber):
+    # leaving them out of notification's pushes drops nothing it acts on.
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    graded = AssignmentGraded("e-a", "a-1", "client-a", 1, 30, 28, 2, 0, 7.25, when)
+    reviewed = GradeReviewed(
+        "e-r", "j-1", "client-a", "s-1", None, 1, "accept", "t", 7.0, 7.0, 9.0, None, None, when
+    )
+    assert {ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE} == IGNORED_TYPES
+    notification = load_subscriptions().subscriptions["notification"]
+    for event in (graded, reviewed):
+        _, attributes = to_pubsub(event)
+        assert not notification.admits(attributes), attributes["ce-type"]
 
 
 def test_an_event_of_unknown_callback_is_not_filtered_by_its_attributes() -> None:
