@@ -22,7 +22,7 @@ loopback only, and the runs are interleaved (Gradeq, Celery, RQ, Flask, Gradeq, 
    long after the first POST all had started, how many deliveries it refused (5xx, which
    the queue retries after its backoff) and its RSS. Run once.
 5. idle: jobs of 0 s one at a time: POST answered, POST to final, and for Gradeq POST to
-   both subscribers.
+   the subscribers (each what its filter admits).
 
 Acceptance and burst run once per front configuration, every producer alike: production
 (1 process x 80 threads, as the container runs the intake) and one process per core with

@@ -59,7 +59,7 @@ def test_rows_leave_out_scenarios_that_did_not_run() -> None:
 
 def test_a_figure_for_gradeq_alone_stays_empty_for_the_peers() -> None:
     summary = {"burst": {system: {"lag_s": ROUNDS} for system in (GRADEQ, CELERY, RQ)}}
-    row = _row(report.rows(summary, {}, Workload()), "burst: both subscribers' lag")
+    row = _row(report.rows(summary, {}, Workload()), "burst: subscribers' lag")
     assert row[1:] == ["2.00 (1.00-3.00)", "", "", ""]
 
 
