@@ -67,3 +67,51 @@ def test_the_class_page_follows_a_batch_to_graded_with_its_histogram(
         page.screenshot(path=str(artifacts_dir() / "frontend-class.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_the_class_page_keeps_following_after_a_busy_answer(
+    stack: LocalStack, browser: Any
+) -> None:
+    # A 503 with Retry-After (a busy intake) is asked again; it does not end the page.
+    from playwright.sync_api import expect
+
+    intake = stack.config.url("intake")
+    auth = {"Authorization": f"Bearer {stack.api_key}"}
+    created = requests.post(
+        f"{intake}/v1/assignments",
+        json={"title": "Respiration", "rubric": ["mitochondria"], "max_score": 10},
+        headers={**auth, "Idempotency-Key": "class-page-busy"},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    assignment_id = created.json()["id"]
+    batch = requests.post(
+        f"{intake}/v1/assignments/{assignment_id}/submissions:batch",
+        json={"answers": [{"submission_id": "s0", "answer": "the mitochondria"}]},
+        headers=auth,
+        timeout=60,
+    )
+    assert batch.json()["accepted"] == 1, batch.text
+
+    busy: list[str] = []
+
+    def first_busy(route: Any) -> None:
+        if not busy:
+            busy.append(route.request.url)
+            route.fulfill(
+                status=503,
+                headers={"Retry-After": "1", "Content-Type": "application/problem+json"},
+                body='{"title": "Service Unavailable", "status": 503, "detail": "busy"}',
+            )
+        else:
+            route.continue_()
+
+    page = browser.new_page()
+    try:
+        page.route("**/api/assignments/*", first_busy)
+        page.goto(f"{stack.config.url(FRONTEND)}/class?assignment={assignment_id}")
+        expect(page.locator("#state")).to_have_text("graded", timeout=60_000)
+        expect(page.locator("#error")).to_have_text("")
+        assert len(busy) == 1
+    finally:
+        page.close()

@@ -43,16 +43,22 @@ async function follow(assignmentId) {
       await sleep(1000);
       continue;
     }
+    const seconds = Number(response.headers.get("Retry-After"));
+    const wait = Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000;
     if (!response.ok) {
       const problem = await response.json().catch(() => ({}));
       $("error").textContent = problem.detail || "the assignment could not be read";
-      return;
+      // A busy or briefly unavailable service (429, 5xx) is asked again; anything else
+      // (not found, not allowed) will not change by asking again.
+      if (response.status !== 429 && response.status < 500) return;
+      await sleep(wait);
+      continue;
     }
+    $("error").textContent = "";
     const assignment = await response.json();
     draw(assignment);
     if (assignment.progress.done) return;
-    const seconds = Number(response.headers.get("Retry-After"));
-    await sleep(Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000);
+    await sleep(wait);
   }
 }
 
