@@ -1,0 +1,153 @@
+"""Where one accepted POST's CPU goes in the intake, measured in-process on one thread.
+
+    .venv/bin/python -m bench.intake_parts [--posts 600] [--rounds 5]
+
+Builds the intake app on a fresh embedded data directory (the settings of `make bench`'s
+acceptance scenario: admission limits and fair spacing out of the way), issues an API
+key, and POSTs the acceptance scenario's body through Flask's test client, a new
+Idempotency-Key each time, on one thread: no gunicorn, no other thread, so the figure is
+the request's own work. Each variant takes one part away, and the difference to the
+whole POST is what that part costs:
+
+- whole: the POST as served;
+- no store: the service builds the job but stores and enqueues nothing, logs nothing;
+- no response body: the route answers with an empty JSON object (no job view, Location);
+- routing only: the route answers 202 at once (Flask, the app's hooks, the test client);
+- bare Flask: the benchmark's bare Flask app (bench.peer_producer) in the same client.
+
+Prints one JSON line per variant: the median CPU milliseconds per POST over `--rounds`
+rounds of `--posts` POSTs (time.process_time), and the lowest and highest round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from flask import Flask, Response
+from flask.testing import FlaskClient
+
+from bench import stats
+from bench.gradeq_stack import UNLIMITED
+from bench.load import body_bytes
+from bench.settings import SUBMIT_PATH
+
+#: Takes a part away from the app; what it replaced outside the app is put back on exit.
+Variant = Callable[[Flask, ExitStack], None]
+
+
+def _no_store(app: Flask, undo: ExitStack) -> None:
+    from shared.domain.ids import job_id_for
+    from shared.domain.job import Job
+    from shared.service_layer.intake import IntakeService, Submission, fingerprint
+
+    service: IntakeService = app.extensions["gradeq.intake"]
+    now = service._clock.now
+
+    def submit(client_id: str, key: str, request: object) -> Submission:
+        job_id = job_id_for(client_id, key)
+        job = Job.new(job_id, client_id, request, fingerprint(request), now())  # type: ignore[arg-type]
+        return Submission(job, True)
+
+    service.submit = submit  # type: ignore[method-assign]
+
+
+def _no_response_body(app: Flask, undo: ExitStack) -> None:
+    from services.intake import routes
+
+    respond = routes._respond
+    undo.callback(setattr, routes, "_respond", respond)
+    routes._respond = lambda job, status: Response(b"{}", status, mimetype="application/json")
+
+
+def _routing_only(app: Flask, undo: ExitStack) -> None:
+    app.view_functions["grading_jobs.create_job"] = lambda: Response(b"{}", 202)
+
+
+VARIANTS: dict[str, Variant | None] = {
+    "whole": None,
+    "no store": _no_store,
+    "no response body": _no_response_body,
+    "routing only": _routing_only,
+}
+
+
+@contextmanager
+def gradeq_client(directory: Path, variant: Variant | None) -> Iterator[tuple[FlaskClient, str]]:
+    """The intake app on a data directory of its own, with `variant` applied; its key."""
+    os.environ.update(
+        {
+            "GRADEQ_DATA_DIR": str(directory),
+            "GRADEQ_SUBMIT_BURST": UNLIMITED,
+            "GRADEQ_SUBMIT_RATE_PER_S": UNLIMITED,
+            "GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT": UNLIMITED,
+            "GRADEQ_MAX_BACKLOG": UNLIMITED,
+            "GRADEQ_FAIR_SPACING_S": "0",
+        }
+    )
+    from services.intake import keys
+    from services.intake.app import create_app
+    from shared.bootstrap import adapter_family, build_clock
+    from shared.config.settings import Settings
+
+    app = create_app()
+    key = keys.create(adapter_family(Settings()).api_key_store(), build_clock(), "bench")["key"]
+    # The lines are still formatted and written, to a sink instead of the terminal.
+    with open(os.devnull, "w") as sink, ExitStack() as undo:
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(sink)
+        if variant is not None:
+            variant(app, undo)
+        yield app.test_client(), key
+
+
+def cpu_ms_per_post(client: FlaskClient, key: str, posts: int) -> float:
+    body = body_bytes()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    started = time.process_time()
+    for _ in range(posts):
+        answer = client.post(
+            SUBMIT_PATH, data=body, headers={**headers, "Idempotency-Key": uuid.uuid4().hex}
+        )
+        if answer.status_code != 202:
+            raise RuntimeError(f"POST answered {answer.status_code}: {answer.get_data()!r}")
+    return (time.process_time() - started) * 1000 / posts
+
+
+def measure(client: FlaskClient, key: str, posts: int, rounds: int) -> stats.Spread:
+    cpu_ms_per_post(client, key, posts // 3)  # warm-up: caches, first connections
+    spread = stats.spread(cpu_ms_per_post(client, key, posts) for _ in range(rounds))
+    assert spread is not None
+    return spread
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.intake_parts", description=__doc__)
+    parser.add_argument("--posts", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    for name, variant in VARIANTS.items():
+        with (
+            tempfile.TemporaryDirectory(prefix="intake-parts-") as tmp,
+            gradeq_client(Path(tmp), variant) as (client, key),
+        ):
+            spread = measure(client, key, args.posts, args.rounds)
+        print(json.dumps({"variant": name, "cpu_ms_per_post": spread.as_dict()}), flush=True)
+    os.environ["BENCH_PEER"] = "flask"
+    from bench.peer_producer import create_app as bare_flask
+
+    spread = measure(bare_flask().test_client(), "unused", args.posts, args.rounds)
+    print(json.dumps({"variant": "bare Flask", "cpu_ms_per_post": spread.as_dict()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
