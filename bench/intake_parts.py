@@ -31,6 +31,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TextIO
+from unittest import mock
 
 from flask import Flask, Response
 from flask.testing import FlaskClient
@@ -82,17 +84,28 @@ VARIANTS: dict[str, Variant | None] = {
 
 @contextmanager
 def gradeq_client(directory: Path, variant: Variant | None) -> Iterator[tuple[FlaskClient, str]]:
-    """The intake app on a data directory of its own, with `variant` applied; its key."""
-    os.environ.update(
-        {
-            "GRADEQ_DATA_DIR": str(directory),
-            "GRADEQ_SUBMIT_BURST": UNLIMITED,
-            "GRADEQ_SUBMIT_RATE_PER_S": UNLIMITED,
-            "GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT": UNLIMITED,
-            "GRADEQ_MAX_BACKLOG": UNLIMITED,
-            "GRADEQ_FAIR_SPACING_S": "0",
-        }
-    )
+    """The intake app on a data directory of its own, with `variant` applied; its key.
+
+    The environment, the log handlers' streams and whatever the variant replaced are
+    put back when the block ends.
+    """
+    environment = {
+        "GRADEQ_DATA_DIR": str(directory),
+        "GRADEQ_SUBMIT_BURST": UNLIMITED,
+        "GRADEQ_SUBMIT_RATE_PER_S": UNLIMITED,
+        "GRADEQ_MAX_ACTIVE_JOBS_PER_CLIENT": UNLIMITED,
+        "GRADEQ_MAX_BACKLOG": UNLIMITED,
+        "GRADEQ_FAIR_SPACING_S": "0",
+    }
+    with (
+        mock.patch.dict(os.environ, environment),
+        open(os.devnull, "w") as sink,
+        ExitStack() as undo,
+    ):
+        yield _client(undo, sink, variant)
+
+
+def _client(undo: ExitStack, sink: TextIO, variant: Variant | None) -> tuple[FlaskClient, str]:
     from services.intake import keys
     from services.intake.app import create_app
     from shared.bootstrap import adapter_family, build_clock
@@ -101,13 +114,14 @@ def gradeq_client(directory: Path, variant: Variant | None) -> Iterator[tuple[Fl
     app = create_app()
     key = keys.create(adapter_family(Settings()).api_key_store(), build_clock(), "bench")["key"]
     # The lines are still formatted and written, to a sink instead of the terminal.
-    with open(os.devnull, "w") as sink, ExitStack() as undo:
-        for handler in logging.getLogger().handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.setStream(sink)
-        if variant is not None:
-            variant(app, undo)
-        yield app.test_client(), key
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            before = handler.setStream(sink)
+            if before is not None:
+                undo.callback(handler.setStream, before)
+    if variant is not None:
+        variant(app, undo)
+    return app.test_client(), key
 
 
 def cpu_ms_per_post(client: FlaskClient, key: str, posts: int) -> float:
