@@ -64,6 +64,9 @@ def test_the_dashboard_shows_a_failed_job_and_replays_it(stack: LocalStack, brow
             "() => [sessionStorage.length, localStorage.length, document.cookie]"
         )
         assert stored == [0, 0, ""]
+        # The shared page kit holds only its two functions, frozen: nothing that keeps a key.
+        kit = page.evaluate("() => [Object.isFrozen(pageKit), Object.keys(pageKit)]")
+        assert kit == [True, ["el", "caller"]]
         expect(row.locator("td.error")).to_contain_text("grading-permanent")
         expect(page.locator('#counts [data-status="FAILED"] [data-count]')).to_have_text("1")
         expect(page.locator("#chart svg")).to_be_visible()

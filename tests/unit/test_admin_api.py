@@ -454,8 +454,12 @@ def test_the_dashboard_page_and_its_script_are_served_without_data(client: Flask
     with client.get("/admin/") as page:
         assert page.status_code == 200
         assert page.mimetype == "text/html"
+        assert b'src="../page-kit/static/kit.js"' in page.data
         assert b'src="static/dashboard.js"' in page.data
     with client.get("/admin/static/dashboard.js") as script:
         assert script.status_code == 200
         assert b"queue-health" in script.data
+    with client.get("/page-kit/static/kit.js") as kit:
+        assert kit.status_code == 200
+        assert b"Bearer" in kit.data
     assert client.get("/admin").status_code == 308  # to /admin/

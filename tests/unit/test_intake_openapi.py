@@ -25,9 +25,10 @@ def app(settings: Settings, adapters: Adapters, clock: FrozenClock) -> Flask:
     return create_app(settings, adapters, clock)
 
 
-#: The operator's admin API and dashboard, and the reviewers' page (HTML and its static
-#: files, calling the documented /v1/reviews), are not part of the clients' contract.
-OPERATOR_PREFIX = ("/admin", "/review/")
+#: The operator's admin API and dashboard, the reviewers' page (HTML and its static
+#: files, calling the documented /v1/reviews) and the script both pages share are not part
+#: of the clients' contract.
+OPERATOR_PREFIX = ("/admin", "/review/", "/page-kit/")
 
 
 def served_operations(app: Flask) -> set[tuple[str, str]]:

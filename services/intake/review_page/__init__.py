@@ -2,30 +2,11 @@
 
 Like the operator dashboard it holds no data: the reviewer enters their reviewer key,
 which stays in the script's memory only, and the page runs under the same browser
-policies (its own script and style only, no frames, no referrer).
+policies (see services.intake.page_kit).
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from services.intake.page_kit import static_page
 
-from services.intake.admin.dashboard import BROWSER_POLICIES
-
-page = Blueprint(
-    "review_page",
-    __name__,
-    url_prefix="/review",
-    static_folder="static",
-    static_url_path="/static",
-)
-
-
-@page.after_request
-def _browser_policies(response: Response) -> Response:
-    response.headers.update(BROWSER_POLICIES)
-    return response
-
-
-@page.get("/")
-def review_page() -> Response:
-    return page.send_static_file("review.html")
+page = static_page("review_page", __name__, "/review", "review.html")

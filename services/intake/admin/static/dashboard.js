@@ -7,28 +7,13 @@ const STATUSES = ["PENDING", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANC
 const REFRESH_MS = 5000;
 // The operator key stays in this variable only: never in storage, so a reload asks again.
 let key = "";
+// el and call come from the page kit (../page-kit/static/kit.js, loaded first); call
+// reads the key from this script at every request.
+const { el } = pageKit;
+const call = pageKit.caller(API, () => key);
 let timer = null;
 let shownJob = null;
 let shownAssignment = null;
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  for (const child of children) node.append(child);
-  return node;
-}
-
-async function call(path, options = {}) {
-  const response = await fetch(new URL(path, API), {
-    ...options,
-    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-  });
-  const body = await response.json();
-  if (!response.ok) {
-    throw new Error(`${(body.type || "").split("/").pop() || response.status}: ${body.detail || ""}`);
-  }
-  return body;
-}
 
 function seconds(ms) {
   return ms === null || ms === undefined ? "-" : `${(ms / 1000).toFixed(1)} s`;

@@ -5,26 +5,11 @@
 const API = new URL("v1/", document.baseURI.replace(/\/review\/?.*$/, "/"));
 // The reviewer key stays in this variable only: never in storage, so a reload asks again.
 let key = "";
+// el and call come from the page kit (../page-kit/static/kit.js, loaded first); call
+// reads the key from this script at every request.
+const { el } = pageKit;
+const call = pageKit.caller(API, () => key);
 let shown = null;
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
-  for (const child of children) node.append(child);
-  return node;
-}
-
-async function call(path, options = {}) {
-  const response = await fetch(new URL(path, API), {
-    ...options,
-    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-  });
-  const body = await response.json();
-  if (!response.ok) {
-    throw new Error(`${(body.type || "").split("/").pop() || response.status}: ${body.detail || ""}`);
-  }
-  return body;
-}
 
 async function loadQueue() {
   const page = await call("reviews?limit=100");
