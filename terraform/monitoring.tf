@@ -2,7 +2,7 @@
 # jsonPayload.event set (job_failed also carries the job id in jsonPayload.job_id).
 
 locals {
-  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${google_cloud_run_v2_service.worker.name}\""
+  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${module.worker.name}\""
 }
 
 # Worker log events that need a person: each is a log-based metric and an alert on any
