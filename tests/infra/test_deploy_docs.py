@@ -138,7 +138,7 @@ def test_cost_docs_price_the_lease_renewals(
 
 def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> None:
     text = " ".join(DEPLOY.read_text().split())
-    # The precondition and the validation terraform checks, as written in variables.tf/run.tf.
+    # The precondition and the validation terraform checks, as written in variables.tf/outputs.tf.
     assert (
         "`lease_s` + `grader_timeout_s` + `result_write_retry_s` <= the queue's `dispatch_deadline`"
         in text

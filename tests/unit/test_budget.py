@@ -24,7 +24,7 @@ def test_the_shipped_queue_terraform_and_settings_are_one_consistent_budget() ->
     worker = tfconfig.service(tf, "worker")
     assert worker["request_timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
-    # The durations the worker gets from terraform's variables (GRADEQ_* in run.tf).
+    # The durations the worker gets from terraform's variables (GRADEQ_* in main.tf).
     durations = {
         name: float(tf.variables[name]["default"])
         for name in ("grader_timeout_s", "lease_s", "heartbeat_s", "result_write_retry_s")
