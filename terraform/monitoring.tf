@@ -37,21 +37,6 @@ module "grader_suspended_alert" {
   depends_on = [time_sleep.apis]
 }
 
-moved {
-  from = google_logging_metric.job_failed
-  to   = module.job_failed_alert.google_logging_metric.main
-}
-
-moved {
-  from = time_sleep.job_failed_metric
-  to   = module.job_failed_alert.time_sleep.metric
-}
-
-moved {
-  from = google_monitoring_alert_policy.job_failed
-  to   = module.job_failed_alert.google_monitoring_alert_policy.main
-}
-
 resource "google_monitoring_alert_policy" "dead_lettered" {
   display_name          = "${var.name_prefix}: events dead-lettered"
   combiner              = "OR"

@@ -93,3 +93,19 @@ moved {
   from = google_cloud_tasks_queue_iam_member.lane_worker_task_viewer["bulk"]
   to   = google_cloud_tasks_queue_iam_member.lane["bulk/worker_task_viewer"]
 }
+
+# The failed-jobs alert before it became modules/log_alert (monitoring.tf).
+moved {
+  from = google_logging_metric.job_failed
+  to   = module.job_failed_alert.google_logging_metric.main
+}
+
+moved {
+  from = time_sleep.job_failed_metric
+  to   = module.job_failed_alert.time_sleep.metric
+}
+
+moved {
+  from = google_monitoring_alert_policy.job_failed
+  to   = module.job_failed_alert.google_monitoring_alert_policy.main
+}

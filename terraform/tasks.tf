@@ -51,6 +51,9 @@ resource "google_cloud_tasks_queue" "main" {
 
 # Lanes (docs/lanes.md): the intake and the worker enqueue in every lane, and the worker's
 # recovery sweep looks up tasks in every lane, as iam.tf grants on the default queue.
+# Those default-queue grants stay apart: their addresses name no queue, and moving them
+# under a "<queue>/<grant>" key would need var.queue in a moved block, which takes
+# literal addresses only.
 locals {
   other_lanes = toset([for name in keys(local.queues) : name if name != var.queue])
   lane_grant_kinds = {

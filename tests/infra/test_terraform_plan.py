@@ -225,9 +225,13 @@ def test_what_name_prefix_does_not_rename_is_named_in_the_deploy_docs(
 # --- Cloud Run services are modules/run_service; resources that changed address have a
 # moved block (terraform/moved.tf) so an applied deployment keeps them.
 
-# Addresses of the earlier layout (three Cloud Run resources, six service accounts, three
-# lane grants per lane) that an applied deployment of minimal.tfvars holds.
+# Addresses of earlier layouts (three Cloud Run resources, six service accounts, three
+# lane grants per lane, the failed-jobs alert) that an applied deployment of
+# minimal.tfvars may hold.
 EARLIER_ADDRESSES = [
+    "google_logging_metric.job_failed",
+    "time_sleep.job_failed_metric",
+    "google_monitoring_alert_policy.job_failed",
     *(f"google_cloud_run_v2_service.{s}" for s in ("intake", "worker", "notification")),
     *(
         f"google_service_account.{a}"
@@ -265,7 +269,7 @@ def _old_state(addresses: list[str]) -> dict[str, Any]:
                 "mode": "managed",
                 "type": rtype,
                 "name": name,
-                "provider": 'provider["registry.terraform.io/hashicorp/google"]',
+                "provider": f'provider["registry.terraform.io/hashicorp/{rtype.split("_")[0]}"]',
                 "instances": [],
             },
         )
