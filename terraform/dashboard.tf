@@ -4,7 +4,7 @@
 # and total_ms), and a dashboard beside the alerts of monitoring.tf.
 
 locals {
-  completion_filter = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = (\"${google_cloud_run_v2_service.worker.name}\" OR \"${google_cloud_run_v2_service.intake.name}\") AND jsonPayload.event = \"job_completed\""
+  completion_filter = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = (\"${module.worker.name}\" OR \"${module.intake.name}\") AND jsonPayload.event = \"job_completed\""
 
   # Distribution metrics of the completion line: name -> the jsonPayload field it reads.
   job_timings = {

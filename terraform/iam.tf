@@ -3,50 +3,47 @@
 # for the IAM API (time_sleep.apis); every grant references an account or a resource that
 # already waits.
 
-resource "google_service_account" "intake" {
-  account_id   = "${var.name_prefix}-intake"
-  display_name = "Gradeq intake API"
-  description  = "Runs the intake service: reads/writes jobs, counters and API keys, and enqueues grading tasks."
-
-  depends_on = [time_sleep.apis]
+locals {
+  service_accounts = {
+    intake = {
+      account_id   = "${var.name_prefix}-intake"
+      display_name = "Gradeq intake API"
+      description  = "Runs the intake service: reads/writes jobs, counters and API keys, and enqueues grading tasks."
+    }
+    worker = {
+      account_id   = "${var.name_prefix}-worker"
+      display_name = "Gradeq worker"
+      description  = "Runs the worker service: grades jobs, updates them and publishes GradingCompleted."
+    }
+    notification = {
+      account_id   = "${var.name_prefix}-notification"
+      display_name = "Gradeq notification subscriber"
+      description  = "Runs the notification service: delivers signed webhooks."
+    }
+    tasks_invoker = {
+      account_id   = "${var.name_prefix}-tasks"
+      display_name = "Gradeq Cloud Tasks invoker"
+      description  = "Identity in the OIDC tokens Cloud Tasks sends to the worker."
+    }
+    scheduler = {
+      account_id   = "${var.name_prefix}-scheduler"
+      display_name = "Gradeq recovery scheduler"
+      description  = "Identity in the OIDC tokens Cloud Scheduler sends to the worker's /tasks/recover."
+    }
+    pubsub_push = {
+      account_id   = "${var.name_prefix}-push"
+      display_name = "Gradeq Pub/Sub push"
+      description  = "Identity in the OIDC tokens Pub/Sub sends to the notification service."
+    }
+  }
 }
 
-resource "google_service_account" "worker" {
-  account_id   = "${var.name_prefix}-worker"
-  display_name = "Gradeq worker"
-  description  = "Runs the worker service: grades jobs, updates them and publishes GradingCompleted."
+resource "google_service_account" "main" {
+  for_each = local.service_accounts
 
-  depends_on = [time_sleep.apis]
-}
-
-resource "google_service_account" "notification" {
-  account_id   = "${var.name_prefix}-notification"
-  display_name = "Gradeq notification subscriber"
-  description  = "Runs the notification service: delivers signed webhooks."
-
-  depends_on = [time_sleep.apis]
-}
-
-resource "google_service_account" "tasks_invoker" {
-  account_id   = "${var.name_prefix}-tasks"
-  display_name = "Gradeq Cloud Tasks invoker"
-  description  = "Identity in the OIDC tokens Cloud Tasks sends to the worker."
-
-  depends_on = [time_sleep.apis]
-}
-
-resource "google_service_account" "scheduler" {
-  account_id   = "${var.name_prefix}-scheduler"
-  display_name = "Gradeq recovery scheduler"
-  description  = "Identity in the OIDC tokens Cloud Scheduler sends to the worker's /tasks/recover."
-
-  depends_on = [time_sleep.apis]
-}
-
-resource "google_service_account" "pubsub_push" {
-  account_id   = "${var.name_prefix}-push"
-  display_name = "Gradeq Pub/Sub push"
-  description  = "Identity in the OIDC tokens Pub/Sub sends to the notification service."
+  account_id   = each.value.account_id
+  display_name = each.value.display_name
+  description  = each.value.description
 
   depends_on = [time_sleep.apis]
 }
@@ -57,9 +54,9 @@ resource "google_service_account" "pubsub_push" {
 # key digests (GRADEQ_API_KEYS_COLLECTION).
 locals {
   firestore_users = {
-    intake       = google_service_account.intake.email
-    worker       = google_service_account.worker.email
-    notification = google_service_account.notification.email
+    intake       = google_service_account.main["intake"].email
+    worker       = google_service_account.main["worker"].email
+    notification = google_service_account.main["notification"].email
   }
 }
 
@@ -80,8 +77,8 @@ resource "google_project_iam_member" "firestore_user" {
 # --- Cloud Tasks: the intake enqueues; the worker re-enqueues jobs it recovers.
 locals {
   task_enqueuers = {
-    intake = google_service_account.intake.email
-    worker = google_service_account.worker.email
+    intake = google_service_account.main["intake"].email
+    worker = google_service_account.main["worker"].email
   }
 }
 
@@ -107,38 +104,38 @@ resource "google_cloud_tasks_queue_iam_member" "worker_task_viewer" {
   name     = google_cloud_tasks_queue.main[var.queue].name
   location = var.region
   role     = "roles/cloudtasks.viewer"
-  member   = "serviceAccount:${google_service_account.worker.email}"
+  member   = "serviceAccount:${google_service_account.main["worker"].email}"
 }
 
 # Creating a task with an OIDC token for tasks_invoker requires actAs on that account.
 resource "google_service_account_iam_member" "tasks_invoker_user" {
   for_each = local.task_enqueuers
 
-  service_account_id = google_service_account.tasks_invoker.name
+  service_account_id = google_service_account.main["tasks_invoker"].name
   role               = "roles/iam.serviceAccountUser"
   member             = "serviceAccount:${each.value}"
 }
 
 # --- Cloud Run invokers.
 resource "google_cloud_run_v2_service_iam_member" "worker_tasks_invoker" {
-  name     = google_cloud_run_v2_service.worker.name
+  name     = module.worker.name
   location = var.region
   role     = "roles/run.invoker"
-  member   = "serviceAccount:${google_service_account.tasks_invoker.email}"
+  member   = "serviceAccount:${google_service_account.main["tasks_invoker"].email}"
 }
 
 resource "google_cloud_run_v2_service_iam_member" "worker_scheduler_invoker" {
-  name     = google_cloud_run_v2_service.worker.name
+  name     = module.worker.name
   location = var.region
   role     = "roles/run.invoker"
-  member   = "serviceAccount:${google_service_account.scheduler.email}"
+  member   = "serviceAccount:${google_service_account.main["scheduler"].email}"
 }
 
 resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
-  name     = google_cloud_run_v2_service.notification.name
+  name     = module.notification.name
   location = var.region
   role     = "roles/run.invoker"
-  member   = "serviceAccount:${google_service_account.pubsub_push.email}"
+  member   = "serviceAccount:${google_service_account.main["pubsub_push"].email}"
 }
 
 # The intake is the public API: it authenticates clients itself, with API keys (digests
@@ -149,7 +146,7 @@ resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
 resource "google_cloud_run_v2_service_iam_member" "intake_invokers" {
   for_each = var.intake_public ? toset([]) : toset(var.intake_invokers)
 
-  name     = google_cloud_run_v2_service.intake.name
+  name     = module.intake.name
   location = var.region
   role     = "roles/run.invoker"
   member   = each.value
@@ -159,12 +156,12 @@ resource "google_cloud_run_v2_service_iam_member" "intake_invokers" {
 resource "google_pubsub_topic_iam_member" "worker_publisher" {
   topic  = google_pubsub_topic.events.name
   role   = "roles/pubsub.publisher"
-  member = "serviceAccount:${google_service_account.worker.email}"
+  member = "serviceAccount:${google_service_account.main["worker"].email}"
 }
 
 # The Pub/Sub service agent mints the push OIDC tokens for pubsub_push.
 resource "google_service_account_iam_member" "pubsub_push_token_creator" {
-  service_account_id = google_service_account.pubsub_push.name
+  service_account_id = google_service_account.main["pubsub_push"].name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = local.pubsub_service_agent
 }
@@ -176,13 +173,13 @@ resource "google_service_account_iam_member" "pubsub_push_token_creator" {
 resource "google_secret_manager_secret_iam_member" "notification_webhook_secret" {
   secret_id = google_secret_manager_secret.webhook_secret.id
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.notification.email}"
+  member    = "serviceAccount:${google_service_account.main["notification"].email}"
 }
 
 resource "google_secret_manager_secret_iam_member" "intake_operator_keys" {
   secret_id = google_secret_manager_secret.operator_keys.id
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.intake.email}"
+  member    = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
 resource "google_secret_manager_secret_iam_member" "intake_reviewer_keys" {
@@ -190,7 +187,7 @@ resource "google_secret_manager_secret_iam_member" "intake_reviewer_keys" {
 
   secret_id = google_secret_manager_secret.reviewer_keys[0].id
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.intake.email}"
+  member    = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
 resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
@@ -198,7 +195,7 @@ resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
 
   secret_id = google_secret_manager_secret.grader_api_key[0].id
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.worker.email}"
+  member    = "serviceAccount:${google_service_account.main["worker"].email}"
 }
 
 # --- Vertex AI: Gemini on Vertex AI runs as the worker's account. Google's publisher
@@ -208,7 +205,7 @@ resource "google_project_iam_member" "worker_aiplatform_user" {
 
   project = var.project_id
   role    = "roles/aiplatform.user"
-  member  = "serviceAccount:${google_service_account.worker.email}"
+  member  = "serviceAccount:${google_service_account.main["worker"].email}"
 }
 
 # A grant can take minutes to reach every Google front end (IAM's access change

@@ -50,7 +50,7 @@ locals {
     GRADEQ_LOCATION                    = var.region
     GRADEQ_QUEUE                       = var.queue
     GRADEQ_WORKER_URL                  = local.service_urls.worker
-    GRADEQ_TASKS_SERVICE_ACCOUNT       = google_service_account.tasks_invoker.email
+    GRADEQ_TASKS_SERVICE_ACCOUNT       = google_service_account.main["tasks_invoker"].email
     GRADEQ_FIRESTORE_DATABASE          = google_firestore_database.main.name
     GRADEQ_JOBS_COLLECTION             = var.jobs_collection
     GRADEQ_PROCESSED_EVENTS_COLLECTION = var.processed_events_collection
@@ -75,12 +75,12 @@ locals {
   push_env = {
     worker = {
       GRADEQ_PUSH_AUDIENCE         = local.service_urls.worker
-      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.tasks_invoker.email, google_service_account.scheduler.email])
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.main["tasks_invoker"].email, google_service_account.main["scheduler"].email])
       GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
     }
     notification = {
       GRADEQ_PUSH_AUDIENCE         = local.service_urls.notification
-      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.pubsub_push.email])
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.main["pubsub_push"].email])
       GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
     }
   }

@@ -2,7 +2,7 @@
 # jsonPayload.event set (job_failed also carries the job id in jsonPayload.job_id).
 
 locals {
-  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${google_cloud_run_v2_service.worker.name}\""
+  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${module.worker.name}\""
 }
 
 # Worker log events that need a person: each is a log-based metric and an alert on any
@@ -35,21 +35,6 @@ module "grader_suspended_alert" {
   labels                = var.labels
 
   depends_on = [time_sleep.apis]
-}
-
-moved {
-  from = google_logging_metric.job_failed
-  to   = module.job_failed_alert.google_logging_metric.main
-}
-
-moved {
-  from = time_sleep.job_failed_metric
-  to   = module.job_failed_alert.time_sleep.metric
-}
-
-moved {
-  from = google_monitoring_alert_policy.job_failed
-  to   = module.job_failed_alert.google_monitoring_alert_policy.main
 }
 
 resource "google_monitoring_alert_policy" "dead_lettered" {

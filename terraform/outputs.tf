@@ -1,6 +1,6 @@
 output "intake_url" {
   description = "Base URL of the public intake API."
-  value       = google_cloud_run_v2_service.intake.uri
+  value       = module.intake.uri
 }
 
 output "service_urls" {
@@ -10,12 +10,25 @@ output "service_urls" {
 
 output "worker_url" {
   description = "Base URL of the worker (internal; Cloud Tasks and Cloud Scheduler only)."
-  value       = google_cloud_run_v2_service.worker.uri
+  value       = module.worker.uri
+
+  # The worker's settings, checked before anything is planned. They sit here because a
+  # module call (run.tf) takes no preconditions of its own.
+  precondition {
+    condition     = contains(keys(local.queues), var.queue)
+    error_message = "var.queue must be a queue id defined in shared/config/queues.json."
+  }
+  # The longest delivery (shared/config/budget.py) ends before the queue gives up on it:
+  # wait one lease for a dead attempt, grade, retry storing the result.
+  precondition {
+    condition     = var.lease_s + var.grader_timeout_s + var.result_write_retry_s <= local.dispatch_deadline_s
+    error_message = "lease_s (${var.lease_s}) + grader_timeout_s (${var.grader_timeout_s}) + result_write_retry_s (${var.result_write_retry_s}) = ${var.lease_s + var.grader_timeout_s + var.result_write_retry_s}s must not exceed the queue's dispatch_deadline (${local.dispatch_deadline_s}s)."
+  }
 }
 
 output "notification_url" {
   description = "Base URL of the notification subscriber (internal; Pub/Sub push only)."
-  value       = google_cloud_run_v2_service.notification.uri
+  value       = module.notification.uri
 }
 
 output "queue_ids" {
@@ -49,12 +62,12 @@ output "firestore_database" {
 output "service_accounts" {
   description = "Service account emails by role."
   value = {
-    intake        = google_service_account.intake.email
-    worker        = google_service_account.worker.email
-    notification  = google_service_account.notification.email
-    tasks_invoker = google_service_account.tasks_invoker.email
-    scheduler     = google_service_account.scheduler.email
-    pubsub_push   = google_service_account.pubsub_push.email
+    intake        = google_service_account.main["intake"].email
+    worker        = google_service_account.main["worker"].email
+    notification  = google_service_account.main["notification"].email
+    tasks_invoker = google_service_account.main["tasks_invoker"].email
+    scheduler     = google_service_account.main["scheduler"].email
+    pubsub_push   = google_service_account.main["pubsub_push"].email
   }
 }
 

@@ -35,7 +35,7 @@ resource "google_pubsub_subscription" "notification" {
     push_endpoint = "${local.service_urls.notification}${local.notification_subscription.push_path}"
 
     oidc_token {
-      service_account_email = google_service_account.pubsub_push.email
+      service_account_email = google_service_account.main["pubsub_push"].email
       audience              = local.service_urls.notification
     }
   }

@@ -47,16 +47,16 @@ resource "google_storage_bucket" "uploads" {
 # The intake signs upload URLs with its own account through IAM signBlob: it needs the
 # token creator role on itself, not a key.
 resource "google_service_account_iam_member" "intake_signs_upload_urls" {
-  service_account_id = google_service_account.intake.name
+  service_account_id = google_service_account.main["intake"].name
   role               = "roles/iam.serviceAccountTokenCreator"
-  member             = "serviceAccount:${google_service_account.intake.email}"
+  member             = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
 # The intake checks uploads at submit (size, type, first bytes) and deletes refused ones.
 resource "google_storage_bucket_iam_member" "intake_uploads" {
   bucket = google_storage_bucket.uploads.name
   role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.intake.email}"
+  member = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
 # The worker reads the files it grades; Gemini on Vertex AI reads gs:// parts with the
@@ -64,7 +64,7 @@ resource "google_storage_bucket_iam_member" "intake_uploads" {
 resource "google_storage_bucket_iam_member" "worker_reads_uploads" {
   bucket = google_storage_bucket.uploads.name
   role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.worker.email}"
+  member = "serviceAccount:${google_service_account.main["worker"].email}"
 }
 
 # Gemini on Vertex AI may read gs:// parts through the project's Vertex AI service agent:

@@ -37,7 +37,7 @@ resource "google_cloud_tasks_queue" "main" {
     }
 
     oidc_token {
-      service_account_email = google_service_account.tasks_invoker.email
+      service_account_email = google_service_account.main["tasks_invoker"].email
       audience              = local.service_urls.worker
     }
   }
@@ -51,35 +51,31 @@ resource "google_cloud_tasks_queue" "main" {
 
 # Lanes (docs/lanes.md): the intake and the worker enqueue in every lane, and the worker's
 # recovery sweep looks up tasks in every lane, as iam.tf grants on the default queue.
+# Those default-queue grants stay apart: their addresses name no queue, and moving them
+# under a "<queue>/<grant>" key would need var.queue in a moved block, which takes
+# literal addresses only.
 locals {
   other_lanes = toset([for name in keys(local.queues) : name if name != var.queue])
+  lane_grant_kinds = {
+    intake_enqueuer    = { account = "intake", role = "roles/cloudtasks.enqueuer" }
+    worker_enqueuer    = { account = "worker", role = "roles/cloudtasks.enqueuer" }
+    worker_task_viewer = { account = "worker", role = "roles/cloudtasks.viewer" }
+  }
+  # "<lane>/<kind>" => the grant, for every lane and kind.
+  lane_grants = merge([
+    for lane in local.other_lanes : {
+      for kind, grant in local.lane_grant_kinds : "${lane}/${kind}" => merge(grant, { lane = lane })
+    }
+  ]...)
 }
 
-resource "google_cloud_tasks_queue_iam_member" "lane_intake_enqueuer" {
-  for_each = local.other_lanes
+resource "google_cloud_tasks_queue_iam_member" "lane" {
+  for_each = local.lane_grants
 
-  name     = google_cloud_tasks_queue.main[each.key].name
+  name     = google_cloud_tasks_queue.main[each.value.lane].name
   location = var.region
-  role     = "roles/cloudtasks.enqueuer"
-  member   = "serviceAccount:${google_service_account.intake.email}"
-}
-
-resource "google_cloud_tasks_queue_iam_member" "lane_worker_enqueuer" {
-  for_each = local.other_lanes
-
-  name     = google_cloud_tasks_queue.main[each.key].name
-  location = var.region
-  role     = "roles/cloudtasks.enqueuer"
-  member   = "serviceAccount:${google_service_account.worker.email}"
-}
-
-resource "google_cloud_tasks_queue_iam_member" "lane_worker_task_viewer" {
-  for_each = local.other_lanes
-
-  name     = google_cloud_tasks_queue.main[each.key].name
-  location = var.region
-  role     = "roles/cloudtasks.viewer"
-  member   = "serviceAccount:${google_service_account.worker.email}"
+  role     = each.value.role
+  member   = "serviceAccount:${google_service_account.main[each.value.account].email}"
 }
 
 # The admin API (in the intake) pauses, resumes and purges lanes: PauseQueue, ResumeQueue
@@ -91,7 +87,7 @@ resource "google_cloud_tasks_queue_iam_member" "lane_operator" {
   name     = google_cloud_tasks_queue.main[each.key].name
   location = var.region
   role     = "roles/cloudtasks.queueAdmin"
-  member   = "serviceAccount:${google_service_account.intake.email}"
+  member   = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
 # The queue must not be what keeps a model grader below its quota: the worker instances
@@ -125,7 +121,7 @@ resource "google_cloud_scheduler_job" "recover" {
     uri         = "${local.service_urls.worker}/tasks/recover"
 
     oidc_token {
-      service_account_email = google_service_account.scheduler.email
+      service_account_email = google_service_account.main["scheduler"].email
       audience              = local.service_urls.worker
     }
   }

@@ -235,7 +235,7 @@ variable "grader_timeout_s" {
 # The time budget of one delivery (shared/config/budget.py): a delivery may wait one lease
 # for a dead attempt's lease to expire, grade for grader_timeout_s, then retry storing the
 # result for result_write_retry_s. That must end before the queue's dispatch_deadline
-# (the worker's precondition in run.tf); the worker refuses to start otherwise.
+# (the precondition on the worker_url output); the worker refuses to start otherwise.
 variable "lease_s" {
   description = "Seconds of a grading attempt's lease (GRADEQ_LEASE_S), renewed every heartbeat_s while it grades: a dead attempt is taken over this long after its last renewal."
   type        = number

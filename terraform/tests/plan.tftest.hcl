@@ -21,12 +21,12 @@ run "production_defaults" {
   }
 
   assert {
-    condition     = alltrue([for s in [google_cloud_run_v2_service.worker, google_cloud_run_v2_service.notification] : s.ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY" && s.invoker_iam_disabled == false])
+    condition     = alltrue([for s in [module.worker, module.notification] : s.ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY" && s.invoker_iam_disabled == false])
     error_message = "The worker and the notification service must be internal and check run.invoker."
   }
 
   assert {
-    condition     = google_cloud_run_v2_service.intake.invoker_iam_disabled == true
+    condition     = module.intake.invoker_iam_disabled == true
     error_message = "A public intake disables the invoker check instead of granting allUsers (refused under domain restricted sharing)."
   }
 }
@@ -40,7 +40,7 @@ run "private_intake" {
   }
 
   assert {
-    condition     = google_cloud_run_v2_service.intake.invoker_iam_disabled == false && length(google_cloud_run_v2_service_iam_member.intake_invokers) == 1
+    condition     = module.intake.invoker_iam_disabled == false && length(google_cloud_run_v2_service_iam_member.intake_invokers) == 1
     error_message = "A private intake checks run.invoker and grants it to intake_invokers only."
   }
 }
@@ -94,5 +94,5 @@ run "worker_budget_is_checked" {
   }
 
   # lease + grader timeout + result write retry must fit the queue's dispatch deadline.
-  expect_failures = [google_cloud_run_v2_service.worker]
+  expect_failures = [output.worker_url]
 }

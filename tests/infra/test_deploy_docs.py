@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from services.intake.admin.auth import OperatorAuthenticator, OperatorCredentialRequired
 from shared.config.settings import Settings
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
+from tests.infra import tfconfig
 from tests.infra.tfconfig import REPO, Terraform, block
 
 pytestmark = pytest.mark.infra
@@ -54,7 +55,7 @@ def _role_for(rtype: str) -> str | None:
 
 def test_deploy_docs_name_a_role_for_every_resource(tf: Terraform) -> None:
     text = DEPLOY.read_text()
-    for rtype, _ in tf.resources:
+    for rtype, _ in tfconfig.every_resource(tf):
         if not rtype.startswith("google_"):
             continue  # time_sleep calls no API
         role = _role_for(rtype)
@@ -137,7 +138,7 @@ def test_cost_docs_price_the_lease_renewals(
 
 def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> None:
     text = " ".join(DEPLOY.read_text().split())
-    # The precondition and the validation terraform checks, as written in variables.tf/run.tf.
+    # The precondition and the validation terraform checks, as written in variables.tf/outputs.tf.
     assert (
         "`lease_s` + `grader_timeout_s` + `result_write_retry_s` <= the queue's `dispatch_deadline`"
         in text

@@ -61,6 +61,11 @@ def test_every_google_resource_waits_for_the_apis(tf: Terraform) -> None:
         if not rtype.startswith("google_") or (rtype, name) == ENABLEMENT:
             continue
         assert API_WAIT in dependencies(tf, rtype, name), f"{rtype}.{name} may run before its API"
+    # A module's resources wait for what its call waits for (Cloud Run services, alerts).
+    for call, module in tfconfig.local_modules(tf).items():
+        if any(rtype.startswith("google_") for rtype, _ in module.resources):
+            waits = tfconfig.dependencies_of(tf, tf.modules[call])
+            assert API_WAIT in waits, f"module.{call} may run before its API"
 
 
 def test_pubsub_agent_exists_before_it_is_granted_anything(tf: Terraform) -> None:

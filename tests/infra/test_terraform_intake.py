@@ -21,7 +21,7 @@ from shared.config.settings import Settings
 from shared.domain.job import JobStatus
 from shared.ports import JobCursor, JobFilter, JobQuery
 from tests.infra import tfconfig
-from tests.infra.tfconfig import Terraform, block, depends_on, path_of, references
+from tests.infra.tfconfig import Terraform, block, depends_on, references
 
 pytestmark = pytest.mark.infra
 
@@ -35,16 +35,15 @@ ADMISSION_FIELDS = {
 
 
 def _env_for_each(tf: Terraform, service: str) -> str:
-    container = block(tf.resource("google_cloud_run_v2_service", service), "template")
-    dynamic = container["containers"][0]["dynamic"]  # type: ignore[index]
-    return str(next(d["env"]["for_each"] for d in dynamic if "env" in d))
+    return str(tfconfig.service(tf, service)["env"])
 
 
 # --- API keys live in Firestore: no client-keys secret any more.
 
 
 def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
-    configured = "".join(tfconfig.strings([tf.resources, tf.locals, tf.outputs, tf.imports]))
+    configured = [tf.resources, tf.modules, tf.locals, tf.outputs, tf.imports]
+    configured = "".join(tfconfig.strings(configured))
     assert "client_keys" not in configured and "CLIENT_KEYS" not in configured
     assert set(tf.locals["secret_ids"]) == {
         "webhook_secret",
@@ -52,12 +51,13 @@ def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
         "operator_keys",
         "reviewer_keys",
     }
-    container = block(tf.resource("google_cloud_run_v2_service", "intake"), "template")
-    # The intake's one secret is the operator keys (below).
-    envs = container["containers"][0].get("env", [])  # type: ignore[index]
-    assert [env["name"] for env in envs] == ["GRADEQ_OPERATOR_KEYS"]
+    # The intake's secrets are the operator keys (below) and, optionally, reviewer keys.
+    assert tfconfig.secret_env(tf, "intake") == {
+        "GRADEQ_OPERATOR_KEYS": "operator_keys",
+        "GRADEQ_REVIEWER_KEYS": "reviewer_keys",
+    }
     # It starts after its grant, and after the grant had time to propagate.
-    assert depends_on(tf.resource("google_cloud_run_v2_service", "intake")) == {
+    assert depends_on(tfconfig.service(tf, "intake")) == {
         ("time_sleep", "apis"),
         ("time_sleep", "service_iam"),
     }
@@ -79,11 +79,7 @@ def test_the_intake_may_use_the_key_and_counter_collections(tf: Terraform) -> No
     # Firestore client for every store): the intake's conditioned datastore.user covers them.
     grant = tf.resource("google_project_iam_member", "firestore_user")
     assert grant["role"] == "roles/datastore.user"
-    assert path_of(tf.locals["firestore_users"]["intake"]) == [
-        "google_service_account",
-        "intake",
-        "email",
-    ]
+    assert tfconfig.account_of(tf.locals["firestore_users"]["intake"]) == "intake"
     condition = block(grant, "condition")
     assert condition is not None
     assert "${google_firestore_database.main.name}" in condition["expression"]
@@ -131,30 +127,22 @@ def test_only_the_intake_may_read_the_operator_keys(tf: Terraform) -> None:
     grant = grants["intake_operator_keys"]
     assert grant["secret_id"] == "${google_secret_manager_secret.operator_keys.id}"
     assert grant["role"] == "roles/secretmanager.secretAccessor"
-    assert grant["member"] == "serviceAccount:${google_service_account.intake.email}"
+    assert grant["member"] == 'serviceAccount:${google_service_account.main["intake"].email}'
     assert "condition" not in grant
 
 
 def test_the_intake_reads_its_operator_keys_from_the_secret(tf: Terraform) -> None:
-    container = block(tf.resource("google_cloud_run_v2_service", "intake"), "template")
-    (env,) = [
-        e
-        for e in container["containers"][0].get("env", [])  # type: ignore[index]
-        if e["name"] == "GRADEQ_OPERATOR_KEYS"
-    ]
-    assert "value" not in env
-    ref = block(env, "value_source", "secret_key_ref")
-    assert ref == {
-        "secret": "${google_secret_manager_secret.operator_keys.secret_id}",
-        "version": "latest",
-    }
+    # Unconditionally: the first entry of the intake's secret_env, outside any condition.
+    assert str(tfconfig.service(tf, "intake")["secret_env"]).startswith(
+        "${merge({GRADEQ_OPERATOR_KEYS = google_secret_manager_secret.operator_keys.secret_id}, "
+    )
+    assert tfconfig.secret_env(tf, "intake")["GRADEQ_OPERATOR_KEYS"] == "operator_keys"
     # The setting the intake reads, and no plain value for it anywhere else.
     assert "operator_keys" in Settings.model_fields
     plain = str(tf.locals["common_env"]) + str(tf.locals["intake_settings"])
     assert "OPERATOR_KEYS" not in plain
     for service in ("worker", "notification"):
-        body = tf.resource("google_cloud_run_v2_service", service)
-        assert "OPERATOR_KEYS" not in str(body["template"]), service
+        assert "OPERATOR_KEYS" not in str(tfconfig.service(tf, service)), service
 
 
 # --- Settings passed to the intake.
@@ -168,7 +156,7 @@ def test_intake_settings_reach_the_intake_only(tf: Terraform) -> None:
     for service in ("worker", "notification"):
         assert "intake_env" not in _env_for_each(tf, service), service
     # GRADEQ_ANALYTICS_READERS: the analytics service is not deployed (BigQuery subscription).
-    configured = "".join(tfconfig.strings([tf.resources, tf.locals]))
+    configured = "".join(tfconfig.strings([tf.resources, tf.modules, tf.locals]))
     assert "ANALYTICS_READERS" not in configured
 
 

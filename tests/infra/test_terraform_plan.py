@@ -7,11 +7,14 @@ empty state, from terraform/examples/minimal.tfvars.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from localcloud.terraform_provider.check import Workspace
 from tests.infra import terraform_run, tfconfig
 from tests.infra.tfconfig import REPO
 
@@ -29,9 +32,15 @@ RUN_IAM = (
 )
 
 
+def _resources(module: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield from module.get("resources", [])
+    for child in module.get("child_modules", []):
+        yield from _resources(child)
+
+
 def planned(plan: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
-    """Planned values of every resource of one type, by address."""
-    resources = plan["planned_values"]["root_module"].get("resources", [])
+    """Planned values of every resource of one type, by address (modules' included)."""
+    resources = _resources(plan["planned_values"]["root_module"])
     return {r["address"]: r["values"] for r in resources if r["type"] == rtype}
 
 
@@ -139,17 +148,22 @@ def test_every_service_that_reads_a_secret_waits_for_its_grant_to_propagate(
     for address, values in services(
         plan, ("intake", "worker", "notification", "analytics")
     ).items():
-        service = config[address]
+        # A service is a call of modules/run_service: its account and its waits are the
+        # call's inputs and depends_on.
+        assert address.startswith("module."), address
+        call = plan["configuration"]["root_module"]["module_calls"][address.split(".")[1]]
         secrets = {secret_address[s] for s in _secret_ids(values["template"])}
         if not secrets:
             continue
         readers += 1
+        # The account instance (google_service_account.main["worker"]), as grants name it.
         account = {
             r
-            for r in service["expressions"]["template"][0]["service_account"]["references"]
-            if r.count(".") == 1
+            for r in call["expressions"]["service_account"]["references"]
+            if r.startswith("google_service_account.") and r.endswith("]")
         }
-        waits = [config[a] for a in service.get("depends_on", []) if a.startswith("time_sleep.")]
+        assert len(account) == 1, call["expressions"]["service_account"]
+        waits = [config[a] for a in call.get("depends_on", []) if a.startswith("time_sleep.")]
         for secret in secrets:
             grants = [
                 a
@@ -206,3 +220,92 @@ def test_what_name_prefix_does_not_rename_is_named_in_the_deploy_docs(
         assert f"`{name}`" in deploy, f"docs/deploy.md does not name the shared {name!r}"
     # Renaming the queue instead is no way out: Cloud Tasks reserves a deleted queue's name.
     assert "tombstone" in deploy
+
+
+# --- Cloud Run services are modules/run_service; resources that changed address have a
+# moved block (terraform/moved.tf) so an applied deployment keeps them.
+
+# Addresses of earlier layouts (three Cloud Run resources, six service accounts, three
+# lane grants per lane, the failed-jobs alert) that an applied deployment of
+# minimal.tfvars may hold.
+EARLIER_ADDRESSES = [
+    "google_logging_metric.job_failed",
+    "time_sleep.job_failed_metric",
+    "google_monitoring_alert_policy.job_failed",
+    *(f"google_cloud_run_v2_service.{s}" for s in ("intake", "worker", "notification")),
+    *(
+        f"google_service_account.{a}"
+        for a in ("intake", "worker", "notification", "tasks_invoker", "scheduler", "pubsub_push")
+    ),
+    *(
+        f'google_cloud_tasks_queue_iam_member.{grant}["{lane}"]'
+        for grant in ("lane_intake_enqueuer", "lane_worker_enqueuer", "lane_worker_task_viewer")
+        for lane in ("exam", "bulk")
+    ),
+]
+_ADDRESS = re.compile(r'(\w+)\.(\w+)(?:\["([^"]+)"\])?')
+
+
+def test_every_cloud_run_service_is_a_run_service_module(production_plan: dict[str, Any]) -> None:
+    calls = production_plan["configuration"]["root_module"]["module_calls"]
+    found = planned(production_plan, "google_cloud_run_v2_service")
+    assert sorted(found) == [
+        f"module.{s}.google_cloud_run_v2_service.main" for s in ("intake", "notification", "worker")
+    ]
+    for address in found:
+        assert calls[address.split(".")[1]]["source"] == "./modules/run_service", address
+
+
+def _old_state(addresses: list[str]) -> dict[str, Any]:
+    """A terraform state holding objects (known by their id only) at `addresses`."""
+    resources: dict[tuple[str, str], dict[str, Any]] = {}
+    for address in addresses:
+        m = _ADDRESS.fullmatch(address)
+        assert m, address
+        rtype, name, key = m.groups()
+        resource = resources.setdefault(
+            (rtype, name),
+            {
+                "mode": "managed",
+                "type": rtype,
+                "name": name,
+                "provider": f'provider["registry.terraform.io/hashicorp/{rtype.split("_")[0]}"]',
+                "instances": [],
+            },
+        )
+        instance: dict[str, Any] = {"schema_version": 0, "attributes": {"id": address}}
+        if key is not None:
+            resource["each"] = "map"
+            instance["index_key"] = key
+        resource["instances"].append(instance)
+    return {
+        "version": 4,
+        "terraform_version": "1.9.0",
+        "serial": 1,
+        "lineage": "00000000-0000-0000-0000-000000000000",
+        "outputs": {},
+        "resources": list(resources.values()),
+    }
+
+
+def test_an_applied_deployment_keeps_what_moved(
+    terraform_workspace: Workspace, production_plan: dict[str, Any], tmp_path: Path
+) -> None:
+    state = tmp_path / "old.tfstate"
+    state.write_text(json.dumps(_old_state(EARLIER_ADDRESSES)))
+    plan = terraform_run.plan_json(
+        terraform_workspace,
+        terraform_run.TERRAFORM_DIR,
+        terraform_run.MINIMAL_VARS,
+        extra=(f"-state={state}",),
+    )
+    moved = {c["previous_address"]: c for c in plan["resource_changes"] if "previous_address" in c}
+    assert sorted(moved) == sorted(EARLIER_ADDRESSES)
+    for old, change in moved.items():
+        # Updated in place (the stand-in's state knows only the id), never recreated.
+        assert change["change"]["actions"] == ["update"], (old, change["address"], change["change"])
+    # The same objects, at the addresses a deployment from scratch plans.
+    created = {c["address"] for c in production_plan["resource_changes"]}
+    assert {c["address"] for c in moved.values()} <= created
+    deleted = [c["address"] for c in plan["resource_changes"] if "delete" in c["change"]["actions"]]
+    assert deleted == []

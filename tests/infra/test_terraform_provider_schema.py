@@ -45,7 +45,7 @@ def schemas(tf: Terraform) -> dict[str, dict[str, Schema]]:
         pytest.skip("SKIPPED provider schema check: npm install took over 300 s")
     if result.returncode != 0:
         pytest.skip(f"SKIPPED provider schema check: npm install failed:\n{result.stderr[-1500:]}")
-    wanted = {rtype for rtype, _ in tf.resources} | {dtype for dtype, _ in tf.data}
+    wanted = {rtype for rtype, _ in tfconfig.every_resource(tf)} | {dtype for dtype, _ in tf.data}
     wanted |= {"google_" + dtype.removeprefix("google_") for dtype, _ in tf.data}
     lib = Path(result.stdout.strip())
     found = provider_schema.load(lib, wanted)
@@ -112,7 +112,7 @@ def test_every_name_exists_in_the_provider(
     tf: Terraform, schemas: dict[str, dict[str, Schema]]
 ) -> None:
     problems = []
-    for (rtype, name), body in sorted(tf.resources.items()):
+    for (rtype, name), body in sorted(tfconfig.every_resource(tf).items()):
         provider = provider_of(rtype, body)
         if rtype not in schemas.get(provider, {}):
             problems.append(f"{rtype}: not a resource of the {provider} provider")

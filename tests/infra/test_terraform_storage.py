@@ -56,8 +56,8 @@ def test_browsers_on_the_frontend_origins_may_put_files(tf: Terraform) -> None:
 def test_the_intake_signs_with_its_own_account_and_no_key(tf: Terraform) -> None:
     grant = tf.resource("google_service_account_iam_member", "intake_signs_upload_urls")
     assert grant["role"] == "roles/iam.serviceAccountTokenCreator"
-    assert grant["service_account_id"] == "${google_service_account.intake.name}"
-    assert grant["member"] == "serviceAccount:${google_service_account.intake.email}"
+    assert grant["service_account_id"] == '${google_service_account.main["intake"].name}'
+    assert grant["member"] == 'serviceAccount:${google_service_account.main["intake"].email}'
     assert not tf.of_type("google_service_account_key")
     assert "iamcredentials.googleapis.com" in (tfconfig.TERRAFORM_DIR / "main.tf").read_text()
 
@@ -65,7 +65,7 @@ def test_the_intake_signs_with_its_own_account_and_no_key(tf: Terraform) -> None
 def test_the_worker_reads_and_the_services_know_the_bucket(tf: Terraform) -> None:
     grant = tf.resource("google_storage_bucket_iam_member", "worker_reads_uploads")
     assert grant["role"] == "roles/storage.objectViewer"
-    assert grant["member"] == "serviceAccount:${google_service_account.worker.email}"
+    assert grant["member"] == 'serviceAccount:${google_service_account.main["worker"].email}'
     assert "GRADEQ_UPLOADS_BUCKET" in (tfconfig.TERRAFORM_DIR / "main.tf").read_text()
 
 

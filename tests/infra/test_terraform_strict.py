@@ -93,7 +93,7 @@ def test_for_each_over_a_value_known_only_after_apply_is_refused(
     # A service account's email is computed by the provider: unknown when planning.
     (directory / "broken.tf").write_text(
         'resource "google_pubsub_topic_iam_member" "by_email" {\n'
-        "  for_each = toset([google_service_account.worker.email])\n"
+        '  for_each = toset([google_service_account.main["worker"].email])\n'
         "  topic    = google_pubsub_topic.events.name\n"
         '  role     = "roles/pubsub.viewer"\n'
         '  member   = "serviceAccount:${each.value}"\n'
@@ -110,7 +110,7 @@ def test_a_dependency_cycle_is_refused(terraform_workspace: Workspace, tmp_path:
         tmp_path,
         "main.tf",
         "depends_on = [google_project_service.main]",
-        "depends_on = [google_project_service.main, google_cloud_run_v2_service.worker]",
+        "depends_on = [google_project_service.main, module.worker]",
     )
     output = terraform_run.refused(terraform_workspace.validate(directory))
     assert "Cycle:" in output

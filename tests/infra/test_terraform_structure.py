@@ -107,21 +107,14 @@ def test_queue_targets_the_worker_with_oidc(tf: Terraform) -> None:
     queue = tf.resource("google_cloud_tasks_queue", "main")
     oidc = block(queue, "http_target", "oidc_token")
     assert oidc is not None
-    assert path_of(oidc["service_account_email"]) == [
-        "google_service_account",
-        "tasks_invoker",
-        "email",
-    ]
+    assert tfconfig.account_of(oidc["service_account_email"]) == "tasks_invoker"
     assert path_of(oidc["audience"]) == ["local", "service_urls", "worker"]
     override = block(queue, "http_target", "uri_override", "path_override")
     assert override is not None and path_of(override["path"]) == ["each", "value", "target_path"]
 
 
 def test_worker_timeout_covers_the_dispatch_deadline(tf: Terraform) -> None:
-    worker = tf.resource("google_cloud_run_v2_service", "worker")
-    template = block(worker, "template")
-    assert template is not None
-    assert template["timeout"] == "${local.dispatch_deadline_s}s"
+    assert tfconfig.service(tf, "worker")["request_timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
     assert tf.locals["task_queue"] == "${local.queues[var.queue]}"
 
@@ -137,8 +130,8 @@ BUDGET_VARIABLES = {
 
 
 def _budget_precondition(tf: Terraform) -> str:
-    worker = tf.resource("google_cloud_run_v2_service", "worker")
-    conditions = [p["condition"] for p in block(worker, "lifecycle")["precondition"]]  # type: ignore[index]
+    # On the worker's output: a module call (run.tf) takes no preconditions.
+    conditions = [p["condition"] for p in tf.outputs["worker_url"]["precondition"]]
     budget = [c for c in conditions if "local.dispatch_deadline_s" in c]
     assert len(budget) == 1, conditions
     return str(budget[0])
@@ -478,22 +471,22 @@ def test_region_validation_rejects_what_is_not_a_region(tf: Terraform, value: st
 
 
 def test_each_service_runs_as_its_own_service_account(tf: Terraform) -> None:
-    services = tf.of_type("google_cloud_run_v2_service")
+    services = tfconfig.services(tf)
     assert set(services) == set(RUN_SERVICES)
     accounts = {}
     for name, body in services.items():
-        parts = path_of(block(body, "template")["service_account"])  # type: ignore[index]
-        assert parts and parts[0] == "google_service_account" and parts[2] == "email", parts
-        accounts[name] = parts[1]
+        account = tfconfig.account_of(body["service_account"])
+        assert account, body["service_account"]
+        accounts[name] = account
     assert len(set(accounts.values())) == len(accounts), accounts
     assert not set(accounts.values()) & set(PUSH_IDENTITIES)
-    for account in [*accounts.values(), *PUSH_IDENTITIES]:
-        assert ("google_service_account", account) in tf.resources
+    assert tf.resource("google_service_account", "main")["for_each"] == "${local.service_accounts}"
+    assert {*accounts.values(), *PUSH_IDENTITIES} <= set(tf.locals["service_accounts"])
 
 
 def test_only_the_intake_accepts_outside_traffic(tf: Terraform) -> None:
     for name in ("worker", "notification"):
-        ingress = tf.resource("google_cloud_run_v2_service", name)["ingress"]
+        ingress = tfconfig.service(tf, name)["ingress"]
         assert ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY", name
 
 
@@ -513,7 +506,7 @@ def test_no_public_access_except_where_intended(tf: Terraform) -> None:
         assert not any(m in str(body) for m in PUBLIC_MEMBERS), f"{rtype}.{name} is public"
     # A public intake turns Cloud Run's invoker check off: domain restricted sharing
     # refuses allUsers bindings; the others always check it.
-    services = tf.of_type("google_cloud_run_v2_service")
+    services = tfconfig.services(tf)
     assert services["intake"]["invoker_iam_disabled"] == "${var.intake_public}"
     assert {services[s]["invoker_iam_disabled"] for s in ("worker", "notification")} == {False}
 
@@ -526,33 +519,28 @@ def test_invokers_are_exactly_the_callers(tf: Terraform) -> None:
     invokers: dict[str, set[str]] = {}
     for body in tf.of_type("google_cloud_run_v2_service_iam_member").values():
         assert body["role"] == "roles/run.invoker"
-        service = path_of(body["name"])[1]  # type: ignore[index]
+        service = path_of(body["name"])[1]  # type: ignore[index]  # module.<service>.name
         invokers.setdefault(service, set()).add(body["member"])
     assert invokers["worker"] == {
-        "serviceAccount:${google_service_account.tasks_invoker.email}",
-        "serviceAccount:${google_service_account.scheduler.email}",
+        'serviceAccount:${google_service_account.main["tasks_invoker"].email}',
+        'serviceAccount:${google_service_account.main["scheduler"].email}',
     }
     assert invokers["notification"] == {
-        "serviceAccount:${google_service_account.pubsub_push.email}"
+        'serviceAccount:${google_service_account.main["pubsub_push"].email}'
     }
 
 
 def _env_maps(tf: Terraform, service: str) -> list[str]:
-    """The maps merged into a service's plain env (`merge(local.a, local.b.c, {...})`)."""
-    containers = block(tf.resource("google_cloud_run_v2_service", service), "template")
-    dynamic = containers["containers"][0]["dynamic"]  # type: ignore[index]
-    for_each = next(d["env"]["for_each"] for d in dynamic if "env" in d)
-    merged = re.fullmatch(r"\$\{merge\(([^{}]*?)(?:,\s*\{.*\})?\)\}", for_each, re.S)
-    assert merged, for_each
+    """The maps merged into a service's plain env (`env = merge(local.a, local.b.c, {...})`)."""
+    env = tfconfig.service(tf, service)["env"]
+    merged = re.fullmatch(r"\$\{merge\(([^{}]*?)(?:,\s*\{.*\})?\)\}", env, re.S)
+    assert merged, env
     return re.findall(r"\blocal\.[\w.]+", merged.group(1))
 
 
 def _literal_env(tf: Terraform, service: str) -> dict[str, str]:
     """The `{NAME = expr}` map written into a service's plain env merge."""
-    containers = block(tf.resource("google_cloud_run_v2_service", service), "template")
-    dynamic = containers["containers"][0]["dynamic"]  # type: ignore[index]
-    for_each = next(d["env"]["for_each"] for d in dynamic if "env" in d)
-    return tfconfig.literal_map(for_each)
+    return tfconfig.literal_map(tfconfig.service(tf, service)["env"])
 
 
 def _settings_env_name(name: str) -> bool:
@@ -566,10 +554,7 @@ def test_every_gradeq_variable_terraform_sets_is_a_setting(tf: Terraform) -> Non
     for env in tf.locals["push_env"].values():
         names |= set(env)
     for service in RUN_SERVICES:
-        names |= set(_literal_env(tf, service))
-        container = block(tf.resource("google_cloud_run_v2_service", service), "template")
-        names |= {e["name"] for e in container["containers"][0].get("env", [])}  # type: ignore[index]
-    names |= {name for _service, name, _ref in _secret_envs(tf)}
+        names |= set(_literal_env(tf, service)) | set(tfconfig.secret_env(tf, service))
     gradeq = {n for n in names if n.startswith("GRADEQ_")}
     assert len(gradeq) > 20
     assert sorted(n for n in gradeq if not _settings_env_name(n)) == []
@@ -626,14 +611,13 @@ def test_push_receivers_check_what_their_callers_send(tf: Terraform, service: st
     assert {t["audience"] for t in tokens} == {env["GRADEQ_PUSH_AUDIENCE"]}
     senders = {t["service_account_email"] for t in tokens}
     allowed = {
-        f"${{{'.'.join(ref[1:])}.email}}"
-        for ref in references(env["GRADEQ_PUSH_SERVICE_ACCOUNTS"])
-        if ref[0] == "resource"
+        f'${{google_service_account.main["{account}"].email}}'
+        for account in tfconfig.accounts(env["GRADEQ_PUSH_SERVICE_ACCOUNTS"])
     }
     invokers = {
         b["member"].removeprefix("serviceAccount:")
         for b in tf.of_type("google_cloud_run_v2_service_iam_member").values()
-        if path_of(b["name"]) == ["google_cloud_run_v2_service", service, "name"]
+        if path_of(b["name"]) == ["module", service, "name"]
     }
     assert allowed == senders == invokers
 
@@ -647,7 +631,8 @@ def test_the_intake_receives_no_pushes(tf: Terraform) -> None:
 def test_probes_use_a_path_every_image_serves(tf: Terraform) -> None:
     # Container-configured probes reach /healthz, which Cloud Run's front end reserves for
     # requests through the service URL; the /health/* aliases exist only in newer images.
-    for name, body in tf.of_type("google_cloud_run_v2_service").items():
+    module = tfconfig.run_service_module()
+    for name, body in module.of_type("google_cloud_run_v2_service").items():
         container = block(body, "template")["containers"][0]  # type: ignore[index]
         for probe in ("startup_probe", "liveness_probe"):
             assert block(container, probe, "http_get")["path"] == "/healthz", (name, probe)  # type: ignore[index]
@@ -669,18 +654,34 @@ def test_project_level_grants_are_limited_to_firestore_and_vertex_ai(tf: Terrafo
         assert body.get("role") not in {"roles/owner", "roles/editor", "roles/viewer"}, name
 
 
+def _lane_grants(tf: Terraform) -> list[tuple[str, str]]:
+    """(role, account) of each grant every lane gets (tasks.tf, local.lane_grant_kinds)."""
+    lane = tf.resource("google_cloud_tasks_queue_iam_member", "lane")
+    assert lane["for_each"] == "${local.lane_grants}"
+    assert "local.other_lanes" in tf.locals["lane_grants"]
+    assert "local.lane_grant_kinds" in tf.locals["lane_grants"]
+    assert lane["role"] == "${each.value.role}"
+    assert (
+        lane["member"] == "serviceAccount:${google_service_account.main[each.value.account].email}"
+    )
+    return [(k["role"], k["account"]) for k in tf.locals["lane_grant_kinds"].values()]
+
+
 def test_least_privilege_grants(tf: Terraform) -> None:
     def members(rtype: str, role: str) -> set[str]:
         found: set[str] = set()
-        for body in tf.of_type(rtype).values():
+        for name, body in tf.of_type(rtype).items():
+            if (rtype, name) == ("google_cloud_tasks_queue_iam_member", "lane"):
+                found |= {account for r, account in _lane_grants(tf) if r == role}
+                continue
             if body["role"] != role:
                 continue
             path = path_of(body.get("for_each"))
             if path is not None and isinstance(tf.locals.get(path[1]), dict):
                 local = tf.locals[path[1]]
-                found |= {path_of(v)[1] for v in local.values()}  # type: ignore[index]
-            else:  # one member (for each lane, say)
-                found |= {ref[2] for ref in references(body["member"]) if ref[0] == "resource"}
+                found |= tfconfig.accounts(local)
+            else:  # one member (on one queue, say)
+                found |= tfconfig.accounts(body["member"])
         return found
 
     assert members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.enqueuer") == {
@@ -704,11 +705,22 @@ def test_least_privilege_grants(tf: Terraform) -> None:
     queue_admin = members("google_cloud_tasks_queue_iam_member", "roles/cloudtasks.queueAdmin")
     assert queue_admin == {"intake"}
     roles = {b["role"] for b in tf.of_type("google_cloud_tasks_queue_iam_member").values()}
+    roles = (roles - {"${each.value.role}"}) | {role for role, _account in _lane_grants(tf)}
     assert roles == {
         "roles/cloudtasks.enqueuer",
         "roles/cloudtasks.viewer",
         "roles/cloudtasks.queueAdmin",
     }
+
+
+def test_every_lane_grants_what_the_default_queue_grants(tf: Terraform) -> None:
+    # The intake and the worker enqueue in every lane and the sweep looks tasks up there.
+    enqueuer = tf.resource("google_cloud_tasks_queue_iam_member", "enqueuer")
+    viewer = tf.resource("google_cloud_tasks_queue_iam_member", "worker_task_viewer")
+    assert enqueuer["for_each"] == "${local.task_enqueuers}"
+    on_default = [(enqueuer["role"], a) for a in tfconfig.accounts(tf.locals["task_enqueuers"])]
+    on_default += [(viewer["role"], a) for a in tfconfig.accounts(viewer["member"])]
+    assert sorted(_lane_grants(tf)) == sorted(on_default)
 
 
 def test_the_worker_may_read_tasks_on_its_own_queue(tf: Terraform) -> None:
@@ -723,59 +735,37 @@ def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
     for body in tf.of_type("google_secret_manager_secret_iam_member").values():
         assert body["role"] == "roles/secretmanager.secretAccessor"
         secret = [r[2] for r in references(body["secret_id"]) if r[0] == "resource"]
-        account = [r[2] for r in references(body["member"]) if r[0] == "resource"]
-        readers.setdefault(secret[0], set()).update(account)
+        readers.setdefault(secret[0], set()).update(tfconfig.accounts(body["member"]))
     assert readers == {
         "webhook_secret": {"notification"},
         "grader_api_key": {"worker"},
         "operator_keys": {"intake"},
         "reviewer_keys": {"intake"},
     }
-    for service, _name, ref in _secret_envs(tf):
-        read = next(r[2] for r in references(ref["secret"]) if r[0] == "resource")
-        assert readers[read] == {service}
-
-
-def _secret_envs(tf: Terraform) -> list[tuple[str, str, dict[str, Any]]]:
-    """(service, env name, secret_key_ref) of every env read from Secret Manager.
-
-    Static env blocks, and dynamic ones whose for_each is a literal list of names.
-    """
-    found: list[tuple[str, str, dict[str, Any]]] = []
-    for service, body in tf.of_type("google_cloud_run_v2_service").items():
-        container = block(body, "template")["containers"][0]  # type: ignore[index]
-        for env in container.get("env", []):
-            if "value_source" in env:
-                ref = block(env, "value_source", "secret_key_ref")
-                assert ref is not None, (service, env["name"])
-                found.append((service, env["name"], ref))
-        for dynamic in container.get("dynamic", []):
-            env = dynamic.get("env")
-            if env is None or "value_source" not in env["content"][0]:
-                continue
-            assert env["content"][0]["name"] == "${env.value}", env
-            ref = block(env["content"][0], "value_source", "secret_key_ref")
-            assert ref is not None, (service, env)
-            names = re.findall(r'\["([A-Z_]+)"\]', env["for_each"])
-            assert names, env["for_each"]
-            found.extend((service, name, ref) for name in names)
-    return found
+    for service in RUN_SERVICES:
+        for read in tfconfig.secret_env(tf, service).values():
+            assert readers[read] == {service}, (service, read)
 
 
 def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
     secret_like = re.compile(r"(SECRET|PASSWORD|TOKEN|_KEYS?$)")
     plain = str(tf.locals.get("common_env")) + str(tf.locals.get("push_env"))
     plain += str(tf.locals.get("grader_settings")) + str(tf.locals.get("intake_settings"))
-    plain += "".join(str(b["template"]) for b in tf.of_type("google_cloud_run_v2_service").values())
-    sourced: dict[str, set[str]] = {}
-    for service, name, ref in _secret_envs(tf):
-        assert ref and "google_secret_manager_secret." in ref["secret"], (service, name)
-        assert ref["version"] == "latest"
-        sourced.setdefault(service, set()).add(name)
-    for service, body in tf.of_type("google_cloud_run_v2_service").items():
-        for env in block(body, "template")["containers"][0].get("env", []):  # type: ignore[index]
-            if "value_source" not in env:
-                assert not secret_like.search(env["name"]), f"{service}: plain {env['name']}"
+    plain += "".join(str(b["env"]) for b in tfconfig.services(tf).values())
+    # The module reads each secret_env entry from Secret Manager, latest version; plain
+    # env comes from `env` (and CONCURRENCY) only.
+    container = block(
+        tfconfig.run_service_module().resource("google_cloud_run_v2_service", "main"), "template"
+    )["containers"][0]  # type: ignore[index]
+    assert "env" not in container, "a static env block in the module"
+    dynamic = {d["env"]["for_each"]: d["env"]["content"][0] for d in container["dynamic"]}
+    assert set(dynamic) == {
+        "${merge(var.env, {CONCURRENCY = tostring(var.sizing.concurrency)})}",
+        "${var.secret_env}",
+    }
+    ref = block(dynamic["${var.secret_env}"], "value_source", "secret_key_ref")
+    assert ref == {"secret": "${env.value}", "version": "latest"}
+    sourced = {service: set(tfconfig.secret_env(tf, service)) for service in RUN_SERVICES}
     # Client API keys are digests in Firestore, not a secret of the deployment; operator
     # keys are.
     assert sourced == {
@@ -783,7 +773,7 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
         "notification": {"GRADEQ_WEBHOOK_SECRETS_KEY"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
     }
-    # Dynamic (plain) env maps must not carry them either.
+    # Plain env maps must not carry them.
     for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*[=:]", plain):
         assert not secret_like.search(key) or key == "GRADEQ_PUSH_AUTH", key
 
@@ -848,7 +838,7 @@ def test_required_apis_are_enabled(tf: Terraform) -> None:
     enabled = set(re.findall(r'"([a-z]+\.googleapis\.com)"', tf.locals["required_apis"]))
     enabled |= set(re.findall(r'\\"([a-z]+\.googleapis\.com)\\"', tf.locals["required_apis"]))
     enabled |= PREREQUISITE_APIS
-    for rtype, _ in tf.resources:
+    for rtype, _ in tfconfig.every_resource(tf):
         for prefix, api in API_OF.items():
             if rtype.startswith(prefix):
                 assert api in enabled, f"{rtype} needs {api}"
@@ -1008,13 +998,15 @@ def test_grader_settings_reach_the_worker(tf: Terraform) -> None:
 def test_the_quota_is_split_over_the_workers_max_instances(tf: Terraform) -> None:
     env = _literal_env(tf, "worker")
     assert env["GRADEQ_WORKER_MAX_INSTANCES"] == "${tostring(var.worker.max_instances)}"
-    scaling = block(tf.resource("google_cloud_run_v2_service", "worker"), "template", "scaling")
-    assert scaling is not None and scaling["max_instance_count"] == "${var.worker.max_instances}"
+    assert tfconfig.service(tf, "worker")["sizing"] == "${var.worker}"
+    module = tfconfig.run_service_module()
+    scaling = block(module.resource("google_cloud_run_v2_service", "main"), "template", "scaling")
+    assert scaling is not None and scaling["max_instance_count"] == "${var.sizing.max_instances}"
 
 
 def test_failure_injection_is_never_switched_on(tf: Terraform) -> None:
     # GRADEQ_GRADER_SIMULATE unset means off on the Google backend.
-    configured = tfconfig.strings([tf.resources, tf.locals, tf.variables, tf.outputs])
+    configured = tfconfig.strings([tf.resources, tf.modules, tf.locals, tf.variables, tf.outputs])
     assert not [text for text in configured if "SIMULATE" in text.upper()]
 
 
@@ -1026,7 +1018,7 @@ def test_vertex_ai_is_enabled_and_granted_only_for_gemini_on_vertex(tf: Terrafor
     assert grant["count"] == "${local.grader_on_vertex ? 1 : 0}"
     assert grant["role"] == "roles/aiplatform.user"
     assert grant["project"] == "${var.project_id}"
-    assert grant["member"] == "serviceAccount:${google_service_account.worker.email}"
+    assert grant["member"] == 'serviceAccount:${google_service_account.main["worker"].email}'
 
 
 def test_the_grader_key_exists_only_when_the_grader_needs_one(tf: Terraform) -> None:
@@ -1035,28 +1027,19 @@ def test_the_grader_key_exists_only_when_the_grader_needs_one(tf: Terraform) -> 
     access = tf.resource("google_secret_manager_secret_iam_member", "worker_grader_api_key")
     assert access["count"] == when
     assert access["secret_id"] == "${google_secret_manager_secret.grader_api_key[0].id}"
-    container = block(tf.resource("google_cloud_run_v2_service", "worker"), "template")
-    keyed = [
-        d["env"]
-        for d in container["containers"][0]["dynamic"]  # type: ignore[index]
-        if "GRADEQ_GRADER_API_KEY" in d["env"]["for_each"]
-    ]
-    assert len(keyed) == 1
-    assert keyed[0]["for_each"] == '${local.grader_needs_key ? ["GRADEQ_GRADER_API_KEY"] : []}'
-    ref = block(keyed[0]["content"][0], "value_source", "secret_key_ref")
-    assert ref is not None
-    assert ref["secret"] == "${google_secret_manager_secret.grader_api_key[0].secret_id}"
+    assert tfconfig.service(tf, "worker")["secret_env"] == (
+        "${local.grader_needs_key ? {GRADEQ_GRADER_API_KEY = "
+        "google_secret_manager_secret.grader_api_key[0].secret_id} : {}}"
+    )
 
 
 def test_the_worker_starts_after_its_grader_grants(tf: Terraform) -> None:
     # A refused model call fails the job at once (grading-provider-rejected).
-    waits = tfconfig.dependencies(tf, "google_cloud_run_v2_service", "worker")
+    waits = tfconfig.dependencies_of(tf, tfconfig.service(tf, "worker"))
     assert ("google_secret_manager_secret_iam_member", "worker_grader_api_key") in waits
     assert ("google_project_iam_member", "worker_aiplatform_user") in waits
     # ... and after they had time to propagate.
-    assert ("time_sleep", "service_iam") in depends_on(
-        tf.resource("google_cloud_run_v2_service", "worker")
-    )
+    assert ("time_sleep", "service_iam") in depends_on(tfconfig.service(tf, "worker"))
 
 
 def _quota_check(tf: Terraform) -> str:

@@ -160,6 +160,74 @@ def unresolved(tf: Terraform) -> list[str]:
     return missing
 
 
+# --- Gradeq's own modules and for_each resources (terraform/modules, iam.tf).
+
+RUN_SERVICE_MODULE = "./modules/run_service"
+_ACCOUNT = re.compile(r'google_service_account\.main\["([\w-]+)"\]')
+_SECRET_ENV = re.compile(
+    r"\b([A-Z][A-Z0-9_]*)\s*=\s*google_secret_manager_secret\.(\w+)(?:\[0\])?\.secret_id"
+)
+
+
+def services(tf: Terraform) -> dict[str, dict[str, Any]]:
+    """The Cloud Run services: the calls of modules/run_service (run.tf), by name."""
+    return {
+        name: body for name, body in tf.modules.items() if body.get("source") == RUN_SERVICE_MODULE
+    }
+
+
+def service(tf: Terraform, name: str) -> dict[str, Any]:
+    """One Cloud Run service's module call: its inputs (`env`, `secret_env`, `sizing`...)."""
+    return services(tf)[name]
+
+
+def run_service_module() -> Terraform:
+    """terraform/modules/run_service itself: the Cloud Run resource every service shares."""
+    return load(TERRAFORM_DIR / "modules" / "run_service")
+
+
+def local_modules(tf: Terraform) -> dict[str, Terraform]:
+    """Each call of a module in this repository (`source = "./modules/..."`), parsed."""
+    return {
+        name: load((tf.directory / body["source"]).resolve())
+        for name, body in tf.modules.items()
+        if str(body.get("source", "")).startswith("./")
+    }
+
+
+def every_resource(tf: Terraform) -> dict[tuple[str, str], dict[str, Any]]:
+    """tf.resources and those of the local modules it calls (named `module.<call>.<name>`)."""
+    found = dict(tf.resources)
+    for call, module in local_modules(tf).items():
+        found |= {
+            (rtype, f"module.{call}.{name}"): b for (rtype, name), b in module.resources.items()
+        }
+    return found
+
+
+def accounts(value: Any) -> set[str]:
+    """Keys of the service accounts (`google_service_account.main["worker"]`) named in `value`."""
+    return {m for text in strings(value) for m in _ACCOUNT.findall(text)}
+
+
+def account_of(expression: Any) -> str | None:
+    """`"${google_service_account.main["worker"].email}"` -> "worker"; None otherwise."""
+    m = re.fullmatch(r'\$\{google_service_account\.main\["([\w-]+)"\]\.email\}', str(expression))
+    return m.group(1) if m else None
+
+
+def secret_env(tf: Terraform, name: str) -> dict[str, str]:
+    """A service's env read from Secret Manager: {env name: google_secret_manager_secret name}.
+
+    Every `NAME = google_secret_manager_secret.x.secret_id` entry in its `secret_env`
+    input, whether or not a condition leaves it out of a given deployment.
+    """
+    value = service(tf, name).get("secret_env", "")
+    if isinstance(value, dict):  # a literal map: {NAME: "${google_secret_manager_secret...}"}
+        value = ", ".join(f"{k} = {v[2:-1]}" for k, v in value.items() if k.isupper())
+    return dict(_SECRET_ENV.findall(str(value)))
+
+
 def depends_on(body: dict[str, Any]) -> set[tuple[str, str]]:
     """The resources named in a block's explicit `depends_on`."""
     return {
@@ -169,9 +237,15 @@ def depends_on(body: dict[str, Any]) -> set[tuple[str, str]]:
 
 def dependencies(tf: Terraform, rtype: str, name: str) -> set[tuple[str, str]]:
     """Every resource that (rtype, name) waits for, through references, depends_on and locals."""
+    return dependencies_of(tf, tf.resource(rtype, name))
+
+
+def dependencies_of(tf: Terraform, body: dict[str, Any]) -> set[tuple[str, str]]:
+    """Every resource a block (a resource, a module call) waits for, as `dependencies`."""
     seen: set[tuple[str, str]] = set()
     seen_locals: set[str] = set()
-    pending: list[Any] = [tf.resource(rtype, name)]
+    seen_modules: set[str] = set()
+    pending: list[Any] = [body]
     while pending:
         for ref in references(pending.pop()):
             if ref[0] == "resource" and (ref[1], ref[2]) not in seen:
@@ -181,6 +255,10 @@ def dependencies(tf: Terraform, rtype: str, name: str) -> set[tuple[str, str]]:
             elif ref[0] == "local" and ref[1] not in seen_locals and ref[1] in tf.locals:
                 seen_locals.add(ref[1])
                 pending.append(tf.locals[ref[1]])
+            elif ref[0] == "module" and ref[1] not in seen_modules and ref[1] in tf.modules:
+                # A module's outputs wait for its inputs and its depends_on.
+                seen_modules.add(ref[1])
+                pending.append(tf.modules[ref[1]])
     return seen
 
 

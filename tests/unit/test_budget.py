@@ -21,15 +21,15 @@ def test_the_shipped_queue_terraform_and_settings_are_one_consistent_budget() ->
     queue_name = tf.variables["queue"]["default"]
     deadline = load_queues()[queue_name].dispatch_deadline.total_seconds()
     # terraform makes the worker's Cloud Run request timeout the queue's dispatch deadline.
-    worker = tfconfig.block(tf.resource("google_cloud_run_v2_service", "worker"), "template")
-    assert worker is not None and worker["timeout"] == "${local.dispatch_deadline_s}s"
+    worker = tfconfig.service(tf, "worker")
+    assert worker["request_timeout"] == "${local.dispatch_deadline_s}s"
     assert "local.task_queue.dispatch_deadline" in tf.locals["dispatch_deadline_s"]
-    # The durations the worker gets from terraform's variables (GRADEQ_* in run.tf).
+    # The durations the worker gets from terraform's variables (GRADEQ_* in main.tf).
     durations = {
         name: float(tf.variables[name]["default"])
         for name in ("grader_timeout_s", "lease_s", "heartbeat_s", "result_write_retry_s")
     }
-    assert "local.common_env" in worker["containers"][0]["dynamic"][0]["env"]["for_each"]
+    assert "local.common_env" in worker["env"]
     for name in durations:
         assert tf.locals["common_env"][f"GRADEQ_{name.upper()}"] == f"${{tostring(var.{name})}}"
 
