@@ -4,12 +4,14 @@ A fixed pool of dispatch threads sends the requests over kept-alive connections.
 attempt that ends hands its outcome back to the pump, which records every outcome gathered
 since its last turn and claims the next due tasks in one transaction. An outcome waits
 for that turn at most `record_delay_s` (a lease outlasts the dispatch deadline); only an
-attempt that frees the last slot wakes the pump at once.
+attempt that frees the last slot wakes the pump at once. An outcome is forgotten only once
+the transaction that recorded it has committed: a turn that fails keeps it for the next.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 
 _CLAIM_BATCH = 50
 _PURGE_EVERY_S = 60.0
+#: How long the pump waits before it tries a failing table again.
+_RETRY_FAILED_TURN_S = 1.0
 
 
 def _job_id(task: TaskRow) -> str | None:
@@ -87,7 +91,10 @@ class QueuePump:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
         self._pool = ThreadPoolExecutor(self._cap, thread_name_prefix=f"dispatch-{queue.name}")
+        #: Outcomes handed back by the dispatch threads ...
         self._outcomes: deque[_Outcome] = deque()
+        #: ... then taken by the pump, until the transaction recording them commits.
+        self._unrecorded: list[_Outcome] = []
         self._http = pool(self._cap)
         self._next_purge = 0.0
 
@@ -108,17 +115,31 @@ class QueuePump:
     def wait_idle(self, until: float) -> int:
         """Wait until no attempt is in flight or `until` (monotonic); return those left.
 
-        The outcomes of the attempts that ended are recorded before returning.
+        The outcomes of the attempts that ended are recorded before returning; a table
+        that fails is tried again until `until` (once at least).
         """
         with self._idle:
             while self._in_flight and (left := until - time.monotonic()) > 0:
                 self._idle.wait(left)
             left_in_flight = self._in_flight
-        try:
-            with self.table.db.transaction():
-                self._record_outcomes()
-        except Exception:
-            log.exception("queue %s: recording the last outcomes failed", self.queue.name)
+        while True:
+            try:
+                with self.table.db.transaction():
+                    self._record_outcomes()
+                break
+            except Exception:
+                left = until - time.monotonic()
+                if left <= 0:
+                    names = sorted(outcome.task.name for outcome in self._pending_outcomes())
+                    log.exception(
+                        "queue %s: recording the last outcomes failed; sent again once their"
+                        " leases run out: %s",
+                        self.queue.name,
+                        ", ".join(names) or "none",
+                    )
+                    break
+                log.exception("queue %s: recording the last outcomes failed", self.queue.name)
+                time.sleep(min(left, _RETRY_FAILED_TURN_S))
         self._pool.shutdown(wait=False)
         self._http.close()
         return left_in_flight
@@ -130,14 +151,14 @@ class QueuePump:
         signalled, look_at = True, 0.0
         while not self._stopping.is_set():
             now = time.monotonic()
-            if signalled or self._outcomes or now >= look_at:
+            if signalled or self._has_outcomes() or now >= look_at:
                 try:
                     look_at = now + self._tick()
                 except Exception:
                     # Keep pumping (a locked or briefly unavailable database heals itself),
                     # after a second: the outcomes stay queued until then.
                     log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
-                    signalled = self._wake.wait(1.0)
+                    signalled = self._wake.wait(_RETRY_FAILED_TURN_S)
                     if signalled:
                         self._wake.clear()
                     look_at = 0.0
@@ -145,7 +166,7 @@ class QueuePump:
             wait = look_at - time.monotonic()
             with self._idle:
                 busy = self._in_flight > 0
-            if busy or self._outcomes:
+            if busy or self._has_outcomes():
                 wait = min(wait, self.record_delay_s)
             signalled = self._wake.wait(max(wait, 0.0))
             if signalled:
@@ -163,7 +184,7 @@ class QueuePump:
         # Full: an attempt that ends wakes the pump. Out of tokens: the bucket says when.
         idle_wait = self.poll_interval_s if free <= 0 else self.bucket.wait_time()
         may_claim = free > 0 and tokens >= 1
-        if not may_claim and not self._outcomes:
+        if not may_claim and not self._has_outcomes():
             return idle_wait
         with self.table.db.transaction():
             self._record_outcomes()
@@ -188,12 +209,37 @@ class QueuePump:
             self._start(task, task.first_attempt_at or now)
         return 0.0
 
+    def _has_outcomes(self) -> bool:
+        return bool(self._outcomes or self._unrecorded)
+
+    def _pending_outcomes(self) -> list[_Outcome]:
+        """The outcomes not recorded yet (for the pump's thread, or once it has stopped)."""
+        return [*self._unrecorded, *self._outcomes]
+
     def _record_outcomes(self) -> None:
-        """Record the outcomes handed back so far (inside the pump's transaction)."""
+        """Record the outcomes handed back so far (inside the pump's transaction).
+
+        They are forgotten only once that transaction commits: if it rolls back (a
+        locked table, a failed claim or COMMIT), the next turn records them again, and
+        a task whose attempt succeeded is not sent a second time when its lease runs out.
+        """
         while self._outcomes:
-            outcome = self._outcomes.popleft()
+            self._unrecorded.append(self._outcomes.popleft())
+        for outcome in list(self._unrecorded):
             with job_context(outcome.job_id):
-                self._record(outcome.task, outcome.result, outcome.first_attempt_at)
+                try:
+                    self._record(outcome.task, outcome.result, outcome.first_attempt_at)
+                except sqlite3.Error:
+                    raise  # the table failed: the whole turn is tried again
+                except Exception:
+                    # Not the table's fault: tried again, it would fail again and hold
+                    # every later outcome back. Dropped alone, it is the lease that runs
+                    # out (the task is sent again).
+                    log.exception("task %s: recording its outcome failed", outcome.task.name)
+                    self._unrecorded.remove(outcome)
+        if self._unrecorded:
+            # Only this turn adds to the list, and the callback runs before it returns.
+            self.table.db.after_commit(self._unrecorded.clear)
 
     def _startable(self, task: TaskRow, claimed_at: float) -> bool:
         """False for a task with no attempt left, which is deleted instead."""
