@@ -85,16 +85,19 @@ class Recordings:
 
 def fail_claims_after_a_recording(
     dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
-) -> threading.Event:
-    """The first claim of a turn that recorded an outcome fails (the turn rolls back)."""
+) -> list[str]:
+    """The first claim of a turn that recorded an outcome fails (the turn rolls back).
+
+    Returns where it failed: the name of the thread whose transaction it was.
+    """
     table = dispatcher.table
     recordings = Recordings(table, monkeypatch)
-    failed = threading.Event()
+    failed: list[str] = []
     claim_due = table.claim_due
 
     def claim_or_fail(*args: Any, **kwargs: Any) -> Any:
-        if recordings.count and not failed.is_set():
-            failed.set()
+        if recordings.count and not failed:
+            failed.append(threading.current_thread().name)
             raise sqlite3.OperationalError("database is locked")
         return claim_due(*args, **kwargs)
 
@@ -104,10 +107,13 @@ def fail_claims_after_a_recording(
 
 def fail_the_commit_after_a_recording(
     db: SqliteDatabase, dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
-) -> threading.Event:
-    """The first transaction that recorded an outcome does not commit (rolled back)."""
+) -> list[str]:
+    """The first transaction that recorded an outcome does not commit (rolled back).
+
+    Returns where it failed: the name of the thread whose transaction it was.
+    """
     recordings = Recordings(dispatcher.table, monkeypatch)
-    failed = threading.Event()
+    failed: list[str] = []
     transaction = db.transaction
 
     @contextmanager
@@ -116,8 +122,8 @@ def fail_the_commit_after_a_recording(
         before = recordings.count
         with transaction() as conn:
             yield conn
-            if outermost and recordings.count > before and not failed.is_set():
-                failed.set()
+            if outermost and recordings.count > before and not failed:
+                failed.append(threading.current_thread().name)
                 raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(db, "transaction", failing_commit)
@@ -141,7 +147,7 @@ def test_a_success_recorded_in_a_failed_turn_is_recorded_again_not_redelivered(
     with started(dispatcher):
         target.wait_for(1, timeout=5)
         eventually(lambda: tombstone(db, "t-once")[0] == TaskState.DELETED, timeout=8)
-    assert failed.is_set()  # the fault did hit a turn holding the outcome
+    assert failed == ["pump-grading"]  # the fault did hit a turn holding the outcome
     assert tombstone(db, "t-once") == (TaskState.DELETED, "succeeded")
     # A deleted task is never claimed again: the count is final.
     assert len(target.requests) == 1
@@ -158,7 +164,7 @@ def test_a_failure_recorded_in_a_failed_turn_keeps_its_retry_state(
     with started(dispatcher):
         _first, second = target.wait_for(2, timeout=8)
         eventually(lambda: tombstone(db, "t-retry")[0] == TaskState.DELETED, timeout=5)
-    assert failed.is_set()
+    assert failed == ["pump-grading"]
     # The retry knows the first attempt's answer (a lost outcome reads as a lease that
     # ran out: no response, no execution counted).
     assert second.header("X-CloudTasks-TaskPreviousResponse") == "500"
@@ -202,7 +208,7 @@ def test_the_last_outcomes_survive_a_failed_commit_at_stop(
     failed = fail_the_commit_after_a_recording(db, dispatcher, monkeypatch)
     with started(dispatcher):
         target.wait_for(1, timeout=5)
-    assert failed.is_set()
+    assert failed == [threading.current_thread().name]  # the stop's recording
     assert tombstone(db, "t-last") == (TaskState.DELETED, "succeeded")
 
 
