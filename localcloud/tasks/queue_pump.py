@@ -11,14 +11,13 @@ the transaction that recorded it has committed: a turn that fails keeps it for t
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from localcloud.http_pool import pool
+from localcloud.outcomes import PendingOutcomes
 from localcloud.tasks.attempt import AttemptResult, build_headers, send
 from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from localcloud.tasks.retry import describe, exhausted, retry_delay
@@ -91,10 +90,13 @@ class QueuePump:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
         self._pool = ThreadPoolExecutor(self._cap, thread_name_prefix=f"dispatch-{queue.name}")
-        #: Outcomes handed back by the dispatch threads ...
-        self._outcomes: deque[_Outcome] = deque()
-        #: ... then taken by the pump, until the transaction recording them commits.
-        self._unrecorded: list[_Outcome] = []
+        self._outcomes = PendingOutcomes[_Outcome](
+            table.db,
+            lambda o: self._record(o.task, o.result, o.first_attempt_at),
+            name=lambda o: f"task {o.task.name}",
+            job_id=lambda o: o.job_id,
+            log=log,
+        )
         self._http = pool(self._cap)
         self._next_purge = 0.0
 
@@ -122,24 +124,7 @@ class QueuePump:
             while self._in_flight and (left := until - time.monotonic()) > 0:
                 self._idle.wait(left)
             left_in_flight = self._in_flight
-        while True:
-            try:
-                with self.table.db.transaction():
-                    self._record_outcomes()
-                break
-            except Exception:
-                left = until - time.monotonic()
-                if left <= 0:
-                    names = sorted(outcome.task.name for outcome in self._pending_outcomes())
-                    log.exception(
-                        "queue %s: recording the last outcomes failed; sent again once their"
-                        " leases run out: %s",
-                        self.queue.name,
-                        ", ".join(names) or "none",
-                    )
-                    break
-                log.exception("queue %s: recording the last outcomes failed", self.queue.name)
-                time.sleep(min(left, _RETRY_FAILED_TURN_S))
+        self._outcomes.record_until(until, f"queue {self.queue.name}", _RETRY_FAILED_TURN_S)
         self._pool.shutdown(wait=False)
         self._http.close()
         return left_in_flight
@@ -151,7 +136,7 @@ class QueuePump:
         signalled, look_at = True, 0.0
         while not self._stopping.is_set():
             now = time.monotonic()
-            if signalled or self._has_outcomes() or now >= look_at:
+            if signalled or self._outcomes or now >= look_at:
                 try:
                     look_at = now + self._tick()
                 except Exception:
@@ -166,7 +151,7 @@ class QueuePump:
             wait = look_at - time.monotonic()
             with self._idle:
                 busy = self._in_flight > 0
-            if busy or self._has_outcomes():
+            if busy or self._outcomes:
                 wait = min(wait, self.record_delay_s)
             signalled = self._wake.wait(max(wait, 0.0))
             if signalled:
@@ -184,10 +169,10 @@ class QueuePump:
         # Full: an attempt that ends wakes the pump. Out of tokens: the bucket says when.
         idle_wait = self.poll_interval_s if free <= 0 else self.bucket.wait_time()
         may_claim = free > 0 and tokens >= 1
-        if not may_claim and not self._has_outcomes():
+        if not may_claim and not self._outcomes:
             return idle_wait
         with self.table.db.transaction():
-            self._record_outcomes()
+            self._outcomes.record()
             if not may_claim:
                 return idle_wait
             claimed = self.table.claim_due(
@@ -208,38 +193,6 @@ class QueuePump:
             self.bucket.take()
             self._start(task, task.first_attempt_at or now)
         return 0.0
-
-    def _has_outcomes(self) -> bool:
-        return bool(self._outcomes or self._unrecorded)
-
-    def _pending_outcomes(self) -> list[_Outcome]:
-        """The outcomes not recorded yet (for the pump's thread, or once it has stopped)."""
-        return [*self._unrecorded, *self._outcomes]
-
-    def _record_outcomes(self) -> None:
-        """Record the outcomes handed back so far (inside the pump's transaction).
-
-        They are forgotten only once that transaction commits: if it rolls back (a
-        locked table, a failed claim or COMMIT), the next turn records them again, and
-        a task whose attempt succeeded is not sent a second time when its lease runs out.
-        """
-        while self._outcomes:
-            self._unrecorded.append(self._outcomes.popleft())
-        for outcome in list(self._unrecorded):
-            with job_context(outcome.job_id):
-                try:
-                    self._record(outcome.task, outcome.result, outcome.first_attempt_at)
-                except sqlite3.Error:
-                    raise  # the table failed: the whole turn is tried again
-                except Exception:
-                    # Not the table's fault: tried again, it would fail again and hold
-                    # every later outcome back. Dropped alone, it is the lease that runs
-                    # out (the task is sent again).
-                    log.exception("task %s: recording its outcome failed", outcome.task.name)
-                    self._unrecorded.remove(outcome)
-        if self._unrecorded:
-            # Only this turn adds to the list, and the callback runs before it returns.
-            self.table.db.after_commit(self._unrecorded.clear)
 
     def _startable(self, task: TaskRow, claimed_at: float) -> bool:
         """False for a task with no attempt left, which is deleted instead."""
@@ -266,7 +219,7 @@ class QueuePump:
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
                 result = send(task, headers, deadline, self.target_base, self._http)
-                self._outcomes.append(_Outcome(task, result, first_attempt_at, job_id))
+                self._outcomes.add(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
             log.exception("task %s: the attempt failed unexpectedly", task.name)
