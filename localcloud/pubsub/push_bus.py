@@ -184,7 +184,11 @@ class Bus:
         log.info("bus started", extra={"subscriptions": sorted(self._configs)})
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop claiming, let in-flight pushes finish (their leases cover the rest)."""
+        """Stop claiming, let in-flight pushes finish (their leases cover the rest).
+
+        The outcomes are recorded before returning; a store that fails is tried again
+        until `timeout_s` from the call has passed (once at least).
+        """
         if self._thread is None or self._pool is None or self._listener is None:
             return
         until = time.monotonic() + timeout_s
