@@ -101,10 +101,16 @@ class Recordings:
         return counted
 
 
+STORE_LOCKED = DependencyUnavailable("embedded store: claim failed: database is locked")
+
+
 def fail_claims_after_a_recording(
-    db: SqliteDatabase, bus: Bus, monkeypatch: pytest.MonkeyPatch
+    db: SqliteDatabase,
+    bus: Bus,
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception = STORE_LOCKED,
 ) -> list[str]:
-    """The first claim of a turn that recorded an outcome fails (the turn rolls back).
+    """The first claim of a turn that recorded an outcome raises `error` (the turn rolls back).
 
     Returns where it failed: the name of the thread whose transaction it was.
     """
@@ -115,7 +121,7 @@ def fail_claims_after_a_recording(
     def claim_or_fail(*args: Any, **kwargs: Any) -> Any:
         if recordings.count and not failed:
             failed.append(threading.current_thread().name)
-            raise DependencyUnavailable("embedded store: claim failed: database is locked")
+            raise error
         return claim(*args, **kwargs)
 
     monkeypatch.setattr(bus.store, "claim", claim_or_fail)
@@ -147,8 +153,12 @@ def fail_the_commit_after_a_recording(
     return failed
 
 
-FAULTS = {
+FAULTS: dict[str, Callable[[SqliteDatabase, Bus, pytest.MonkeyPatch], list[str]]] = {
     "claim fails": fail_claims_after_a_recording,
+    # Not the store's fault (a bug): the pump carries on all the same.
+    "claim fails unexpectedly": lambda db, bus, mp: fail_claims_after_a_recording(
+        db, bus, mp, RuntimeError("unexpected")
+    ),
     "commit fails": fail_the_commit_after_a_recording,
 }
 
