@@ -19,7 +19,10 @@ publisher signals new messages after its commit (a datagram), and a push that en
 the pump when it frees the last slot, so the bus only polls as a fallback. Outcomes wait
 for the next turn, at most `record_delay_s` while pushes are in flight: a lease outlasts
 the ack deadline, so recording an ack a little later changes nothing, and recording a
-burst's outcomes together saves a transaction per push.
+burst's outcomes together saves a transaction per push. An outcome is forgotten only once
+the transaction that recorded it has committed (localcloud/outcomes.py): a turn, or the
+stop, whose transaction fails keeps it for the next try, so an acknowledged message is
+not pushed again when its lease runs out and a refused one keeps its backoff.
 
 With an OIDC service account each push carries the subscription's ID token as Cloud Run
 hands it to the container (signature removed), with the endpoint's base URL as audience,
@@ -33,9 +36,9 @@ import functools
 import json
 import logging
 import random
+import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -45,6 +48,7 @@ from urllib.parse import urlsplit
 
 from localcloud.cloudrun import base_url, forwarded_authorization
 from localcloud.http_pool import pool, send
+from localcloud.outcomes import RETRY_S, PendingOutcomes
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
 from localcloud.pubsub.table_subscription import TableSubscription
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
@@ -153,7 +157,14 @@ class Bus:
         self._http = pool(concurrency)
         self._thread: threading.Thread | None = None
         self._listener: WakeListener | None = None
-        self._outcomes: deque[_Outcome] = deque()
+        self._outcomes = PendingOutcomes[_Outcome](
+            db,
+            self._record,
+            name=lambda o: f"message {o.delivery.message_id} of {o.delivery.subscription}",
+            job_id=lambda o: o.delivery.attributes.get("ce-subject"),
+            log=log,
+            store_errors=(sqlite3.Error, DependencyUnavailable),
+        )
 
     @property
     def store(self) -> SqliteDeliveryStore:
@@ -173,20 +184,22 @@ class Bus:
         log.info("bus started", extra={"subscriptions": sorted(self._configs)})
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop claiming, let in-flight pushes finish (their leases cover the rest)."""
+        """Stop claiming, let in-flight pushes finish (their leases cover the rest).
+
+        The outcomes are recorded before returning; a store that fails is tried again
+        until `timeout_s` from the call has passed (once at least).
+        """
         if self._thread is None or self._pool is None or self._listener is None:
             return
+        until = time.monotonic() + timeout_s
         self._stopping.set()
         self._listener.wake()
         self._thread.join(timeout_s)
         with self._lock:
             pending = set(self._inflight)
         wait_for(pending, timeout=timeout_s)
-        try:
-            with unavailable_on_error("record outcomes"), self._db.transaction():
-                self._record_outcomes()
-        except DependencyUnavailable as exc:
-            log.warning("the last outcomes were not recorded: %s", exc.detail)
+        # A store that fails is tried again until the timeout ends (once at least).
+        self._outcomes.record_until(until, "bus", min(self._poll_interval_s, RETRY_S))
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()
         self._listener.close()
@@ -213,6 +226,11 @@ class Bus:
                     # Outcomes stay queued: try again after the poll interval, not sooner.
                     signalled = self._listener.wait(self._poll_interval_s)
                     continue
+                except Exception:
+                    # Keep pumping: whatever failed, the outcomes stay queued.
+                    log.exception("bus pump error; retrying")
+                    signalled = self._listener.wait(self._poll_interval_s)
+                    continue
                 if claimed:
                     signalled = True  # more may be due at once
                     continue
@@ -235,7 +253,7 @@ class Bus:
         if free <= 0 and not self._outcomes:
             return 0
         with unavailable_on_error("pump"), self._db.transaction():
-            self._record_outcomes()
+            self._outcomes.record()
             deliveries, dead = self._store.claim(
                 self._configs, free, time.time(), self._lease_grace_s
             )
@@ -246,7 +264,7 @@ class Bus:
             if not self._configs[delivery.subscription].admits(delivery.attributes):
                 # Stored before the subscription had its filter: acknowledged, as Pub/Sub
                 # does for a message its filter does not admit, and never pushed.
-                self._outcomes.append(_Outcome(delivery, True, None, None))
+                self._outcomes.add(_Outcome(delivery, True, None, None))
                 log.debug("filtered out", extra=_facts(delivery, None))
                 continue
             future = self._pool.submit(self._deliver, delivery)
@@ -274,16 +292,10 @@ class Bus:
             else:
                 status, error = self._push(self._endpoints[delivery.subscription], delivery)
                 outcome = _Outcome(delivery, status in SUCCESS_CODES, status, error)
-        self._outcomes.append(outcome)
-
-    def _record_outcomes(self) -> None:
-        """Record the finished pushes (inside the pump's transaction)."""
-        while self._outcomes:
-            outcome = self._outcomes.popleft()
-            with job_context(outcome.delivery.attributes.get("ce-subject")):
-                self._record(outcome)
+        self._outcomes.add(outcome)
 
     def _record(self, outcome: _Outcome) -> None:
+        """Record one finished push (inside the pump's transaction)."""
         delivery, status, error = outcome.delivery, outcome.status, outcome.error
         config = self._configs[delivery.subscription]
         if outcome.ok:

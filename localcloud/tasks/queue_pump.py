@@ -4,7 +4,8 @@ A fixed pool of dispatch threads sends the requests over kept-alive connections.
 attempt that ends hands its outcome back to the pump, which records every outcome gathered
 since its last turn and claims the next due tasks in one transaction. An outcome waits
 for that turn at most `record_delay_s` (a lease outlasts the dispatch deadline); only an
-attempt that frees the last slot wakes the pump at once.
+attempt that frees the last slot wakes the pump at once. An outcome is forgotten only once
+the transaction that recorded it has committed: a turn that fails keeps it for the next.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from localcloud.http_pool import pool
+from localcloud.outcomes import PendingOutcomes
 from localcloud.tasks.attempt import AttemptResult, build_headers, send
 from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from localcloud.tasks.retry import describe, exhausted, retry_delay
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 _CLAIM_BATCH = 50
 _PURGE_EVERY_S = 60.0
+#: How long the pump waits before it tries a failing table again.
+_RETRY_FAILED_TURN_S = 1.0
 
 
 def _job_id(task: TaskRow) -> str | None:
@@ -87,7 +90,13 @@ class QueuePump:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pump-{queue.name}", daemon=True)
         self._pool = ThreadPoolExecutor(self._cap, thread_name_prefix=f"dispatch-{queue.name}")
-        self._outcomes: deque[_Outcome] = deque()
+        self._outcomes = PendingOutcomes[_Outcome](
+            table.db,
+            lambda o: self._record(o.task, o.result, o.first_attempt_at),
+            name=lambda o: f"task {o.task.name}",
+            job_id=lambda o: o.job_id,
+            log=log,
+        )
         self._http = pool(self._cap)
         self._next_purge = 0.0
 
@@ -108,17 +117,14 @@ class QueuePump:
     def wait_idle(self, until: float) -> int:
         """Wait until no attempt is in flight or `until` (monotonic); return those left.
 
-        The outcomes of the attempts that ended are recorded before returning.
+        The outcomes of the attempts that ended are recorded before returning; a table
+        that fails is tried again until `until` (once at least).
         """
         with self._idle:
             while self._in_flight and (left := until - time.monotonic()) > 0:
                 self._idle.wait(left)
             left_in_flight = self._in_flight
-        try:
-            with self.table.db.transaction():
-                self._record_outcomes()
-        except Exception:
-            log.exception("queue %s: recording the last outcomes failed", self.queue.name)
+        self._outcomes.record_until(until, f"queue {self.queue.name}", _RETRY_FAILED_TURN_S)
         self._pool.shutdown(wait=False)
         self._http.close()
         return left_in_flight
@@ -137,7 +143,7 @@ class QueuePump:
                     # Keep pumping (a locked or briefly unavailable database heals itself),
                     # after a second: the outcomes stay queued until then.
                     log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
-                    signalled = self._wake.wait(1.0)
+                    signalled = self._wake.wait(_RETRY_FAILED_TURN_S)
                     if signalled:
                         self._wake.clear()
                     look_at = 0.0
@@ -166,7 +172,7 @@ class QueuePump:
         if not may_claim and not self._outcomes:
             return idle_wait
         with self.table.db.transaction():
-            self._record_outcomes()
+            self._outcomes.record()
             if not may_claim:
                 return idle_wait
             claimed = self.table.claim_due(
@@ -187,13 +193,6 @@ class QueuePump:
             self.bucket.take()
             self._start(task, task.first_attempt_at or now)
         return 0.0
-
-    def _record_outcomes(self) -> None:
-        """Record the outcomes handed back so far (inside the pump's transaction)."""
-        while self._outcomes:
-            outcome = self._outcomes.popleft()
-            with job_context(outcome.job_id):
-                self._record(outcome.task, outcome.result, outcome.first_attempt_at)
 
     def _startable(self, task: TaskRow, claimed_at: float) -> bool:
         """False for a task with no attempt left, which is deleted instead."""
@@ -220,7 +219,7 @@ class QueuePump:
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
                 headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
                 result = send(task, headers, deadline, self.target_base, self._http)
-                self._outcomes.append(_Outcome(task, result, first_attempt_at, job_id))
+                self._outcomes.add(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
             # The lease expires and the task is claimed again: nothing is lost.
             log.exception("task %s: the attempt failed unexpectedly", task.name)

@@ -51,5 +51,12 @@ def exhausted(config: RetryConfig, attempts: int, first_attempt_at: float, now: 
 
 
 def describe(at: float) -> str:
-    """Format an epoch time for log lines."""
-    return datetime.fromtimestamp(at, UTC).isoformat()
+    """Format an epoch time for log lines (past year 9999, as seconds since the epoch).
+
+    A target's Retry-After may ask for any delay, and a log line must not fail the
+    recording of the attempt it describes.
+    """
+    try:
+        return datetime.fromtimestamp(at, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{at:.0f} s after the epoch"
