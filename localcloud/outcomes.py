@@ -26,7 +26,7 @@ from shared.logs import job_context
 
 T = TypeVar("T")
 
-#: How long a stop waits before it tries a failing store again.
+#: How long a pump, or a stop, waits before it tries a failing store again.
 RETRY_S = 1.0
 
 

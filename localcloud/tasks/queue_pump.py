@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from localcloud.http_pool import pool
-from localcloud.outcomes import PendingOutcomes
+from localcloud.outcomes import RETRY_S, PendingOutcomes
 from localcloud.tasks.attempt import AttemptResult, build_headers, send
 from localcloud.tasks.rate_limit import TokenBucket, burst_size
 from localcloud.tasks.retry import describe, exhausted, retry_delay
@@ -30,8 +30,6 @@ log = logging.getLogger(__name__)
 
 _CLAIM_BATCH = 50
 _PURGE_EVERY_S = 60.0
-#: How long the pump waits before it tries a failing table again.
-_RETRY_FAILED_TURN_S = 1.0
 
 
 def _job_id(task: TaskRow) -> str | None:
@@ -124,7 +122,7 @@ class QueuePump:
             while self._in_flight and (left := until - time.monotonic()) > 0:
                 self._idle.wait(left)
             left_in_flight = self._in_flight
-        self._outcomes.record_until(until, f"queue {self.queue.name}", _RETRY_FAILED_TURN_S)
+        self._outcomes.record_until(until, f"queue {self.queue.name}")
         self._pool.shutdown(wait=False)
         self._http.close()
         return left_in_flight
@@ -143,7 +141,7 @@ class QueuePump:
                     # Keep pumping (a locked or briefly unavailable database heals itself),
                     # after a second: the outcomes stay queued until then.
                     log.exception("queue %s: dispatch loop error; retrying", self.queue.name)
-                    signalled = self._wake.wait(_RETRY_FAILED_TURN_S)
+                    signalled = self._wake.wait(RETRY_S)
                     if signalled:
                         self._wake.clear()
                     look_at = 0.0
