@@ -226,7 +226,8 @@ def test_n_gradings_in_flight_hold_n_threads_and_one_timer(store: JobStore) -> N
     grader = GateGrader()
     service = worker(store, grader)
     job_ids = [seed(store, f"k{i}") for i in range(n)]
-    baseline = threading.active_count()
+    # Threads of earlier tests that end meanwhile must not count: new threads are counted.
+    before = set(threading.enumerate())
     deliveries = [
         threading.Thread(target=service.handle, args=(TaskDelivery(j, f"t{j}", 0),))
         for j in job_ids
@@ -235,7 +236,7 @@ def test_n_gradings_in_flight_hold_n_threads_and_one_timer(store: JobStore) -> N
         delivery.start()
     for _ in range(n):
         assert grader.started.acquire(timeout=10), "a grading never started"
-    in_flight = threading.active_count() - baseline
+    in_flight = len(set(threading.enumerate()) - before)
     grader.release.set()
     for delivery in deliveries:
         delivery.join(10)
