@@ -9,7 +9,6 @@ backoff and last answer (and, on its last attempt, dead-letters it as an expired
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from shared.config.subscriptions import SubscriptionConfig, SubscriptionKind
 from shared.domain.errors import DependencyUnavailable
 from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
+from tests.support.failing_commit import fail_the_first_commit_that_grew
 from tests.support.http_target import RecordingTarget, Reply, replies
 from tests.unit.test_bus_pump import publisher, subscription
 
@@ -136,21 +136,7 @@ def fail_the_commit_after_a_recording(
     Returns where it failed: the name of the thread whose transaction it was.
     """
     recordings = Recordings(bus, monkeypatch)
-    failed: list[str] = []
-    transaction = db.transaction
-
-    @contextmanager
-    def failing_commit() -> Iterator[sqlite3.Connection]:
-        outermost = not db.in_transaction
-        before = recordings.count
-        with transaction() as conn:
-            yield conn
-            if outermost and recordings.count > before and not failed:
-                failed.append(threading.current_thread().name)
-                raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(db, "transaction", failing_commit)
-    return failed
+    return fail_the_first_commit_that_grew(db, monkeypatch, lambda: recordings.count)
 
 
 FAULTS: dict[str, Callable[[SqliteDatabase, Bus, pytest.MonkeyPatch], list[str]]] = {

@@ -23,6 +23,7 @@ from shared.adapters.embedded.task_table import TaskRow, TaskState, TaskTable
 from shared.config.queues import QueueConfig
 from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue
+from tests.support.failing_commit import fail_the_first_commit_that_grew
 from tests.support.http_target import RecordingTarget, Reply, replies
 from tests.unit.test_dispatcher import TOKEN, queue_for, tombstone
 
@@ -113,21 +114,7 @@ def fail_the_commit_after_a_recording(
     Returns where it failed: the name of the thread whose transaction it was.
     """
     recordings = Recordings(dispatcher.table, monkeypatch)
-    failed: list[str] = []
-    transaction = db.transaction
-
-    @contextmanager
-    def failing_commit() -> Iterator[sqlite3.Connection]:
-        outermost = not db.in_transaction
-        before = recordings.count
-        with transaction() as conn:
-            yield conn
-            if outermost and recordings.count > before and not failed:
-                failed.append(threading.current_thread().name)
-                raise sqlite3.OperationalError("disk I/O error")
-
-    monkeypatch.setattr(db, "transaction", failing_commit)
-    return failed
+    return fail_the_first_commit_that_grew(db, monkeypatch, lambda: recordings.count)
 
 
 FAULTS = {
