@@ -1,9 +1,10 @@
-"""Make the first transaction that did some work fail at its commit, as a full disk would."""
+"""Make the transactions of a database fail, as a full or broken disk would."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -34,4 +35,24 @@ def fail_the_first_commit_that_grew(
                 raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(db, "transaction", failing_commit)
+    return failed
+
+
+def fail_every_transaction_while(
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch, broken: threading.Event
+) -> list[float]:
+    """While `broken` is set, every transaction of `db` raises "disk I/O error" before its
+    block runs. Returns the monotonic time of each refused transaction."""
+    failed: list[float] = []
+    transaction = db.transaction
+
+    @contextmanager
+    def failing_while_broken() -> Iterator[sqlite3.Connection]:
+        if broken.is_set():
+            failed.append(time.monotonic())
+            raise sqlite3.OperationalError("disk I/O error")
+        with transaction() as conn:
+            yield conn
+
+    monkeypatch.setattr(db, "transaction", failing_while_broken)
     return failed

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from shared.codecs.cloudevent import to_pubsub
 from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
+from tests.support.failing_commit import fail_every_transaction_while
 from tests.support.http_target import RecordingTarget, Reply, replies
 
 TOKEN = "bus-push-token"
@@ -434,17 +434,7 @@ def test_a_failing_store_is_retried_after_the_poll_interval(
 ) -> None:
     # Outcomes waiting to be recorded do not make the pump retry a failing store at once.
     config = subscription(ack_s=10.0)
-    failed: list[float] = []
     broken = threading.Event()
-    transaction = db.transaction
-
-    @contextmanager
-    def failing_once_broken() -> Iterator[sqlite3.Connection]:
-        if broken.is_set():
-            failed.append(time.monotonic())
-            raise sqlite3.OperationalError("disk I/O error")
-        with transaction() as conn:
-            yield conn
 
     def break_then_answer(_request: object) -> Reply:
         broken.set()  # the store fails from the push on: its outcome cannot be recorded
@@ -458,7 +448,7 @@ def test_a_failing_store_is_retried_after_the_poll_interval(
             poll_interval_s=0.3,
             record_delay_s=0.01,
         )
-        monkeypatch.setattr(db, "transaction", failing_once_broken)
+        failed = fail_every_transaction_while(db, monkeypatch, broken)
         bus.start()
         try:
             target.wait_for(1, timeout=5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from shared.config.queues import QueueConfig
 from shared.domain.errors import DependencyUnavailable
 from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue, running_dispatcher
+from tests.support.failing_commit import fail_every_transaction_while
 from tests.support.http_target import RecordingTarget, Reply, replies
 
 TOKEN = "local-push-secret"
@@ -286,17 +286,7 @@ def test_a_failing_table_is_retried_after_a_second(
     db: SqliteDatabase, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Outcomes waiting to be recorded do not make the pump retry a failing table at once.
-    failed: list[float] = []
     broken = threading.Event()
-    transaction = db.transaction
-
-    @contextmanager
-    def failing_once_broken() -> Iterator[sqlite3.Connection]:
-        if broken.is_set():
-            failed.append(time.monotonic())
-            raise sqlite3.OperationalError("disk I/O error")
-        with transaction() as conn:
-            yield conn
 
     def break_then_answer(_request: object) -> Reply:
         broken.set()  # the table fails from the attempt on: its outcome waits
@@ -309,7 +299,7 @@ def test_a_failing_table_is_retried_after_a_second(
         db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, poll_interval_s=30.0
     )
     dispatcher.pumps[queue.name].record_delay_s = 0.01
-    monkeypatch.setattr(db, "transaction", failing_once_broken)
+    failed = fail_every_transaction_while(db, monkeypatch, broken)
     dispatcher.start()
     try:
         target.wait_for(1, timeout=5)
