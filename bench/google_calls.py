@@ -330,7 +330,7 @@ def run(n: int, warm_up: int, batch_n: int = 1000) -> Run:
         from shared.adapters.google.job_store import BACKLOG_SHARDS
         from shared.config.settings import Settings
         from shared.domain.ids import task_name_for
-        from shared.domain.job import JobStatus
+        from shared.domain.status import JobStatus
         from shared.service_layer.intake import IntakeService, Submission
         from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 

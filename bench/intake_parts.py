@@ -63,7 +63,7 @@ def _no_store(app: Flask, undo: ExitStack) -> None:
 
 
 def _no_response_body(app: Flask, undo: ExitStack) -> None:
-    from services.intake import routes
+    from services.intake.jobs import routes
 
     respond = routes._respond
     undo.callback(setattr, routes, "_respond", respond)
@@ -106,8 +106,8 @@ def gradeq_client(directory: Path, variant: Variant | None) -> Iterator[tuple[Fl
 
 
 def _client(undo: ExitStack, sink: TextIO, variant: Variant | None) -> tuple[FlaskClient, str]:
-    from services.intake import keys
     from services.intake.app import create_app
+    from services.intake.auth import keys
     from shared.bootstrap import adapter_family, build_clock
     from shared.config.settings import Settings
 

@@ -58,7 +58,7 @@ The gradeq command (installed with the package) talks to this stack:
   gradeq stats; gradeq failed; gradeq replay <id>
 
 A development API key for client "{stack.config.client_id}" (stored hashed; make more with
-`python -m services.intake.keys create --client NAME`):
+`python -m services.intake.auth.keys create --client NAME`):
   {key}
 
 Webhooks to client "{stack.config.client_id}" are signed with its own secret (verify with

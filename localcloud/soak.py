@@ -66,7 +66,7 @@ from localcloud.stack import (
 from localcloud.tls_receiver import Received, make_private_ca, tls_receiver
 from shared.codecs.cloudevent import callback_attribute
 from shared.config.subscriptions import load_subscriptions
-from shared.domain.job import GradeResult
+from shared.domain.grade import GradeResult
 
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0

@@ -257,7 +257,7 @@ class LocalStack:
     def issue_api_key(self, client_id: str) -> str:
         """Issue a key with the admin command, in the store the intake reads."""
         made = subprocess.run(
-            [sys.executable, "-m", "services.intake.keys", "create", "--client", client_id],
+            [sys.executable, "-m", "services.intake.auth.keys", "create", "--client", client_id],
             env=self.environment("intake"),
             capture_output=True,
             text=True,

@@ -17,7 +17,9 @@ from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
 

@@ -7,7 +7,7 @@
 #
 # Client API keys are not secrets of the deployment: the intake keeps their SHA-256
 # digests in Firestore (GRADEQ_API_KEYS_COLLECTION), issued and revoked with
-# `python -m services.intake.keys` (docs/deploy.md, step 7). Nor are clients' webhook
+# `python -m services.intake.auth.keys` (docs/deploy.md, step 7). Nor are clients' webhook
 # secrets: the notification service keeps them sealed in Firestore; the webhook secret
 # here holds the key that seals them (GRADEQ_WEBHOOK_SECRETS_KEY, docs/webhooks.md). Operator keys (the admin API
 # and dashboard, GRADEQ_OPERATOR_KEYS) are a secret: "name=sha256:<hex>" pairs, so even the

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from shared.ports import TaskSpec
 
 

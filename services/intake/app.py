@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from flask import Flask, Response, jsonify
 
-from services.intake import admin, blobs, erasure, review_page, reviews, uploads
-from services.intake.assignments import bp as assignments_bp
-from services.intake.auth_failures import FailedAuthLimiter, client_address
-from services.intake.body import check_request_head
-from services.intake.client_auth import ClientAuthenticator
-from services.intake.cors import register_cors
-from services.intake.firebase_auth import FirebaseAuthenticator, SignInPolicy
-from services.intake.firebase_revocation import IdentityToolkitLookup
+from services.intake import admin
+from services.intake.assignments.routes import bp as assignments_bp
+from services.intake.auth.clients import ClientAuthenticator
+from services.intake.auth.cors import register_cors
+from services.intake.auth.failures import FailedAuthLimiter, client_address
+from services.intake.auth.firebase import FirebaseAuthenticator, SignInPolicy
+from services.intake.auth.firebase_revocation import IdentityToolkitLookup
+from services.intake.auth.reviewers import ReviewerAuthenticator
+from services.intake.jobs.routes import bp
+from services.intake.limits.body import check_request_head
+from services.intake.limits.rate_limit import SubmissionRateLimiter
 from services.intake.openapi import OPENAPI_PATH, openapi_document
-from services.intake.rate_limit import SubmissionRateLimiter
-from services.intake.reviewer_auth import ReviewerAuthenticator
-from services.intake.routes import bp
+from services.intake.reviews import page as review_page
+from services.intake.reviews import routes as reviews
+from services.intake.students import erasure
+from services.intake.uploads import blobs
+from services.intake.uploads import routes as uploads
 from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits

@@ -16,14 +16,14 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from services.intake.auth_failures import TooManyFailedAuthentications
-from services.intake.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
-from services.intake.client_auth import SCOPE_HEADER
-from services.intake.firebase_auth import NoClientForUser, SignInNotAccepted
-from services.intake.rate_limit import RateLimited
-from services.intake.schemas import GradingJobIn, JobListQuery
-from services.intake.uploads import UploadIn, UploadOut
-from services.intake.views import JobPage, JobView, Problem
+from services.intake.auth.clients import SCOPE_HEADER
+from services.intake.auth.failures import TooManyFailedAuthentications
+from services.intake.auth.firebase import NoClientForUser, SignInNotAccepted
+from services.intake.jobs.schemas import GradingJobIn, JobListQuery
+from services.intake.jobs.views import JobPage, JobView, Problem
+from services.intake.limits.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
+from services.intake.limits.rate_limit import RateLimited
+from services.intake.uploads.routes import UploadIn, UploadOut
 from shared.domain.errors import (
     PROBLEM_BASE,
     BacklogFull,
@@ -387,9 +387,9 @@ def _probe(summary: str, *also: int) -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     """The whole document (built once per process)."""
     # Imported here: the assignments part builds on this module's helpers.
-    from services.intake.assignment_openapi import MODELS, assignment_paths
-    from services.intake.review_openapi import ERASURE_MODELS, erasure_operations, review_paths
-    from services.intake.review_openapi import MODELS as REVIEW_MODELS
+    from services.intake.assignments.openapi import MODELS, assignment_paths
+    from services.intake.reviews.openapi import ERASURE_MODELS, erasure_operations, review_paths
+    from services.intake.reviews.openapi import MODELS as REVIEW_MODELS
 
     _, schemas = models_json_schema(
         [

@@ -4,7 +4,7 @@ Every request to the intake looks its key up, so a key found is remembered for
 `KEY_CACHE_S` by the process. Revoking a key, or adding one, through a store of this
 process forgets it at once for every store on the same records (entries are keyed by
 where the records live); another process (another intake instance, or `python -m
-services.intake.keys revoke` beside a live intake) sees the revocation within
+services.intake.auth.keys revoke` beside a live intake) sees the revocation within
 KEY_CACHE_S. Expiry is judged at each use, from the remembered record. Unknown keys are
 not remembered here.
 """

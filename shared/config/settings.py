@@ -233,7 +233,7 @@ class Settings(BaseSettings):
     firestore_deadline_s: float = Field(default=10.0, gt=0)
     # Counters of jobs not yet final (per client, and the backlog's shards).
     counters_collection: str = "grading_job_counters"
-    # Server clients' API keys (digests only), managed with `python -m services.intake.keys`.
+    # Server clients' API keys (digests only), managed with `python -m services.intake.auth.keys`.
     api_keys_collection: str = "api_keys"
     # Clients' webhook secrets (sealed), managed with
     # `python -m services.notification.webhook_secrets`.

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 
 Rubric = str | tuple[str, ...]
 

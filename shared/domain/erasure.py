@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from shared.domain.assignment import SCORE_SUM, SCORED, TallyChange, histogram_bucket
 from shared.domain.ids import completion_event_id, grade_reviewed_event_id
-from shared.domain.job import REGRADE_BY, Job, JobStatus
+from shared.domain.job import REGRADE_BY, Job
+from shared.domain.status import JobStatus
 
 
 def tally_removal(job: Job) -> TallyChange | None:

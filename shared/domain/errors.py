@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from shared.domain.job import JobStatus
+    from shared.domain.status import JobStatus
 
 PROBLEM_BASE = "https://gradeq.dev/problems/"
 

@@ -13,7 +13,8 @@ from shared.domain.ids import (
     completion_event_id,
     grade_reviewed_event_id,
 )
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 
 
 class Outcome(StrEnum):

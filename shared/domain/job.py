@@ -11,30 +11,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
+from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
+from shared.domain.review import Review, ReviewState
+from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
-
-if TYPE_CHECKING:
-    from shared.domain.review import Review, ReviewState
-
-
-class JobStatus(StrEnum):
-    """Where a job is in its life."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    RETRYING = "RETRYING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATUSES
-
 
 #: How long the attempt that finalised a job keeps it to publish the completion event
 #: before another delivery or the recovery sweep may announce it instead.
@@ -43,7 +27,6 @@ ANNOUNCE_LEASE = timedelta(seconds=60)
 #: The error slug of a job failed because its attempt budget is spent.
 ATTEMPTS_EXHAUSTED = "attempts-exhausted"
 
-FINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 #: Who a regrade's replay record names.
 REGRADE_BY = "regrade"
@@ -150,59 +133,6 @@ class GradingRequest:
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
             student_id=data.get("student_id"),
-        )
-
-
-@dataclass(frozen=True)
-class GradeResult:
-    """A finished grading."""
-
-    score: float
-    max_score: float
-    feedback: str
-    criteria: tuple[dict[str, Any], ...] = ()
-    grader: str = ""
-    # Which model and prompt version produced it, and the tokens it took (all
-    # provider requests of the attempt): input_tokens, output_tokens, total_tokens,
-    # requests. Empty for the offline grader.
-    model: str = ""
-    prompt_version: str = ""
-    usage: dict[str, int] = field(default_factory=dict)
-    #: The grader's own confidence in the grade (0..1); None when it reports none.
-    confidence: float | None = None
-    #: Answers in a wrong format the model gave before the usable one.
-    format_retries: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "score": self.score,
-            "max_score": self.max_score,
-            "feedback": self.feedback,
-            "criteria": [dict(c) for c in self.criteria],
-            "grader": self.grader,
-            "model": self.model,
-            "prompt_version": self.prompt_version,
-            "usage": dict(self.usage),
-        }
-        if self.confidence is not None:
-            data["confidence"] = self.confidence
-        if self.format_retries:
-            data["format_retries"] = self.format_retries
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GradeResult:
-        return cls(
-            score=float(data["score"]),
-            max_score=float(data["max_score"]),
-            feedback=data["feedback"],
-            criteria=tuple(data.get("criteria") or ()),
-            grader=data.get("grader", ""),
-            model=data.get("model") or "",
-            prompt_version=data.get("prompt_version") or "",
-            usage={k: int(v) for k, v in (data.get("usage") or {}).items()},
-            confidence=None if data.get("confidence") is None else float(data["confidence"]),
-            format_retries=int(data.get("format_retries") or 0),
         )
 
 
@@ -724,7 +654,6 @@ class Job:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Job:
         """Rebuild a job from `to_record` output (unknown keys are ignored)."""
-        from shared.domain.review import ReviewState  # the review module builds on this one
 
         result = record.get("result")
         error = record.get("error")

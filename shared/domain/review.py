@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.domain.job import GradeResult
+from shared.domain.grade import GradeResult
 
 
 class Release(StrEnum):

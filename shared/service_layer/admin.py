@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from shared.domain.errors import GradeqError, JobNotFound
 from shared.domain.ids import task_name_for
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobCursor, JobFilter, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.completion import announce

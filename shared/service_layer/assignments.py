@@ -30,7 +30,8 @@ from shared.domain.errors import (
     ValidationFailed,
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import (
     AssignmentStore,
     Clock,

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import (
     Clock,

@@ -17,7 +17,8 @@ from typing import Any
 
 from shared.config.queues import QueueConfig, lanes_by_priority
 from shared.domain.errors import GradeqError, LaneNotFound
-from shared.domain.job import Job, JobError, JobStatus
+from shared.domain.job import Job, JobError
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobStore, TaskQueue
 from shared.service_layer.completion import announce

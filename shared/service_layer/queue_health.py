@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 from shared.ports import Clock, JobStore
 
 PERCENTILES = (50, 95, 99)

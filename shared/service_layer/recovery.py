@@ -24,7 +24,8 @@ from typing import TypeVar
 
 from shared.config.budget import Budget
 from shared.domain.errors import GradeqError
-from shared.domain.job import Job, JobError, JobStatus
+from shared.domain.job import Job, JobError
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.assignment_completion import AssignmentCompletion

@@ -21,7 +21,8 @@ from shared.domain.agreement import quadratic_weighted_kappa
 from shared.domain.assignment import Assignment, Rubric
 from shared.domain.errors import AssignmentBusy, GradeqError, JobLocked, ValidationFailed
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import AssignmentStore, Clock, JobStore, TaskQueue, TaskSpec
 from shared.service_layer.assignments import AssignmentService
 

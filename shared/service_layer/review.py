@@ -23,7 +23,8 @@ from typing import Any
 from shared.domain.agreement import Agreement, agreement_of
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.domain.events import GradeReviewed, GradingCompleted
-from shared.domain.job import GradeResult, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import Job
 from shared.domain.review import (
     Release,
     Review,
@@ -31,6 +32,7 @@ from shared.domain.review import (
     ReviewPolicy,
     policy_of,
 )
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import (
     AssignmentStore,

@@ -36,9 +36,11 @@ from shared.domain.errors import (
     ProviderRateLimited,
     TransientGradingError,
 )
-from shared.domain.job import GradeResult, Job, JobError, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import Job, JobError
 from shared.domain.lanes import lane_context
 from shared.domain.review import ReviewPolicy, hold_state
+from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.completion import announce, log_completion, publish_completion

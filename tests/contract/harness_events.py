@@ -12,8 +12,9 @@ from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.config.subscriptions import SubscriptionConfig, TopicConfig
 from shared.domain.events import GradingCompleted, Outcome
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.domain.job import GradingRequest, Job, JobError
 from shared.ports import EventPublisher
 
 Message = tuple[bytes, dict[str, str]]

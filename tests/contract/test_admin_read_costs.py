@@ -10,7 +10,8 @@ import pytest
 
 from shared.adapters.google import metering
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.ports import JobFilter
 from shared.service_layer.queue_health import HealthQuery, QueueHealth
 

@@ -23,7 +23,9 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.assignment import Assignment
 from shared.domain.errors import AssignmentNotFound
 from shared.domain.events import AssignmentGraded
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import AssignmentStore, JobBatchWriter, JobStore
 from tests.contract.test_job_store_contract import T0
 

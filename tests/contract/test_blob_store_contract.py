@@ -20,7 +20,7 @@ import requests
 from flask import Flask
 from werkzeug.serving import make_server
 
-from services.intake import blobs as blob_routes
+from services.intake.uploads import blobs as blob_routes
 from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.clock import FrozenClock
 from shared.domain.uploads import (

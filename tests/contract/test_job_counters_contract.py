@@ -11,7 +11,8 @@ import pytest
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import BacklogFull, GradeqError, TooManyActiveJobs
-from shared.domain.job import GradeResult, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import Job
 from shared.ports import JobStore
 from tests.contract.test_job_store_contract import T0, make_job
 

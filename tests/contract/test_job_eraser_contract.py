@@ -18,7 +18,8 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.erasure import event_ids_of
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.ports import AssignmentStore, JobEraser, JobStore, ProcessedEvents
 from tests.contract.test_assignment_store_contract import assignment
 from tests.contract.test_job_store_contract import T0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 from shared.ports import JobQuery, JobStore
 from tests.contract.test_job_store_contract import T0, make_job
 

@@ -28,7 +28,9 @@ from shared.config.budget import Budget
 from shared.config.queues import load_queues
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import BacklogFull, GradeqError, TooManyActiveJobs
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobStore
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 from tests.contract.test_job_store_contract import make_job

@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.errors import JobLocked, JobNotFound
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

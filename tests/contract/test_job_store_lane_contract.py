@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from shared.domain.job import GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import JobStore
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import JobCursor, JobFilter, JobStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ import pytest
 
 from localcloud.stack import free_port
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.ports import EventPublisher, JobStore, ProcessedEvents, TaskQueue, TaskSpec
 from tests.contract.harness_events import sample_event
 from tests.contract.test_job_store_contract import make_job

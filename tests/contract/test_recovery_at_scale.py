@@ -14,8 +14,10 @@ import pytest
 
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobStore, TaskSpec
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakePublisher, FakeTaskQueue

@@ -19,7 +19,8 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.errors import JobNotFound
 from shared.domain.events import GradeReviewed, GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.domain.review import Release, ReviewPolicy, hold_state
 from shared.ports import AssignmentStore, JobEraser, JobStore, ReviewQueue
 from shared.service_layer.completion import announce

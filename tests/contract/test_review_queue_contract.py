@@ -13,7 +13,8 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.domain.review import (
     HoldReason,
     Release,

@@ -262,7 +262,7 @@ def test_deploy_docs_create_no_client_keys_secret() -> None:
 
 
 def _key_command_env() -> dict[str, str]:
-    """The GRADEQ_* variables docs/deploy.md exports before `services.intake.keys`."""
+    """The GRADEQ_* variables docs/deploy.md exports before `services.intake.auth.keys`."""
     text = DEPLOY.read_text()
     export = re.search(r"^export (GRADEQ_.*?)\n(?!\s)", text, re.M | re.S)
     assert export, "docs/deploy.md exports no settings for the key command"
@@ -276,7 +276,7 @@ def test_deploy_docs_issue_the_first_key_with_settings_that_start(
     tf: Terraform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = DEPLOY.read_text()
-    assert "python -m services.intake.keys create --client " in text
+    assert "python -m services.intake.auth.keys create --client " in text
     env = _key_command_env()
     assert env["GRADEQ_FIRESTORE_DATABASE"] == (
         "$(terraform -chdir=terraform output -raw firestore_database)"

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from shared.adapters.google.backlog_shards import CLIENTS
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.config.settings import Settings
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.ports import JobCursor, JobFilter, JobQuery
 from tests.infra import tfconfig
 from tests.infra.tfconfig import Terraform, block, depends_on, references
@@ -89,7 +89,7 @@ def test_the_intake_may_use_the_key_and_counter_collections(tf: Terraform) -> No
 
 
 def test_collections_terraform_leaves_to_the_code_defaults(tf: Terraform) -> None:
-    # Terraform does not set them, so the intake and `python -m services.intake.keys` run
+    # Terraform does not set them, so the intake and `python -m services.intake.auth.keys` run
     # by an operator with the documented env (docs/deploy.md) use the same collections.
     names = set(tf.locals["common_env"]) | set(tf.locals["intake_settings"])
     assert "GRADEQ_API_KEYS_COLLECTION" not in names

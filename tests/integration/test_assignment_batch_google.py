@@ -11,7 +11,7 @@ from shared.adapters.google.assignment_store import FirestoreAssignmentStore, Fi
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.clock import SystemClock
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.service_layer.assignments import Answer, AssignmentService, ItemStatus
 from tests.google_fixtures import GoogleTaskQueueHarness
 

@@ -20,7 +20,8 @@ from shared.adapters.google.job_store import BACKLOG_SHARDS, FirestoreJobStore, 
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import BacklogFull, JobLocked, JobNotFound, TooManyActiveJobs
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from tests.google_fixtures import JOB_TTL
 
 pytestmark = pytest.mark.emulator

@@ -27,7 +27,8 @@ from shared.domain.errors import (
     ProviderRateLimited,
     ProviderRejected,
 )
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from tests.support.fake_gemini import (
     API_KEY_INVALID,
     MODEL_NOT_FOUND,

@@ -17,7 +17,8 @@ from shared.codecs.cloudevent import EVENT_TYPE, from_pubsub
 from shared.codecs.push_envelope import from_push_envelope
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.events import GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
 from tests.google_fixtures import (
     PROJECT,
     GoogleEventBusHarness,

@@ -25,7 +25,8 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import SystemClock
 from shared.config.settings import Settings
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from shared.service_layer.worker import TaskDelivery, WorkerService
 
 #: Gunicorn's graceful timeout in this process (seconds).

@@ -16,8 +16,10 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY
 

@@ -8,7 +8,9 @@ from datetime import timedelta
 
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import JobFilter, JobStore
 from shared.service_layer.admin import MAX_PAGE, AdminService
 from shared.service_layer.queue_health import HealthQuery, QueueHealth

@@ -15,7 +15,7 @@ from shared.adapters.embedded.assignment_store import (
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.assignments import Answer, AssignmentService, ItemStatus
 from tests.fakes import FakeTaskQueue

@@ -9,7 +9,9 @@ import pytest
 
 from shared.domain.assignment import Assignment, histogram_bucket, tally_change
 from shared.domain.errors import IllegalTransition, JobLocked
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

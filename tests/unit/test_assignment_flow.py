@@ -13,7 +13,8 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.events import AssignmentGraded, GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY, PUSH_TOKEN
 

@@ -15,7 +15,7 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
-from shared.domain.job import GradeResult
+from shared.domain.grade import GradeResult
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 

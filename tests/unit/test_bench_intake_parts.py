@@ -47,7 +47,7 @@ def test_routing_only_stores_nothing(tmp_path: Path) -> None:
 
 
 def test_the_environment_and_the_response_are_put_back(tmp_path: Path) -> None:
-    from services.intake import routes
+    from services.intake.jobs import routes
 
     respond = routes._respond
     data_dir = os.environ.get("GRADEQ_DATA_DIR")

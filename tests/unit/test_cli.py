@@ -21,8 +21,10 @@ from services.intake.app import create_app
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradeResult, JobError, JobStatus
+from shared.domain.job import JobError
+from shared.domain.status import JobStatus
 from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY
 

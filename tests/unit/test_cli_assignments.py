@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult
+from shared.domain.grade import GradeResult
 from tests.fakes import FakeTaskQueue
 from tests.unit.test_cli import as_json, gradeq, url  # noqa: F401
 

@@ -13,7 +13,8 @@ from gradeq.cli.app import app
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.domain.review import HoldReason, Release, ReviewState, ReviewStatus
 from tests.unit.test_cli import as_json, gradeq, url  # noqa: F401
 

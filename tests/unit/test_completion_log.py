@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
 from shared.service_layer.completion import announce
 from tests.fakes import FakePublisher
 

@@ -22,7 +22,7 @@ from shared.config.settings import Settings
 REPO = Path(__file__).parents[2]
 INTAKE = REPO / "services" / "intake"
 ADMIN = INTAKE / "admin" / "static"
-REVIEW = INTAKE / "review_page" / "static"
+REVIEW = INTAKE / "reviews" / "page" / "static"
 KIT = INTAKE / "page_kit" / "static" / "kit.js"
 KIT_PATH = "/page-kit/static/kit.js"
 #: Each page: its URL, its HTML file and its own script, loaded after the shared one.

@@ -18,7 +18,7 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.service_layer.erasure import bigquery_statement
 from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
@@ -165,7 +165,7 @@ def test_the_bigquery_statement_names_only_checked_table_and_job_ids() -> None:
 
 
 def test_the_admin_command_prints_the_statement(capsys: pytest.CaptureFixture[str]) -> None:
-    from services.intake.erasure_admin import main
+    from services.intake.students.erasure_admin import main
 
     assert main(["--table", "p.d.t", "abc", "def"]) == 0
     assert capsys.readouterr().out.strip() == (

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.domain import errors as domain
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.http import errors as http
 
 WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.events import GradingCompleted, Outcome
+from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.domain.job import GradingRequest, Job, JobError
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)

@@ -10,7 +10,8 @@ from services.analytics.stats import usage_totals
 from shared.codecs.cloudevent import from_pubsub, to_pubsub
 from shared.codecs.event_schema import schema_errors
 from shared.domain.events import GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from tests.contract.harness_events import T0, sample_event
 
 USAGE = {"input_tokens": 812, "output_tokens": 140, "total_tokens": 952, "requests": 1}

@@ -16,7 +16,7 @@ from shared.bootstrap import Adapters
 from shared.bootstrap.graders import grader_for
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from tests.support import files
 from tests.unit.conftest import API_KEY
 from tests.unit.test_worker_api import deliver

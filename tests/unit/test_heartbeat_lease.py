@@ -34,8 +34,10 @@ from shared.domain.errors import (
     LeaseLost,
     TransientGradingError,
 )
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
-from shared.domain.job import ATTEMPTS_EXHAUSTED, GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.job import ATTEMPTS_EXHAUSTED, GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobStore
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN, AttemptState, Heartbeat
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService

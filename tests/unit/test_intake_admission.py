@@ -7,8 +7,8 @@ from datetime import timedelta
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
-from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
-from services.intake.rate_limit import SubmissionRateLimiter
+from services.intake.auth.firebase import CachingRequest, FirebaseAuthenticator
+from services.intake.limits.rate_limit import SubmissionRateLimiter
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from flask.testing import FlaskClient
 
-from services.intake import keys
 from services.intake.app import create_app
+from services.intake.auth import keys
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters

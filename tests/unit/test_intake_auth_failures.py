@@ -10,7 +10,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
-from services.intake.auth_failures import client_address
+from services.intake.auth.failures import client_address
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters

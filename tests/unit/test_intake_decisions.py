@@ -21,7 +21,8 @@ from shared.clock import FrozenClock
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import BacklogFull, TooManyActiveJobs, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import Admission, JobQuery, JobStore, TaskSpec
 from shared.service_layer.intake import (
     MAX_SCHEDULE_AHEAD,

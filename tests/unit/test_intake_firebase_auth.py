@@ -20,8 +20,8 @@ from google.auth import crypt, jwt
 from google.oauth2 import id_token
 
 from services.intake.app import create_app
-from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator, SignInPolicy
-from services.intake.firebase_revocation import Account, IdentityToolkitLookup
+from services.intake.auth.firebase import CachingRequest, FirebaseAuthenticator, SignInPolicy
+from services.intake.auth.firebase_revocation import Account, IdentityToolkitLookup
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings

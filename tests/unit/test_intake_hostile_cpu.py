@@ -17,7 +17,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from services.intake.app import MAX_BODY_BYTES, create_app
-from services.intake.schemas import MAX_ANSWER_BYTES
+from services.intake.jobs.schemas import MAX_ANSWER_BYTES
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings

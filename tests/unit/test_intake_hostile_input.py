@@ -13,7 +13,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
-from services.intake.body import MAX_JSON_DEPTH, nesting_depth
+from services.intake.limits.body import MAX_JSON_DEPTH, nesting_depth
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings

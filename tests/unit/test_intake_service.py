@@ -12,7 +12,8 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.errors import IdempotencyConflict, JobNotFound
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, JobStatus
+from shared.domain.job import GradingRequest
+from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.intake import IntakeService, fingerprint
 from tests.fakes import FakePublisher, FakeTaskQueue

@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.errors import JobAlreadyFinal, JobLocked
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

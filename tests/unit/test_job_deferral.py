@@ -8,7 +8,8 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakeTaskQueue

@@ -9,19 +9,19 @@ import pytest
 
 from shared.domain.errors import IllegalTransition, JobLocked
 from shared.domain.events import GradingCompleted
+from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id
 from shared.domain.job import (
     ANNOUNCE_LEASE,
     HISTORY_LIMIT,
     AttemptOutcome,
     AttemptRecord,
-    GradeResult,
     GradingRequest,
     Job,
     JobError,
-    JobStatus,
     ReplayRecord,
 )
+from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)

@@ -7,16 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
+from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id, job_id_for, task_name_for
-from shared.domain.job import (
-    ANNOUNCE_LEASE,
-    TRANSITIONS,
-    GradeResult,
-    GradingRequest,
-    Job,
-    JobError,
-    JobStatus,
-)
+from shared.domain.job import ANNOUNCE_LEASE, TRANSITIONS, GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 LEASE = timedelta(seconds=60)

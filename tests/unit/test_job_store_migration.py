@@ -10,7 +10,9 @@ from pathlib import Path
 from shared.adapters.embedded.job_store import SqliteJobStore, _encode, _sortable
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobFilter
 
 OLD_SCHEMA = """

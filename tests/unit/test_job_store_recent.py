@@ -14,7 +14,8 @@ from shared.adapters.embedded import job_store
 from shared.adapters.embedded.job_store import SqliteJobStore, _decode, _encode
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job, JobError
 
 REQUEST = GradingRequest(
     submission_id="s",

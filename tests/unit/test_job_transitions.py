@@ -10,15 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
-from shared.domain.job import (
-    ANNOUNCE_LEASE,
-    TRANSITIONS,
-    GradeResult,
-    GradingRequest,
-    Job,
-    JobError,
-    JobStatus,
-)
+from shared.domain.grade import GradeResult
+from shared.domain.job import ANNOUNCE_LEASE, TRANSITIONS, GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)

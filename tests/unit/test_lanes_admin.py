@@ -9,8 +9,10 @@ from flask.testing import FlaskClient
 
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.service_layer.lanes import LANE_PURGED
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY

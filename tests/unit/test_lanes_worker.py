@@ -20,8 +20,10 @@ from shared.clock import FrozenClock
 from shared.config.queues import DEFAULT_QUEUES_FILE
 from shared.config.settings import GraderKind, Settings
 from shared.domain.errors import ProviderQuotaExhausted, ProviderUnavailable
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.admin import AdminService
 from shared.service_layer.recovery import RecoveryService

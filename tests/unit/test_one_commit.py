@@ -23,7 +23,8 @@ from shared.config.settings import Settings
 from shared.domain.api_keys import ApiKey
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.worker import TaskDelivery, Verdict, WorkerService
 from tests.fakes import ScriptedGrader

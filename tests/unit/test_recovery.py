@@ -9,8 +9,10 @@ import pytest
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer.recovery import RecoveryService
 from tests.fakes import FakePublisher, FakeTaskQueue

@@ -20,8 +20,10 @@ from shared.clock import FrozenClock
 from shared.config.budget import Budget
 from shared.config.queues import load_queues
 from shared.domain.errors import DependencyUnavailable
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
-from shared.domain.job import ANNOUNCE_LEASE, GradeResult, GradingRequest, Job, JobError, JobStatus
+from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import JobStore, TaskSpec
 from shared.service_layer.recovery import RecoveryService, SweepReport
 from tests.fakes import FakePublisher, FakeTaskQueue

@@ -18,7 +18,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.errors import AssignmentBusy
 from shared.domain.events import AssignmentGraded
-from shared.domain.job import GradeResult
+from shared.domain.grade import GradeResult
 from shared.service_layer import regrade as regrade_module
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import Answer, AssignmentService

@@ -15,7 +15,8 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.agreement import agreement_of
 from shared.domain.assignment import Assignment
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.domain.review import (
     HoldReason,
     Release,

@@ -14,7 +14,8 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.events import GradingCompleted
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from shared.domain.review import HoldReason, Release, ReviewPolicy, ReviewStatus, sampled
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY

@@ -10,11 +10,12 @@ import pytest
 from flask.testing import FlaskClient
 
 from services.intake.app import create_app
-from services.intake.firebase_auth import CachingRequest, FirebaseAuthenticator
+from services.intake.auth.firebase import CachingRequest, FirebaseAuthenticator
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
-from shared.domain.job import GradeResult, GradingRequest, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
 from shared.domain.review import HoldReason, Release, ReviewState, ReviewStatus
 from tests.unit.test_intake_firebase_auth import PROJECT, FakeCertEndpoint, bearer, token
 

@@ -15,7 +15,8 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PermanentGradingError, TransientGradingError
 from shared.domain.ids import job_id_for
-from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobStatus
+from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job
+from shared.domain.status import JobStatus
 from tests.fakes import FakePublisher, ScriptedGrader
 from tests.unit.conftest import PUSH_TOKEN
 

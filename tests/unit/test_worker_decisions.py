@@ -34,16 +34,10 @@ from shared.domain.errors import (
     ProviderQuotaExhausted,
     TransientGradingError,
 )
+from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id, job_id_for
-from shared.domain.job import (
-    ANNOUNCE_LEASE,
-    ATTEMPTS_EXHAUSTED,
-    GradeResult,
-    GradingRequest,
-    Job,
-    JobError,
-    JobStatus,
-)
+from shared.domain.job import ANNOUNCE_LEASE, ATTEMPTS_EXHAUSTED, GradingRequest, Job, JobError
+from shared.domain.status import JobStatus
 from shared.ports import JobStore
 from shared.service_layer.heartbeat import BatchJobUpdates
 from shared.service_layer.worker import (

@@ -20,7 +20,8 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import GraderMisconfigured, ProviderUnavailable
 from shared.domain.ids import job_id_for
-from shared.domain.job import GradingRequest, Job, JobStatus
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.service_layer.grader_gate import RESUMED, SUSPENDED, GraderGate
 from tests.fakes import FakeTaskQueue
 from tests.support.fake_openai import REVOKED_KEY, UNKNOWN_MODEL, FakeOpenAIServer

@@ -21,8 +21,10 @@ from shared.domain.errors import (
     ProviderQuotaExhausted,
     ProviderRateLimited,
 )
+from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradeResult, Job, JobError, JobStatus
+from shared.domain.job import Job, JobError
+from shared.domain.status import JobStatus
 from tests.fakes import FakeTaskQueue, ScriptedGrader
 from tests.unit.test_openai_grader import GOOD, REQUEST, answers, ok
 from tests.unit.test_worker_api import deliver, publisher, seed

@@ -19,8 +19,10 @@ from shared.clock import FrozenClock
 from shared.config.queues import RetryConfig
 from shared.config.settings import Settings
 from shared.domain.errors import ProviderQuotaExhausted
+from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradeResult, GradingRequest, JobStatus
+from shared.domain.job import GradingRequest
+from shared.domain.status import JobStatus
 from tests.fakes import FakeTaskQueue
 from tests.unit.test_worker_api import AUTH, seed
 

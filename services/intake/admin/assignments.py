@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from services.intake.admin.auth import OperatorAuthenticator
-from services.intake.assignment_views import assignment_view
-from services.intake.reviews import agreement_view
+from services.intake.assignments.views import assignment_view
+from services.intake.reviews.routes import agreement_view
 from shared.domain.errors import AssignmentNotFound
 from shared.ports import AssignmentStore, ReviewQueue
 from shared.service_layer.review import agreement_report

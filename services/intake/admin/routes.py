@@ -10,7 +10,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.views import admin_job_view, decode_cursor, encode_cursor
 from shared.domain.errors import ValidationFailed
-from shared.domain.job import JobStatus
+from shared.domain.status import JobStatus
 from shared.ports import JobFilter
 from shared.service_layer.admin import MAX_PAGE, AdminService, JobPage
 from shared.service_layer.queue_health import HealthQuery, QueueHealth

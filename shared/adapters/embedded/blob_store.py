@@ -1,7 +1,7 @@
 """Uploaded files on local disk, behind the same signed-URL contract as Cloud Storage.
 
 A signed URL names the object, its content type, its exact size and its expiry, with an
-HMAC-SHA256 over all four; the intake's blob route (`services.intake.blobs`) hands a PUT
+HMAC-SHA256 over all four; the intake's blob route (`services.intake.uploads.blobs`) hands a PUT
 to `receive`, which checks them before a byte is kept and never writes past the size.
 """
 

@@ -14,7 +14,8 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits, counted_as
 from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
-from shared.domain.job import DATETIME_FIELDS, FINAL_STATUSES, Job, JobStatus
+from shared.domain.job import DATETIME_FIELDS, Job
+from shared.domain.status import FINAL_STATUSES, JobStatus
 from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
 SCHEMA = """

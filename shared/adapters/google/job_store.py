@@ -43,7 +43,8 @@ from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
-from shared.domain.job import FINAL_STATUSES, Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import FINAL_STATUSES, JobStatus
 from shared.ports import Admission, JobCursor, JobFilter, JobQuery
 
 #: The statuses find_unannounced asks for (a Firestore `in` filter).

@@ -32,7 +32,8 @@ from shared.domain.errors import (
     ProviderRejected,
     ProviderUnavailable,
 )
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from shared.adapters.graders.parts import FileReader
 from shared.domain.errors import GradingTimeout, PermanentGradingError, TransientGradingError
-from shared.domain.job import GradeResult, GradingRequest
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest
 from shared.domain.rubric import criteria_of
 from shared.domain.uploads import FileKind, FileUnusable
 

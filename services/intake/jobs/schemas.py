@@ -18,8 +18,9 @@ from pydantic import (
 )
 
 from shared.domain.errors import ValidationFailed
-from shared.domain.job import GradingRequest, JobStatus
+from shared.domain.job import GradingRequest
 from shared.domain.rubric import criteria_of
+from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
 from shared.service_layer.intake import MAX_SCHEDULE_AHEAD
 

@@ -15,7 +15,7 @@ import math
 
 from flask import request
 
-from services.intake.token_buckets import TokenBuckets
+from services.intake.limits.token_buckets import TokenBuckets
 from shared.domain.errors import GradeqError
 from shared.ports import Clock
 

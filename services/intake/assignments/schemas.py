@@ -14,7 +14,7 @@ from pydantic import (
     field_validator,
 )
 
-from services.intake.schemas import GradingJobIn, Text, _failed
+from services.intake.jobs.schemas import GradingJobIn, Text, _failed
 from shared.adapters.graders.prompt import DEFAULT_PROMPT_VERSION, GradingPrompt
 from shared.domain.assignment import Rubric
 from shared.domain.errors import ValidationFailed

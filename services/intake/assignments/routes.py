@@ -18,7 +18,7 @@ from flask import (
     url_for,
 )
 
-from services.intake.assignment_schemas import (
+from services.intake.assignments.schemas import (
     AssignmentIn,
     AssignmentJobIn,
     PageQuery,
@@ -28,16 +28,16 @@ from services.intake.assignment_schemas import (
     parse,
     parse_batch,
 )
-from services.intake.assignment_views import (
+from services.intake.assignments.views import (
     AssignmentPageView,
     GradePageView,
     assignment_view,
     batch_view,
     report_view,
 )
-from services.intake.body import read_json_body
-from services.intake.client_auth import ClientAuthenticator
-from services.intake.views import job_model
+from services.intake.auth.clients import ClientAuthenticator
+from services.intake.jobs.views import job_model
+from services.intake.limits.body import read_json_body
 from shared.domain.errors import GradeqError
 from shared.domain.job import Job
 from shared.domain.rubric import criteria_of

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 from pydantic import BaseModel
 
-from services.intake.client_auth import ClientAuthenticator
+from services.intake.auth.clients import ClientAuthenticator
 from shared.domain.erasure import ErasureReport
 from shared.domain.errors import ValidationFailed
 from shared.service_layer.erasure import ErasureService

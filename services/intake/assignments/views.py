@@ -7,10 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.intake.views import JobView, _iso
+from services.intake.jobs.views import JobView, _iso
 from shared.domain.assignment import Assignment, RubricVersion, Tally
 from shared.domain.errors import GradeqError
-from shared.domain.job import Job, JobStatus
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
 from shared.service_layer.assignments import ItemResult, ItemStatus
 from shared.service_layer.regrade import RegradeReport
 

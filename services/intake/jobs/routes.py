@@ -7,13 +7,13 @@ import re
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 
-from services.intake.assignments import submit_to_assignment
-from services.intake.body import read_json_body
-from services.intake.client_auth import ClientAuthenticator
-from services.intake.rate_limit import RateLimited, SubmissionRateLimiter
-from services.intake.schemas import parse_grading_request, parse_list_query
-from services.intake.uploads import uploads_service
-from services.intake.views import JobPage, job_model, job_view
+from services.intake.assignments.routes import submit_to_assignment
+from services.intake.auth.clients import ClientAuthenticator
+from services.intake.jobs.schemas import parse_grading_request, parse_list_query
+from services.intake.jobs.views import JobPage, job_model, job_view
+from services.intake.limits.body import read_json_body
+from services.intake.limits.rate_limit import RateLimited, SubmissionRateLimiter
+from services.intake.uploads.routes import uploads_service
 from shared.domain.job import Job
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType

@@ -4,7 +4,8 @@ The intake does not depend on the BigQuery client: an operator runs the statemen
 `bq query --use_legacy_sql=false` once the rows have left the streaming buffer (about 90
 minutes after their events). Each erasure answer names its jobs and the same statement.
 
-    python -m services.intake.erasure_admin --table PROJECT.DATASET.grading_completed_raw JOB...
+    python -m services.intake.students.erasure_admin \
+        --table PROJECT.DATASET.grading_completed_raw JOB...
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from shared.service_layer.erasure import bigquery_statement
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m services.intake.erasure_admin", description=__doc__
+        prog="python -m services.intake.students.erasure_admin", description=__doc__
     )
     parser.add_argument("--table", required=True, help="project.dataset.grading_completed_raw")
     parser.add_argument("job_ids", nargs="+", help="the erased jobs' ids")

@@ -6,9 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from services.intake.erasure import ErasureView
-from services.intake.reviewer_auth import ReviewerCredentialRequired
-from services.intake.reviews import (
+from services.intake.auth.reviewers import ReviewerCredentialRequired
+from services.intake.reviews.routes import (
     AgreementQuery,
     AgreementView,
     ReviewDetailView,
@@ -16,6 +15,7 @@ from services.intake.reviews import (
     ReviewQueueQuery,
     ReviewQueueView,
 )
+from services.intake.students.erasure import ErasureView
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.http.errors import NestingTooDeep, PayloadTooLarge
 from shared.service_layer.erasure import ErasureConflict

@@ -1,8 +1,8 @@
 """Manage server clients' API keys in the job store's database (SQLite or Firestore).
 
-    python -m services.intake.keys create --client CLIENT_ID [--expires-in-days N]
-    python -m services.intake.keys list [--client CLIENT_ID]
-    python -m services.intake.keys revoke KEY_ID
+    python -m services.intake.auth.keys create --client CLIENT_ID [--expires-in-days N]
+    python -m services.intake.auth.keys list [--client CLIENT_ID]
+    python -m services.intake.auth.keys revoke KEY_ID
 
 `create` prints the key once, as JSON with the record; only its SHA-256 digest is stored.
 The backend and database come from the usual GRADEQ_* settings.
@@ -43,7 +43,9 @@ def create(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m services.intake.keys", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m services.intake.auth.keys", description=__doc__
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     made = commands.add_parser("create", help="issue a key for a client")
     made.add_argument("--client", required=True, help="the client id jobs are scoped to")

@@ -22,7 +22,7 @@ from google.auth import exceptions as auth_exceptions
 from google.auth.transport import requests as google_requests
 from google.oauth2 import id_token
 
-from services.intake.firebase_revocation import AccountLookup
+from services.intake.auth.firebase_revocation import AccountLookup
 from shared.domain.client_ids import check_client_id, user_scope
 from shared.domain.errors import DependencyUnavailable, GradeqError
 from shared.http.errors import Unauthenticated

@@ -8,7 +8,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.intake.firebase_auth import FirebaseAuthenticator
+from services.intake.auth.firebase import FirebaseAuthenticator
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import bearer_credential
 

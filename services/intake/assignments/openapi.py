@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from services.intake.assignment_schemas import (
+from services.intake.assignments.schemas import (
     AnswerIn,
     AssignmentIn,
     AssignmentJobIn,
@@ -16,7 +16,7 @@ from services.intake.assignment_schemas import (
     ReportQuery,
     RubricRevisionIn,
 )
-from services.intake.assignment_views import (
+from services.intake.assignments.views import (
     AssignmentPageView,
     AssignmentView,
     BatchView,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from services.intake.token_buckets import TokenBuckets
+from services.intake.limits.token_buckets import TokenBuckets
 from shared.domain.client_ids import owning_client
 from shared.domain.errors import GradeqError
 from shared.ports import Clock

@@ -11,12 +11,13 @@ from typing import Annotated, Any, Literal
 from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from services.intake.assignment_schemas import parse
-from services.intake.body import read_json_body
-from services.intake.reviewer_auth import Reviewer, ReviewerAuthenticator
-from services.intake.views import Result, _iso
+from services.intake.assignments.schemas import parse
+from services.intake.auth.reviewers import Reviewer, ReviewerAuthenticator
+from services.intake.jobs.views import Result, _iso
+from services.intake.limits.body import read_json_body
 from shared.domain.agreement import Agreement
-from shared.domain.job import GradeResult, Job
+from shared.domain.grade import GradeResult
+from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
 from shared.ports import ReviewQueue
 from shared.service_layer.review import (

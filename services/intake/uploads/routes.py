@@ -7,10 +7,10 @@ from typing import Annotated
 from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from services.intake.body import read_json_body
-from services.intake.client_auth import ClientAuthenticator
-from services.intake.rate_limit import SubmissionRateLimiter
-from services.intake.schemas import _failed
+from services.intake.auth.clients import ClientAuthenticator
+from services.intake.jobs.schemas import _failed
+from services.intake.limits.body import read_json_body
+from services.intake.limits.rate_limit import SubmissionRateLimiter
 from shared.domain.errors import ValidationFailed
 from shared.http.errors import UnsupportedMediaType
 from shared.service_layer.uploads import UploadService

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from flask import request
 
-from services.intake.auth_failures import FailedAuthLimiter, client_address
-from services.intake.firebase_auth import FirebaseAuthenticator
+from services.intake.auth.failures import FailedAuthLimiter, client_address
+from services.intake.auth.firebase import FirebaseAuthenticator
 from shared.domain.api_keys import PREFIX
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
