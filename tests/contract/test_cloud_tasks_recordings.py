@@ -16,6 +16,7 @@ terraform creates), so a recorded "create the queue" step is a declared queue he
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import re
 import threading
@@ -157,6 +158,14 @@ def test_the_ledger_names_only_recorded_cases() -> None:
     }
     assert set(KNOWN) <= recorded
     assert all(known.reason for known in LEDGER)
+
+
+def test_the_docs_list_every_ledger_entry() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "local.md").read_text()
+    section = docs.split("The ledger of known differences", 1)[1].split("\n\n", 2)[1]
+    listed = re.findall(r"`([^`]+)`", section)
+    for case in KNOWN:
+        assert any(fnmatch.fnmatch(case, name) for name in listed), case
 
 
 # --- errors: realcloud.json ----------------------------------------------------------
