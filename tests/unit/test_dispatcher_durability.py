@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
-from shared.adapters.embedded.task_table import TaskState, TaskTable
+from shared.adapters.embedded.task_table import SCHEMA, TaskState, TaskTable
 from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget, Reply
@@ -108,3 +108,20 @@ def test_a_task_stored_relative_to_the_worker_reaches_its_current_address(
     with running_dispatcher(db, queue, target_base=target.url):
         (request,) = target.wait_for(1, timeout=3)
     assert request.path == queue.target_path and request.json == {"job_id": "job-rel"}
+
+
+def test_a_table_made_before_the_execution_count_gets_it(db: SqliteDatabase) -> None:
+    # The table as its first release made it: no execution_count column.
+    old_schema = SCHEMA.replace("    execution_count INTEGER NOT NULL DEFAULT 0,\n", "")
+    assert "execution_count" not in old_schema
+    db.ensure_schema(old_schema)
+    with db.transaction() as conn:
+        conn.execute(
+            "INSERT INTO tasks (queue, name, url, http_method, headers, body, schedule_time,"
+            " created_at, state, response_count) VALUES ('grading', 't-old', 'http://x',"
+            " 'POST', '{}', x'', 0, 0, 'pending', 2)"
+        )
+    table = TaskTable(db)
+    row = table.get("grading", "t-old")
+    assert row is not None
+    assert (row.response_count, row.execution_count) == (2, 0)
