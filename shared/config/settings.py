@@ -11,8 +11,9 @@ from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
@@ -73,6 +74,25 @@ class TokenLimitParam(StrEnum):
 
     MAX_COMPLETION_TOKENS = "max_completion_tokens"  # OpenAI (required by reasoning models)
     MAX_TOKENS = "max_tokens"  # older compatible servers
+
+
+def _is_http_base_url(url: str) -> bool:
+    """An absolute http(s) URL with a host, a valid port, and no query or fragment.
+
+    It starts with "http://" or "https://" as written, which is what Cloud Tasks checks.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return (
+        url.startswith(("http://", "https://"))
+        and bool(parts.hostname)
+        and not parts.query
+        and not parts.fragment
+        and url == url.strip()
+    )
 
 
 class Settings(BaseSettings):
@@ -266,6 +286,17 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
 
     _queues: dict[str, QueueConfig] = PrivateAttr(default_factory=dict)
+
+    @field_validator("worker_url")
+    @classmethod
+    def _absolute_http_url(cls, url: str) -> str:
+        """The worker's base URL: Cloud Tasks refuses a task whose URL is not http(s)://."""
+        if not _is_http_base_url(url):
+            raise ValueError(
+                "GRADEQ_WORKER_URL must be an absolute http(s) URL, the worker's base URL "
+                f"(e.g. https://gradeq-worker-123.europe-west1.run.app), not {url!r}"
+            )
+        return url
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

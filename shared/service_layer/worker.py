@@ -57,12 +57,17 @@ QUOTA_WAIT_S = 60.0
 
 @dataclass(frozen=True)
 class TaskDelivery:
-    """One HTTP push of a task, as described by the X-CloudTasks-* headers."""
+    """One HTTP push of a task, as described by the X-CloudTasks-* headers.
+
+    `retry_count` (X-CloudTasks-TaskRetryCount) counts every earlier attempt. The worker
+    reads no X-CloudTasks-TaskExecutionCount: Cloud Tasks counts no 5xx answer in it, and
+    the worker answers 5xx to be retried, so it stays 0 on every attempt of a job that
+    keeps failing.
+    """
 
     job_id: str
     task_name: str = ""
     retry_count: int = 0
-    execution_count: int = 0
     #: The queue (lane) that sent it (X-CloudTasks-QueueName); "" when unknown.
     queue: str = ""
 
