@@ -1,4 +1,8 @@
-"""The intake under gunicorn on a loopback port, as deployed (same gunicorn config)."""
+"""The intake under gunicorn on a loopback port, as deployed (same gunicorn config).
+
+`config=False` starts it with plain gunicorn instead, as someone running the app
+without the project's config would.
+"""
 
 from __future__ import annotations
 
@@ -29,15 +33,14 @@ class RunningIntake:
 
 
 def _start(
-    port: int, data_dir: Path, env: dict[str, str] | None, sink: IO[bytes] | int
+    port: int, data_dir: Path, env: dict[str, str] | None, sink: IO[bytes] | int, config: bool
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "gunicorn",
-            "--config",
-            GUNICORN_CONFIG,
+            *(["--config", GUNICORN_CONFIG] if config else []),
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
@@ -64,7 +67,10 @@ def _start(
 
 @contextmanager
 def running_intake(
-    data_dir: Path, env: dict[str, str] | None = None, output: Path | None = None
+    data_dir: Path,
+    env: dict[str, str] | None = None,
+    output: Path | None = None,
+    config: bool = True,
 ) -> Iterator[RunningIntake]:
     """Start the intake (embedded backend in `data_dir`) and stop it afterwards.
 
@@ -72,10 +78,10 @@ def running_intake(
     """
     port = free_port()
     if output is None:
-        process = _start(port, data_dir, env, subprocess.DEVNULL)
+        process = _start(port, data_dir, env, subprocess.DEVNULL, config)
     else:
         with output.open("wb") as sink:  # the server keeps its own copy of the file
-            process = _start(port, data_dir, env, sink)
+            process = _start(port, data_dir, env, sink, config)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
