@@ -45,7 +45,7 @@ def create_app(
         if adapters.assignments is not None
         else None
     )
-    grader = grader or build_grader(settings)
+    grader = grader or build_grader(settings, clock)
     worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,

@@ -112,8 +112,8 @@ def build_clock() -> Clock:
     return SystemClock()
 
 
-def build_grader(settings: Settings) -> Grader:
-    """The grader named by GRADEQ_GRADER."""
+def build_grader(settings: Settings, clock: Clock | None = None) -> Grader:
+    """The grader named by GRADEQ_GRADER (a model's retirement date is read on `clock`)."""
     from shared.bootstrap.graders import grader_for
 
-    return grader_for(settings)
+    return grader_for(settings, clock)

@@ -55,8 +55,8 @@ class GeminiApi(StrEnum):
 
 
 #: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
-#: Checked against its retirement date when the worker starts
-#: (shared/adapters/graders/lifecycle.py).
+#: Its retirement date is minded while the worker grades: a warning ahead of it, grading
+#: suspended past it (shared/adapters/graders/lifecycle.py).
 DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
 
 
