@@ -16,6 +16,7 @@ server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks sign
 
 from __future__ import annotations
 
+import copy
 import math
 import mimetypes
 import time
@@ -162,6 +163,12 @@ class GradeqClient:
     @property
     def has_operator_key(self) -> bool:
         return bool(self._operator_key)
+
+    def at(self, base_url: str) -> GradeqClient:
+        """The same client (keys, session, retries) against another base URL."""
+        other = copy.copy(self)
+        other.base_url = base_url.rstrip("/")
+        return other
 
     # --- requests ------------------------------------------------------------------------
 
