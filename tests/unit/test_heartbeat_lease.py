@@ -204,7 +204,7 @@ def test_a_result_is_stored_after_a_short_store_hiccup_without_grading_again(
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
 
 
-# --- one thread per grading --------------------------------------------------------------
+# --- a grader call beside its delivery ---------------------------------------------------
 
 
 def _in_flight(store: JobStore, job_ids: list[str]) -> Callable[[], bool]:
