@@ -41,16 +41,23 @@ def grader_for(settings: Settings, clock: Clock | None = None) -> Grader:
     for name in _CHATTY_LOGGERS:
         # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
         logging.getLogger(name).setLevel(logging.WARNING)
-    default: Grader = _model_grader(settings)
-    if settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX:
-        default = _watched(default, settings, clock or SystemClock())
+    on_vertex = (
+        settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
+    )
+    watch_clock = clock or SystemClock()
+
+    def model_grader(model_settings: Settings) -> Grader:
+        grader = _model_grader(model_settings)
+        return _watched(grader, model_settings, watch_clock) if on_vertex else grader
+
+    default = model_grader(settings)
     # A lane naming its own model gets a grader (and a quota limiter) of its own.
     models = {q.name: q.lane.grader_model for q in settings.queues().values()}
     own = {lane: m for lane, m in models.items() if m and m != settings.grader_model_name}
     if not own:
         return default
     by_model = {
-        m: _model_grader(settings.model_copy(update={"grader_model": m})) for m in set(own.values())
+        m: model_grader(settings.model_copy(update={"grader_model": m})) for m in set(own.values())
     }
     return LaneGraders(default, {lane: by_model[m] for lane, m in own.items()})
 

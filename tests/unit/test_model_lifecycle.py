@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 from pydantic import ValidationError
 
 from services.worker.app import create_app
+from shared.adapters.graders.lanes import LaneGraders
 from shared.adapters.graders.lifecycle import (
     RETIREMENTS,
     RETIRING_EVENT,
@@ -22,6 +25,7 @@ from shared.adapters.graders.lifecycle import (
 from shared.bootstrap import Adapters
 from shared.bootstrap.graders import grader_for
 from shared.clock import FrozenClock
+from shared.config.queues import DEFAULT_QUEUES_FILE
 from shared.config.settings import DEFAULT_MODELS, GraderKind, Settings
 from shared.domain.errors import GraderMisconfigured
 from shared.domain.ids import job_id_for
@@ -112,6 +116,29 @@ def test_within_a_month_of_retiring_each_day_starts_with_a_warning_an_alert_coun
         assert record.__dict__["days_left"] == days_left
         assert "GRADEQ_GRADER_MODEL" in record.getMessage()
     assert inner.calls == 5  # warned, still grading
+
+
+def test_a_lanes_own_model_is_watched_too_but_never_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    queues = json.loads(DEFAULT_QUEUES_FILE.read_text())
+    queues["exam"]["lane"]["grader_model"] = "gemini-3.1-flash-lite"
+    path = tmp_path / "queues.json"
+    path.write_text(json.dumps(queues))
+    lane_last_day = RETIREMENTS["gemini-3.1-flash-lite"]
+    clock = on(lane_last_day - timedelta(days=3))
+    grader = grader_for(vertex(queues_file=path), clock)
+    assert isinstance(grader, LaneGraders)
+    # At start: the lane's model too (the default one is within its month as well).
+    by_model = {r.__dict__["model"]: r for r in lifecycle_records(caplog)}
+    warning = by_model["gemini-3.1-flash-lite"]
+    assert warning.__dict__["event"] == RETIRING_EVENT and warning.__dict__["days_left"] == 3
+    exam = grader.for_lane("exam")
+    assert isinstance(exam, RetirementWatch)
+    # Past its date a model the operator chose is still called: the provider decides.
+    clock.advance(timedelta(days=4))
+    assert exam.check().retired
 
 
 def test_a_configured_retired_model_is_logged_as_an_error_and_still_called(
