@@ -17,7 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google.assignment_store import FirestoreTally
-from shared.adapters.google.firestore_codec import TTL_FIELD, from_document
+from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD, from_document
 from shared.domain.erasure import RECORDING_SUBSCRIBERS, TOMBSTONE, is_tombstone, tally_removal
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import Job
@@ -103,6 +103,7 @@ class FirestoreJobEraser:
                         "event_id": event_id,
                         "record": TOMBSTONE,
                         TTL_FIELD: expires,
+                        SERVER_CREATED_FIELD: firestore.SERVER_TIMESTAMP,
                     }
                     batch.set(self._processed.document(doc_id), tombstone)
                 batch.commit(timeout=self._deadline_s)
