@@ -83,14 +83,15 @@ class UploadService:
 
     def _verify_one(self, client_id: str, ref: FileRef, student_id: str | None) -> FileRef:
         _check_declared(ref.content_type, ref.size, self.limits)
-        name = object_name(client_id, ref.upload_id)
-        info = None
+        # The student's own upload first, then one made for no student.
+        names = [object_name(client_id, ref.upload_id)]
         if student_id is not None:
-            name = object_name(client_id, ref.upload_id, student_id)
+            names.insert(0, object_name(client_id, ref.upload_id, student_id))
+        info = None
+        for name in names:
             info = self._blobs.stat(name)
-            if info is None:
-                name = object_name(client_id, ref.upload_id)
-        info = info or self._blobs.stat(name)
+            if info is not None:
+                break
         if info is None:
             raise UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
         try:
