@@ -258,10 +258,17 @@ class GradeqClient:
         )
         return self._job(reply)
 
-    def upload(self, data: bytes, content_type: str, name: str = "") -> dict[str, Any]:
-        """Upload one file through a signed URL; return the reference a job's `files` takes."""
+    def upload(
+        self, data: bytes, content_type: str, name: str = "", student_id: str | None = None
+    ) -> dict[str, Any]:
+        """Upload one file through a signed URL; return the reference a job's `files` takes.
+
+        With `student_id`, the file is that student's: only their submissions may name it,
+        and erasing the student removes it, named by a job or not.
+        """
         declared = {"content_type": content_type, "size": len(data)}
-        grant = self.request("POST", "/v1/uploads", json=declared).body
+        asked = {**declared, "student_id": student_id} if student_id is not None else declared
+        grant = self.request("POST", "/v1/uploads", json=asked).body
         # The signed URL is the credential: no Authorization header goes to the store.
         response = self._session.put(
             grant["upload_url"], data=data, headers=grant["headers"], timeout=self._timeout_s

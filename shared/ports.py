@@ -110,7 +110,9 @@ class JobEraser(Protocol):
         ...
 
     def forget_events(self, event_ids: list[str]) -> int:
-        """Delete every subscriber's dedup record of these events; how many there were."""
+        """Make every subscriber's record of these events a tombstone (TOMBSTONE of
+        shared.domain.erasure), and leave one for each of RECORDING_SUBSCRIBERS that has
+        none yet, so a later delivery is a duplicate; how many records held more."""
         ...
 
 
@@ -470,4 +472,9 @@ class BlobStore(Protocol):
 
     def delete(self, names: list[str]) -> None:
         """Remove these objects; names already gone are ignored."""
+        ...
+
+    def delete_under(self, prefix: str) -> list[str]:
+        """Remove every object whose name starts with `prefix` (a folder, ending in "/");
+        answer their names."""
         ...

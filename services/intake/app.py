@@ -59,13 +59,19 @@ def create_app(
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
     firebase = firebase or _firebase(settings)
+    failures = FailedAuthLimiter(
+        settings.auth_failure_burst,
+        settings.auth_failure_rate_per_s,
+        clock,
+        lambda: client_address(settings.trusted_proxy_hops),
+    )
+    app.extensions["gradeq.failed_auth"] = failures
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
         ),
         firebase,
-        FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
-        lambda: client_address(settings.trusted_proxy_hops),
+        failures,
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback,
@@ -117,7 +123,7 @@ def create_app(
         )
         app.register_blueprint(assignments_bp)
     app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
-        settings.reviewer_key_map(), firebase
+        settings.reviewer_key_map(), firebase, failures
     )
     review_queue = family.review_queue()
     app.extensions["gradeq.review_queue"] = review_queue

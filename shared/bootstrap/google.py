@@ -91,6 +91,7 @@ class GoogleFamily:
             ASSIGNMENT_TALLIES,
             s.processed_events_collection,
             s.firestore_deadline_s,
+            self._ttl,
         )
 
     def review_queue(self) -> FirestoreReviewQueue:

@@ -135,10 +135,11 @@ class Settings(BaseSettings):
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
-    # Failed authentications per caller address: a bucket of this size, refilled at this
-    # rate; past it 429 before any lookup. The address is X-Forwarded-For's entry this many
-    # hops from the right (1 behind Cloud Run's front, one more per load balancer), or the
-    # peer's with 0.
+    # Failed authentications per failing credential (per caller address for requests
+    # without one): a bucket of this size, refilled at this rate; past it 429, before any
+    # lookup of that credential (docs/auth.md#failed-authentications). The address is
+    # X-Forwarded-For's entry this many hops from the right (1 behind Cloud Run's front,
+    # one more per load balancer), or the peer's with 0.
     auth_failure_burst: int = Field(default=20, ge=1)
     auth_failure_rate_per_s: float = Field(default=0.2, gt=0)
     trusted_proxy_hops: int = Field(default=0, ge=0)

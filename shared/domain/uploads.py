@@ -62,10 +62,23 @@ def new_upload_id() -> str:
     return "up_" + secrets.token_urlsafe(18)
 
 
-def object_name(client_id: str, upload_id: str) -> str:
-    """Where the client's upload lives; a digest keeps client ids out of object names."""
-    owner = hashlib.sha256(client_id.encode()).hexdigest()[:32]
-    return f"uploads/{owner}/{upload_id}"
+def _owner(client_id: str) -> str:
+    return hashlib.sha256(client_id.encode()).hexdigest()[:32]
+
+
+def object_name(client_id: str, upload_id: str, student_id: str | None = None) -> str:
+    """Where the client's upload lives: under its student's prefix when it was made for
+    one; digests keep client and student ids out of object names."""
+    if student_id is None:
+        return f"uploads/{_owner(client_id)}/{upload_id}"
+    return student_prefix(client_id, student_id) + upload_id
+
+
+def student_prefix(client_id: str, student_id: str) -> str:
+    """Where every upload made for one student of the client lives (the student's erasure
+    removes everything under it, named by a job or not)."""
+    student = hashlib.sha256(f"{client_id}\0{student_id}".encode()).hexdigest()[:32]
+    return f"uploads/{_owner(client_id)}/students/{student}/"
 
 
 @dataclass(frozen=True)

@@ -41,18 +41,26 @@ class UploadService:
         self._clock = clock
         self.limits = limits
 
-    def create(self, client_id: str, content_type: str, size: int) -> NewUpload:
-        """A new upload of `size` bytes of `content_type` for this client."""
+    def create(
+        self, client_id: str, content_type: str, size: int, student_id: str | None = None
+    ) -> NewUpload:
+        """A new upload of `size` bytes of `content_type` for this client (and, with
+        `student_id`, for that student: stored under the student's prefix)."""
         _check_declared(content_type, size, self.limits)
         upload_id = new_upload_id()
         expires_at = self._clock.now() + timedelta(seconds=self.limits.url_ttl_s)
         signed = self._blobs.signed_put(
-            object_name(client_id, upload_id), content_type, size, expires_at
+            object_name(client_id, upload_id, student_id), content_type, size, expires_at
         )
         return NewUpload(upload_id, signed)
 
-    def verify(self, client_id: str, files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
+    def verify(
+        self, client_id: str, files: tuple[FileRef, ...], student_id: str | None = None
+    ) -> tuple[FileRef, ...]:
         """The job's files, each checked: present, this client's, as declared, allowed.
+
+        A job of `student_id` may name that student's uploads and uploads made for no
+        student; a job of no student only the latter.
 
         A refused file is deleted (a hostile upload is not kept); the job is refused
         with the first file's problem.
@@ -71,12 +79,19 @@ class UploadService:
             )
         if len({f.upload_id for f in files}) != len(files):
             raise UploadMismatch("the same upload is named twice")
-        return tuple(self._verify_one(client_id, f) for f in files)
+        return tuple(self._verify_one(client_id, f, student_id) for f in files)
 
-    def _verify_one(self, client_id: str, ref: FileRef) -> FileRef:
+    def _verify_one(self, client_id: str, ref: FileRef, student_id: str | None) -> FileRef:
         _check_declared(ref.content_type, ref.size, self.limits)
-        name = object_name(client_id, ref.upload_id)
-        info = self._blobs.stat(name)
+        # The student's own upload first, then one made for no student.
+        names = [object_name(client_id, ref.upload_id)]
+        if student_id is not None:
+            names.insert(0, object_name(client_id, ref.upload_id, student_id))
+        info = None
+        for name in names:
+            info = self._blobs.stat(name)
+            if info is not None:
+                break
         if info is None:
             raise UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
         try:

@@ -6,13 +6,11 @@ for a signed-in user the scope the server decides (see `FirebaseAuthenticator`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from flask import request
 
-from services.intake.auth.failures import FailedAuthLimiter, client_address
+from services.intake.auth.failures import FailedAuthLimiter
 from services.intake.auth.firebase import FirebaseAuthenticator
-from shared.domain.api_keys import PREFIX
+from shared.domain.api_keys import PREFIX, key_id_of
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
 
@@ -29,24 +27,22 @@ class ClientAuthenticator:
         api_keys: ApiKeyAuthenticator,
         firebase: FirebaseAuthenticator | None = None,
         failures: FailedAuthLimiter | None = None,
-        address: Callable[[], str] = lambda: client_address(0),
     ) -> None:
         self._api_keys = api_keys
         self._firebase = firebase
         self._failures = failures
-        self._address = address
 
     def client_id(self) -> str:
-        """The caller's scope; 429 first for an address past its failed authentications."""
+        """The caller's scope; 429 for a credential past its failed authentications."""
         if self._failures is None:
             return self._authenticate()
-        address = self._address()
-        self._failures.check(address)
-        try:
-            return self._authenticate()
-        except Unauthenticated:
-            self._failures.failed(address)
-            raise
+        return self._failures.guard("client", self._authenticate, self._attributable)
+
+    def _attributable(self, credential: str) -> bool:
+        """A well-formed key or an ID token: its failures are its own, not its address's."""
+        if key_id_of(credential) is not None:
+            return True
+        return self._firebase is not None and credential.count(".") == 2
 
     def _authenticate(self) -> str:
         credential = bearer_credential()

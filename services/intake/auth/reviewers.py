@@ -8,9 +8,11 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from services.intake.auth.failures import FailedAuthLimiter
 from services.intake.auth.firebase import FirebaseAuthenticator
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import bearer_credential
+from shared.http.errors import Unauthenticated
 
 _HASHED = "sha256:"
 
@@ -40,14 +42,23 @@ class ReviewerAuthenticator:
         self,
         keys: Mapping[str, tuple[str, str]],
         firebase: FirebaseAuthenticator | None = None,
+        failures: FailedAuthLimiter | None = None,
     ) -> None:
         self._digests = [
             (bytes.fromhex(k.removeprefix(_HASHED)) if k.startswith(_HASHED) else _digest(k), who)
             for k, who in keys.items()
         ]
         self._firebase = firebase
+        self._failures = failures
 
     def reviewer(self) -> Reviewer:
+        """The reviewer; 429 for a credential past its failed authentications."""
+        if self._failures is None:
+            return self._authenticate()
+        refused = (Unauthenticated, ReviewerCredentialRequired)
+        return self._failures.guard("reviewer", self._authenticate, refused=refused)
+
+    def _authenticate(self) -> Reviewer:
         credential = bearer_credential()
         if self._firebase is not None and credential.count(".") == 2:
             found = self._firebase.reviewer_for(credential)

@@ -79,7 +79,9 @@ def create_job() -> Response:
             guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
             guard.check(grading_request.callback_url)
         if grading_request.files:
-            checked = uploads_service().verify(client_id, grading_request.files)
+            checked = uploads_service().verify(
+                client_id, grading_request.files, grading_request.student_id
+            )
             grading_request = dataclasses.replace(grading_request, files=checked)
         submission = _service().submit(client_id, key, grading_request)
     response = _respond(submission.job, 202)

@@ -26,6 +26,11 @@ class UploadIn(BaseModel):
 
     content_type: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     size: int = Field(gt=0, description="exact size in bytes of the file to be PUT")
+    student_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = Field(
+        default=None,
+        description="the student the file is for: only their submissions may name it, and "
+        "DELETE /v1/students/{id} erases it, named by a job or not",
+    )
 
 
 class UploadOut(BaseModel):
@@ -62,7 +67,7 @@ def create_upload() -> Response:
         body = UploadIn.model_validate(payload)
     except ValidationError as exc:
         raise _failed(exc, "invalid fields") from exc
-    created = uploads_service().create(client_id, body.content_type, body.size)
+    created = uploads_service().create(client_id, body.content_type, body.size, body.student_id)
     url = created.signed.url
     if url.startswith("/"):  # the embedded store's URL is served by this intake
         url = request.host_url.rstrip("/") + url
