@@ -24,7 +24,7 @@ from services.intake.uploads import routes as uploads
 from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
-from shared.http.callback_guard import CallbackGuard
+from shared.http.callback_guard import CachedResolver, CallbackGuard
 from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -68,6 +68,7 @@ def create_app(
         lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
         allowed_ports=settings.callback_port_set(),
     )
