@@ -77,6 +77,8 @@ class UploadLimits:
     max_files_per_job: int = 10
     max_archive_entries: int = 200
     max_archive_expanded_bytes: int = 2 * 1024 * 1024
+    #: Text a job's files may hold in all (text files, archives' entries): an answer's limit.
+    max_job_text_bytes: int = 100 * 1024
     url_ttl_s: int = 600
 
 

@@ -71,9 +71,23 @@ class UploadService:
             )
         if len({f.upload_id for f in files}) != len(files):
             raise UploadMismatch("the same upload is named twice")
-        return tuple(self._verify_one(client_id, f) for f in files)
+        # Text goes whole into the prompt: bounded like an answer, text files before any
+        # read, archives by what they expand to. Sound files over it are not deleted.
+        self._check_text(sum(f.size for f in files if kind_of(f.content_type) is FileKind.TEXT))
+        checked = [self._verify_one(client_id, f) for f in files]
+        self._check_text(sum(text_bytes for _, text_bytes in checked))
+        return tuple(ref for ref, _ in checked)
 
-    def _verify_one(self, client_id: str, ref: FileRef) -> FileRef:
+    def _check_text(self, text_bytes: int) -> None:
+        limit = self.limits.max_job_text_bytes
+        if text_bytes > limit:
+            raise UploadTooLarge(
+                f"the job's files hold {text_bytes} bytes of text, at most {limit} (as an answer)",
+                limit=limit,
+            )
+
+    def _verify_one(self, client_id: str, ref: FileRef) -> tuple[FileRef, int]:
+        """The checked reference and the bytes of text it holds."""
         _check_declared(ref.content_type, ref.size, self.limits)
         name = object_name(client_id, ref.upload_id)
         info = self._blobs.stat(name)
@@ -89,15 +103,17 @@ class UploadService:
                     f"upload {ref.upload_id} was stored as {info.content_type}, "
                     f"{ref.content_type} was declared"
                 )
+            text_bytes = ref.size if ref.kind is FileKind.TEXT else 0
             if ref.kind is FileKind.ARCHIVE:
-                read_archive(self._blobs.read(name, ref.size), self.limits)
+                sources = read_archive(self._blobs.read(name, ref.size), self.limits)
+                text_bytes = sum(len(s.text.encode()) for s in sources)
             else:
                 check_head(ref.content_type, self._blobs.read(name, SNIFF_BYTES), ref.size)
         except UploadRefused as exc:
             log.warning("upload refused", extra={"upload_id": ref.upload_id, "reason": exc.slug})
             self._blobs.delete([name])
             raise
-        return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name)
+        return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name), text_bytes
 
     def delete(self, files: tuple[FileRef, ...]) -> None:
         """Remove a job's files (erasure, expiry)."""
