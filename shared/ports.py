@@ -446,6 +446,14 @@ class BlobInfo:
     content_type: str
 
 
+class UploadReferences(Protocol):
+    """Which uploaded files accepted jobs name: a file is deleted only when none does."""
+
+    def named_by_a_job(self, client_id: str, name: str) -> bool:
+        """Whether a stored job of the client names the object `name` among its files."""
+        ...
+
+
 class BlobStore(Protocol):
     """Uploaded files: signed URLs for direct PUTs, then bounded reads by the services."""
 

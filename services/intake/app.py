@@ -129,7 +129,9 @@ def create_app(
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
-    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.uploads"] = UploadService(
+        blob_store, clock, settings.upload_limits(), family.upload_references()
+    )
     app.extensions["gradeq.erasure"] = ErasureService(
         adapters.store,
         family.job_eraser(),

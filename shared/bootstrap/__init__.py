@@ -27,6 +27,7 @@ from shared.ports import (
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
+    UploadReferences,
     WebhookSecretStore,
 )
 
@@ -55,6 +56,8 @@ class AdapterFamily(Protocol):
     def review_queue(self) -> ReviewQueue: ...
 
     def job_eraser(self) -> JobEraser: ...
+
+    def upload_references(self) -> UploadReferences: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

@@ -28,6 +28,7 @@ from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
+from shared.adapters.google.upload_references import FirestoreUploadReferences
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
 from shared.config.settings import Settings
 from shared.ports import Clock
@@ -92,6 +93,10 @@ class GoogleFamily:
             s.processed_events_collection,
             s.firestore_deadline_s,
         )
+
+    def upload_references(self) -> FirestoreUploadReferences:
+        s = self._settings
+        return FirestoreUploadReferences(self._firestore, s.jobs_collection, s.firestore_deadline_s)
 
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings

@@ -20,7 +20,7 @@ from shared.domain.uploads import (
     new_upload_id,
     object_name,
 )
-from shared.ports import BlobStore, Clock, SignedUpload
+from shared.ports import BlobStore, Clock, SignedUpload, UploadReferences
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,18 @@ class NewUpload:
 class UploadService:
     """Signed URLs bound to a declared type and size; checks of a job's files at submit."""
 
-    def __init__(self, blobs: BlobStore, clock: Clock, limits: UploadLimits) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        clock: Clock,
+        limits: UploadLimits,
+        references: UploadReferences | None = None,
+    ) -> None:
+        """`references`: which files accepted jobs name (None: no job names any)."""
         self._blobs = blobs
         self._clock = clock
         self.limits = limits
+        self._references = references
 
     def create(self, client_id: str, content_type: str, size: int) -> NewUpload:
         """A new upload of `size` bytes of `content_type` for this client."""
@@ -54,8 +62,10 @@ class UploadService:
     def verify(self, client_id: str, files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
         """The job's files, each checked: present, this client's, as declared, allowed.
 
-        A refused file is deleted (a hostile upload is not kept); the job is refused
-        with the first file's problem.
+        A refused file is deleted (a hostile upload is not kept) unless an accepted job
+        names it: files are owned by reference, so a resubmission that declares one
+        otherwise never takes it from the job that needs it. The job is refused with the
+        first file's problem.
         """
         limits = self.limits
         if len(files) > limits.max_files_per_job:
@@ -111,9 +121,13 @@ class UploadService:
                 check_head(ref.content_type, self._blobs.read(name, SNIFF_BYTES), ref.size)
         except UploadRefused as exc:
             log.warning("upload refused", extra={"upload_id": ref.upload_id, "reason": exc.slug})
-            self._blobs.delete([name])
+            if not self._named_by_a_job(client_id, name):
+                self._blobs.delete([name])
             raise
         return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name), text_bytes
+
+    def _named_by_a_job(self, client_id: str, name: str) -> bool:
+        return self._references is not None and self._references.named_by_a_job(client_id, name)
 
     def delete(self, files: tuple[FileRef, ...]) -> None:
         """Remove a job's files (erasure, expiry)."""

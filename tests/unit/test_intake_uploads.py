@@ -235,3 +235,19 @@ def test_upload_urls_are_rate_limited_per_client(client: FlaskClient) -> None:
     assert int(refused.headers["Retry-After"]) >= 1
     # Another client's bucket is its own.
     assert _upload(client, "image/png", 100, key=OTHER_KEY).status_code == 201
+
+
+def test_a_refused_resubmission_keeps_a_file_an_accepted_job_names(
+    client: FlaskClient, settings: Settings
+) -> None:
+    ref = _uploaded(client, "image/png", files.png())
+    assert _submit(client, ref, key="first").status_code == 202
+    # The same upload named again, declared otherwise: refused, but the first job needs it.
+    _problem(_submit(client, {**ref, "size": ref["size"] + 1}, key="again"), 422, "upload-mismatch")
+    assert _stored(settings, ref["upload_id"]).exists()
+
+
+def test_a_refused_file_no_job_names_is_deleted(client: FlaskClient, settings: Settings) -> None:
+    ref = _uploaded(client, "image/png", files.png())
+    _problem(_submit(client, {**ref, "size": ref["size"] + 1}), 422, "upload-mismatch")
+    assert not _stored(settings, ref["upload_id"]).exists()
