@@ -130,7 +130,11 @@ def create_app(
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
     app.extensions["gradeq.uploads"] = UploadService(
-        blob_store, clock, settings.upload_limits(), family.upload_references()
+        blob_store,
+        clock,
+        settings.upload_limits(),
+        family.upload_references(),
+        family.upload_quota(),
     )
     app.extensions["gradeq.erasure"] = ErasureService(
         adapters.store,

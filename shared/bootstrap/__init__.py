@@ -27,6 +27,7 @@ from shared.ports import (
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
+    UploadQuota,
     UploadReferences,
     WebhookSecretStore,
 )
@@ -58,6 +59,8 @@ class AdapterFamily(Protocol):
     def job_eraser(self) -> JobEraser: ...
 
     def upload_references(self) -> UploadReferences: ...
+
+    def upload_quota(self) -> UploadQuota: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

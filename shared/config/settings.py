@@ -253,6 +253,7 @@ class Settings(BaseSettings):
     upload_max_archive_entries: int = Field(default=200, ge=1)
     upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
     upload_max_job_text_bytes: int = Field(default=100 * 1024, ge=1)
+    upload_max_bytes_per_day: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
     # Upload URLs per client: a token bucket of this size, refilled at this rate.
     upload_burst: int = Field(default=60, ge=1)
@@ -436,6 +437,7 @@ class Settings(BaseSettings):
             max_archive_entries=self.upload_max_archive_entries,
             max_archive_expanded_bytes=self.upload_max_archive_expanded_bytes,
             max_job_text_bytes=self.upload_max_job_text_bytes,
+            max_bytes_per_day=self.upload_max_bytes_per_day,
             url_ttl_s=self.upload_url_ttl_s,
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared.domain.file_content import SNIFF_BYTES, check_head, read_archive
 from shared.domain.uploads import (
@@ -13,6 +13,7 @@ from shared.domain.uploads import (
     UploadLimits,
     UploadMismatch,
     UploadNotFound,
+    UploadQuotaExceeded,
     UploadRefused,
     UploadTooLarge,
     UploadTypeNotAllowed,
@@ -20,7 +21,7 @@ from shared.domain.uploads import (
     new_upload_id,
     object_name,
 )
-from shared.ports import BlobStore, Clock, SignedUpload, UploadReferences
+from shared.ports import BlobStore, Clock, SignedUpload, UploadQuota, UploadReferences
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +43,42 @@ class UploadService:
         clock: Clock,
         limits: UploadLimits,
         references: UploadReferences | None = None,
+        quota: UploadQuota | None = None,
     ) -> None:
-        """`references`: which files accepted jobs name (None: no job names any)."""
+        """`references`: which files accepted jobs name (None: no job names any);
+        `quota`: each client's upload bytes per day (None: not counted)."""
         self._blobs = blobs
         self._clock = clock
         self.limits = limits
         self._references = references
+        self._quota = quota
 
     def create(self, client_id: str, content_type: str, size: int) -> NewUpload:
-        """A new upload of `size` bytes of `content_type` for this client."""
+        """A new upload of `size` bytes of `content_type` for this client.
+
+        The size counts against the client's bytes of the UTC day when the URL is issued
+        (the URL takes exactly that size), whether or not the file is then PUT.
+        """
         _check_declared(content_type, size, self.limits)
+        now = self._clock.now()
+        self._count_bytes(client_id, size, now)
         upload_id = new_upload_id()
-        expires_at = self._clock.now() + timedelta(seconds=self.limits.url_ttl_s)
+        expires_at = now + timedelta(seconds=self.limits.url_ttl_s)
         signed = self._blobs.signed_put(
             object_name(client_id, upload_id), content_type, size, expires_at
         )
         return NewUpload(upload_id, signed)
+
+    def _count_bytes(self, client_id: str, size: int, now: datetime) -> None:
+        limit = self.limits.max_bytes_per_day
+        if self._quota is None or self._quota.reserve(client_id, now.date(), size, limit):
+            return
+        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), now.tzinfo)
+        raise UploadQuotaExceeded(
+            f"{size} more bytes would pass this client's {limit} bytes of uploads a day (UTC)",
+            retry_after_s=max(1, int((midnight - now).total_seconds())),
+            limit=limit,
+        )
 
     def verify(self, client_id: str, files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
         """The job's files, each checked: present, this client's, as declared, allowed.
