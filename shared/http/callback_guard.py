@@ -125,7 +125,7 @@ class CachedResolver:
     ) -> None:
         self._resolve = resolver
         self._timeout_s = timeout_s
-        self._answers: TTLCache[tuple[str, int], tuple[str, ...] | str] = TTLCache(
+        self._answers: TTLCache[str, tuple[str, ...] | str] = TTLCache(
             maxsize=size, ttl=ttl_s, timer=timer
         )
         self._lock = threading.Lock()
@@ -133,7 +133,7 @@ class CachedResolver:
 
     def __call__(self, host: str, port: int) -> list[str]:
         """The addresses of `host`; OSError when it did not resolve (now or when cached)."""
-        key = (host.lower(), port)
+        key = host.lower()  # a name's addresses do not depend on the port asked for
         with self._lock:
             answer = self._answers.get(key)
         if answer is None:

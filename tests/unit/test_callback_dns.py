@@ -151,3 +151,11 @@ def test_a_batch_naming_too_many_callback_hosts_is_refused_whole(
     ok = submit(client, assignment, items[:3] * 1)
     assert ok.status_code == 200, ok.get_json()
     assert sorted(counted.asked) == ["h0.example.com", "h1.example.com", "h2.example.com"]
+
+
+def test_a_name_is_looked_up_once_whatever_the_port() -> None:
+    dns = CountingResolver(PUBLIC)
+    guard = CallbackGuard(_cached(dns), allowed_ports=[8443, 9443])
+    for port in (443, 8443, 9443):
+        guard.check(f"https://h1.example.com:{port}/hook")
+    assert dns.asked == ["h1.example.com"]
