@@ -156,6 +156,15 @@ class CachedResolver:
             return f"{type(exc).__name__}: {exc}"
 
 
+def _host_of(url: str) -> str:
+    """The URL's host as the resolver is asked for it; an unparsable URL stands for itself
+    (`check` refuses it)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return url
+
+
 def _refusal(address: IPAddress, allow_loopback: bool) -> str | None:
     """Why `address` is refused, or None when it is public."""
     if isinstance(address, ipaddress.IPv6Address):
@@ -205,7 +214,7 @@ class CallbackGuard:
     def check_hosts(self, urls: Iterable[str]) -> None:
         """Refuse a request whose callback URLs name too many distinct hosts (nothing is
         resolved); each URL is still vetted by `check`."""
-        hosts = {(urlsplit(url).hostname or "").lower() for url in urls}
+        hosts = {_host_of(url) for url in urls}
         if len(hosts) > self.max_hosts_per_request:
             raise TooManyCallbackHosts(
                 f"the request names {len(hosts)} callback hosts, at most "

@@ -123,6 +123,8 @@ def test_a_request_naming_too_many_hosts_is_refused_before_any_lookup() -> None:
     assert caught.value.status == 400
     assert dns.asked == []
     guard.check_hosts(urls[:3] * 30)  # three names, however many URLs: allowed
+    with pytest.raises(TooManyCallbackHosts):  # unparsable URLs count, never a 500
+        guard.check_hosts([*urls[:3], "https://[::1/h", "https://[fe80::1/h"])
 
 
 @pytest.fixture
