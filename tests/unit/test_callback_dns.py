@@ -19,6 +19,7 @@ from shared.http.callback_guard import (
     CachedResolver,
     CallbackGuard,
     CallbackRefused,
+    Resolver,
     TooManyCallbackHosts,
 )
 from tests.unit.test_assignments_api import ASSIGNMENT, assert_problem, create, submit
@@ -93,8 +94,8 @@ def test_the_cache_keeps_at_most_its_size() -> None:
 
 
 @pytest.fixture
-def stuck() -> Iterator[tuple[threading.Event, CountingResolver]]:
-    """A resolver that answers only once the test releases it."""
+def stuck() -> Iterator[tuple[threading.Event, Resolver]]:
+    """A resolver that answers only once the test releases it (at the latest, at teardown)."""
     release = threading.Event()
     dns = CountingResolver(PUBLIC)
 
@@ -102,11 +103,11 @@ def stuck() -> Iterator[tuple[threading.Event, CountingResolver]]:
         release.wait()
         return dns(host, port)
 
-    yield release, slow  # type: ignore[misc]
+    yield release, slow
     release.set()
 
 
-def test_a_lookup_past_its_deadline_is_refused(stuck: tuple[threading.Event, Any]) -> None:
+def test_a_lookup_past_its_deadline_is_refused(stuck: tuple[threading.Event, Resolver]) -> None:
     release, slow = stuck
     guard = CallbackGuard(_cached(slow, timeout_s=0.05))
     with pytest.raises(CallbackRefused, match="no answer within"):

@@ -57,13 +57,16 @@ def _with_file(blobs: MemoryBlobs, data: bytes) -> GradingRequest:
     return dataclasses.replace(REQUEST, files=(ref,))
 
 
-def _grader(blobs: MemoryBlobs, **kw: int) -> tuple[ModelGrader, Recorder, RollingLimiter]:
+def _grader(
+    blobs: MemoryBlobs, max_input_tokens: int = 200_000
+) -> tuple[ModelGrader, Recorder, RollingLimiter]:
     grader, recorder = build(answers(ok(GOOD)))
     limiter = RollingLimiter(QuotaShare(100, 0))
     chat = grader._chat
     assert isinstance(chat, OpenAICompatChat)
     prompt = GradingPrompt.load().with_files(FileReader(blobs, LIMITS, by_reference=False))
-    return ModelGrader(chat, limiter, prompt, 512, **kw), recorder, limiter
+    grader = ModelGrader(chat, limiter, prompt, 512, max_input_tokens=max_input_tokens)
+    return grader, recorder, limiter
 
 
 def test_a_job_with_more_file_text_than_allowed_fails_without_a_request() -> None:
