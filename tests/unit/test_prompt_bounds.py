@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import httpx2
+import openai
 import pytest
 
 from shared.adapters.graders.limiter import QuotaShare, RollingLimiter
@@ -20,7 +22,16 @@ from shared.domain.uploads import FileRef, UploadLimits, UploadTooLarge, object_
 from shared.service_layer.uploads import UploadService
 from tests.support import files
 from tests.unit.test_grader_files import MemoryBlobs
-from tests.unit.test_openai_grader import GOOD, REQUEST, Recorder, answers, build, ok
+from tests.unit.test_openai_grader import (
+    API_KEY,
+    BASE_URL,
+    GOOD,
+    MODEL,
+    REQUEST,
+    Recorder,
+    answers,
+    ok,
+)
 
 THREE_MIB_OF_TEXT = b"the mitochondria produce ATP. " * (3 * 1024 * 1024 // 30)
 LIMITS = UploadLimits()
@@ -60,10 +71,15 @@ def _with_file(blobs: MemoryBlobs, data: bytes) -> GradingRequest:
 def _grader(
     blobs: MemoryBlobs, max_input_tokens: int = 200_000
 ) -> tuple[ModelGrader, Recorder, RollingLimiter]:
-    grader, recorder = build(answers(ok(GOOD)))
+    recorder = Recorder(answers(ok(GOOD)))
+    client = openai.OpenAI(
+        base_url=BASE_URL,
+        api_key=API_KEY,
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(recorder)),
+    )
+    chat = OpenAICompatChat(client, MODEL, max_output_tokens=512)
     limiter = RollingLimiter(QuotaShare(100, 0))
-    chat = grader._chat
-    assert isinstance(chat, OpenAICompatChat)
     prompt = GradingPrompt.load().with_files(FileReader(blobs, LIMITS, by_reference=False))
     grader = ModelGrader(chat, limiter, prompt, 512, max_input_tokens=max_input_tokens)
     return grader, recorder, limiter
