@@ -1,8 +1,10 @@
 """UploadQuota on Firestore: one document per client, holding the current UTC day's bytes.
 
-A reservation is one transaction (a read and a write): a new day starts the count again,
-and a count that would pass the limit writes nothing. One document per client, rewritten
-each day, so the collection never grows with time. Upload URLs are rate limited per client
+A reservation reads the document and writes it back conditioned on the version it read
+(no read-write transaction, as the job store writes): a new day starts the count again, a
+count that would pass the limit writes nothing, and a reservation that lost a race counts
+again on what the winner wrote. One document per client, rewritten each day, so the
+collection never grows with time; upload URLs are rate limited per client
 (`GRADEQ_UPLOAD_RATE_PER_S`), which keeps each document's writes within what Firestore
 sustains.
 """
@@ -18,7 +20,8 @@ from google.cloud import firestore
 
 from shared.domain.errors import DependencyUnavailable
 
-#: Attempts of one reservation's transaction under contention (the client's own bursts).
+#: Rounds one reservation may lose to racing ones before it answers 503 (each round,
+#: one of the racers wins).
 MAX_ATTEMPTS = 20
 
 
@@ -36,19 +39,25 @@ class FirestoreUploadQuota:
         # A digest keeps client ids out of document names, as object names do.
         ref = self._quota.document(hashlib.sha256(client_id.encode()).hexdigest()[:32])
         today = day.isoformat()
-
-        @firestore.transactional
-        def apply(transaction: Any) -> bool:
-            snapshot = ref.get(transaction=transaction, timeout=self._deadline_s)
-            stored = snapshot.to_dict() if snapshot.exists else None
-            used = int(stored["bytes"]) if stored and stored.get("day") == today else 0
-            if used + size > limit:
-                return False
-            transaction.set(ref, {"client_id": client_id, "day": today, "bytes": used + size})
-            return True
-
         try:
-            granted: bool = apply(self._client.transaction(max_attempts=MAX_ATTEMPTS))
+            for _ in range(MAX_ATTEMPTS):
+                snapshot: Any = ref.get(timeout=self._deadline_s)
+                stored = snapshot.to_dict() if snapshot.exists else None
+                used = int(stored["bytes"]) if stored and stored.get("day") == today else 0
+                if used + size > limit:
+                    return False
+                document = {"client_id": client_id, "day": today, "bytes": used + size}
+                try:
+                    if snapshot.exists:
+                        option = self._client.write_option(last_update_time=snapshot.update_time)
+                        ref.update(document, option=option, timeout=self._deadline_s)
+                    else:
+                        ref.create(document, timeout=self._deadline_s)
+                    return True
+                except (gexc.FailedPrecondition, gexc.AlreadyExists):
+                    continue  # another reservation wrote first: count again on what it wrote
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore upload quota failed: {exc}") from exc
-        return granted
+        raise DependencyUnavailable(
+            f"the upload quota of a client changed {MAX_ATTEMPTS} times during one reservation"
+        )
