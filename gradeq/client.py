@@ -184,7 +184,8 @@ class GradeqClient:
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """One call (with `operator`, under /admin/v1 with the operator key); with `retry`,
-        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After.
+        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After
+        (a Retry-After longer than `max_backoff_s`, such as a daily quota's, is raised).
 
         Raises GradeqError for an error answer, Unreachable when every attempt failed to
         connect, MissingKey when the key it needs was not given."""
@@ -206,8 +207,13 @@ class GradeqClient:
                     raise Unreachable(url, exc) from exc
                 self._sleep(delay)
                 continue
-            if response.status_code in RETRYABLE_STATUSES and not last:
-                self._sleep(retry_after_s(response.headers) or delay)
+            wait = retry_after_s(response.headers) or delay
+            if (
+                response.status_code in RETRYABLE_STATUSES
+                and not last
+                and wait <= self._max_backoff_s
+            ):
+                self._sleep(wait)
                 continue
             return self._reply(response)
         raise AssertionError("unreachable")

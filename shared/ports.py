@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
@@ -446,6 +446,23 @@ class BlobInfo:
 
     size: int
     content_type: str
+
+
+class UploadQuota(Protocol):
+    """The bytes each client's uploads may hold per UTC day, counted when a URL is issued."""
+
+    def reserve(self, client_id: str, day: date, size: int, limit: int) -> bool:
+        """Count `size` more bytes for the client on `day` unless the day's count would
+        pass `limit`; whether they were counted (atomic: racing calls never pass it)."""
+        ...
+
+
+class UploadReferences(Protocol):
+    """Which uploaded files accepted jobs name: a file is deleted only when none does."""
+
+    def named_by_a_job(self, client_id: str, name: str) -> bool:
+        """Whether a stored job of the client names the object `name` among its files."""
+        ...
 
 
 class BlobStore(Protocol):

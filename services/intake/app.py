@@ -24,7 +24,7 @@ from services.intake.uploads import routes as uploads
 from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
-from shared.http.callback_guard import CallbackGuard
+from shared.http.callback_guard import CachedResolver, CallbackGuard
 from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -74,6 +74,7 @@ def create_app(
         failures,
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
         allowed_ports=settings.callback_port_set(),
     )
@@ -134,7 +135,13 @@ def create_app(
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
-    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.uploads"] = UploadService(
+        blob_store,
+        clock,
+        settings.upload_limits(),
+        family.upload_references(),
+        family.upload_quota(),
+    )
     app.extensions["gradeq.erasure"] = ErasureService(
         adapters.store,
         family.job_eraser(),

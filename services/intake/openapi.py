@@ -41,6 +41,7 @@ from shared.domain.uploads import (
     UploadAlreadySent,
     UploadMismatch,
     UploadNotFound,
+    UploadQuotaExceeded,
     UploadSignatureInvalid,
     UploadTooLarge,
     UploadTypeNotAllowed,
@@ -240,6 +241,7 @@ def _paths() -> dict[str, Any]:
                             UploadTypeNotAllowed,
                             UploadMismatch,
                             RateLimited,
+                            UploadQuotaExceeded,
                         )
                     ),
                 },

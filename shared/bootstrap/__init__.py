@@ -27,6 +27,8 @@ from shared.ports import (
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
+    UploadQuota,
+    UploadReferences,
     WebhookSecretStore,
 )
 
@@ -55,6 +57,10 @@ class AdapterFamily(Protocol):
     def review_queue(self) -> ReviewQueue: ...
 
     def job_eraser(self) -> JobEraser: ...
+
+    def upload_references(self) -> UploadReferences: ...
+
+    def upload_quota(self) -> UploadQuota: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

@@ -90,6 +90,7 @@ def _model_grader(settings: Settings) -> ModelGrader:
             file_reader(settings, by_reference=_reads_cloud_storage(settings))
         ),
         max_output_tokens=settings.grader_max_output_tokens,
+        max_input_tokens=settings.grader_max_input_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
     )

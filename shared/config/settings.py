@@ -165,6 +165,8 @@ class Settings(BaseSettings):
     grader_prompt_version: str = "grading-v1"
     # Thinking tokens count against this limit too (Gemini 2.5+, reasoning models).
     grader_max_output_tokens: int = Field(default=8192, ge=64)
+    # A job's estimated input tokens past this fail it before any request.
+    grader_max_input_tokens: int = Field(default=200_000, ge=1_000)
     # Unset: the model's default (reasoning models refuse any other value).
     grader_temperature: float | None = Field(default=None, ge=0, le=2)
     # Gemini's thinking: a level (Gemini 3 and later), or a budget in tokens (the 2.x
@@ -271,6 +273,8 @@ class Settings(BaseSettings):
     upload_max_files_per_job: int = Field(default=10, ge=0)
     upload_max_archive_entries: int = Field(default=200, ge=1)
     upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    upload_max_job_text_bytes: int = Field(default=100 * 1024, ge=1)
+    upload_max_bytes_per_day: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
     # Upload URLs per client: a token bucket of this size, refilled at this rate.
     upload_burst: int = Field(default=60, ge=1)
@@ -464,6 +468,8 @@ class Settings(BaseSettings):
             max_files_per_job=self.upload_max_files_per_job,
             max_archive_entries=self.upload_max_archive_entries,
             max_archive_expanded_bytes=self.upload_max_archive_expanded_bytes,
+            max_job_text_bytes=self.upload_max_job_text_bytes,
+            max_bytes_per_day=self.upload_max_bytes_per_day,
             url_ttl_s=self.upload_url_ttl_s,
         )
 

@@ -231,6 +231,16 @@ class ProviderQuotaExhausted(TransientGradingError):
     status = 429
 
 
+class PromptTooLarge(PermanentGradingError):
+    """The job's prompt is over its bound (its files' text, or its estimated input tokens).
+
+    Checked before any request, so nothing is spent: the same job is over the bound on
+    every attempt, so it fails at once.
+    """
+
+    slug = "grading-prompt-too-large"
+
+
 class ModelAnswerTruncated(PermanentGradingError):
     """The model ran out of output tokens (finish reason MAX_TOKENS / length) before answering.
 

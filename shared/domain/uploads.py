@@ -90,6 +90,10 @@ class UploadLimits:
     max_files_per_job: int = 10
     max_archive_entries: int = 200
     max_archive_expanded_bytes: int = 2 * 1024 * 1024
+    #: Text a job's files may hold in all (text files, archives' entries): an answer's limit.
+    max_job_text_bytes: int = 100 * 1024
+    #: Bytes a client's uploads may hold per UTC day (counted when a URL is issued).
+    max_bytes_per_day: int = 2 * 1024 * 1024 * 1024
     url_ttl_s: int = 600
 
 
@@ -152,6 +156,18 @@ class UploadTooLarge(UploadRefused):
     slug = "upload-too-large"
     title = "The file or the job's files are over the size limit"
     status = 413
+
+
+class UploadQuotaExceeded(UploadRefused):
+    """The client's upload bytes of the day would pass its quota (`limit`; Retry-After)."""
+
+    slug = "upload-quota-exceeded"
+    title = "The client's uploads of the day are over their quota"
+    status = 429
+
+    def __init__(self, detail: str, retry_after_s: int, limit: int) -> None:
+        super().__init__(detail, limit=limit)
+        self.retry_after_s = retry_after_s
 
 
 class UploadNotFound(UploadRefused):

@@ -32,6 +32,7 @@ from shared.domain.errors import (
     TooManyActiveJobs,
     ValidationFailed,
 )
+from shared.http.callback_guard import TooManyCallbackHosts
 from shared.http.errors import (
     IdempotencyKeyInvalid,
     NestingTooDeep,
@@ -149,7 +150,15 @@ def assignment_paths(
                 "requestBody": body(BatchIn),
                 "responses": {
                     **ok("Item by item: accepted, existing or refused (with why)", BatchView),
-                    **problems((*found, *_BODY_ERRORS, TooManyActiveJobs, BacklogFull)),
+                    **problems(
+                        (
+                            *found,
+                            *_BODY_ERRORS,
+                            TooManyCallbackHosts,
+                            TooManyActiveJobs,
+                            BacklogFull,
+                        )
+                    ),
                 },
             },
         },

@@ -138,6 +138,11 @@ def submit_batch(assignment_id: str) -> Response:
     _service().get(client_id, assignment_id)  # a 404 before any callback URL is resolved
     parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES))
     guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+    guard.check_hosts(
+        item.callback_url
+        for item in parsed
+        if not isinstance(item, GradeqError) and item.callback_url is not None
+    )
     answers: list[Answer] = []
     refused: dict[int, tuple[str | None, GradeqError]] = {}
     for index, item in enumerate(parsed):
