@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
@@ -398,17 +399,26 @@ class AssignmentStore(Protocol):
         ...
 
 
-class JobBatchWriter(Protocol):
-    """Creates many jobs in as few commits as the backend allows."""
+@dataclass(frozen=True)
+class BatchCreated:
+    """What `create_many` did: each job's (stored job, created?) in the order given, and
+    the ceiling's error when it refused some (those answer (None, False))."""
 
-    def create_many(
-        self, jobs: list[Job], capacity: int | None = None
-    ) -> list[tuple[Job | None, bool]]:
+    items: list[tuple[Job | None, bool]]
+    refusal: GradeqError | None = None
+
+
+class JobBatchWriter(Protocol):
+    """Creates many jobs (all of one client) in as few commits as the backend allows."""
+
+    def create_many(self, jobs: list[Job], limits: AdmissionLimits | None = None) -> BatchCreated:
         """Insert each job unless its id exists; (stored job, created?) in the same order.
 
-        At most `capacity` new jobs are created (None: no bound); a job past it is not
-        stored and answers (None, False). Counts each new job as `JobStore.create` does,
-        in the same commits.
+        Counts each new job as `JobStore.create` does, in the same commits. With `limits`,
+        new jobs are admitted in order while both ceilings have room, checked in the
+        commits that count them (as `JobStore.create` checks one), so racing batches
+        and creates never pass a ceiling together; a job past it is not stored and
+        answers (None, False). An existing job is returned whatever the counts.
         """
 
 

@@ -265,6 +265,11 @@ class SqliteJobStore:
         return self.active_counts(client_id).client
 
     @staticmethod
+    def counts_in(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
+        """The counts as the transaction on `conn` sees them (its own writes included)."""
+        return SqliteJobStore._counts(conn, client_id)
+
+    @staticmethod
     def _counts(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
         rows = dict(
             conn.execute(

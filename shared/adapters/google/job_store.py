@@ -101,7 +101,7 @@ class _Versions:
             self._entries.pop(job_id, None)
 
 
-class _Contended:
+class Contended:
     """Jittered pauses between compare-and-set attempts, within the store's deadline."""
 
     def __init__(self, deadline_s: float, what: str) -> None:
@@ -141,6 +141,11 @@ class FirestoreJobStore:
         self._versions = _Versions()
         self.meter = metering.Meter()
 
+    @property
+    def deadline_s(self) -> float:
+        """How long one of this store's calls may take, retries included."""
+        return self._deadline_s
+
     # --- creating ------------------------------------------------------------------------
 
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
@@ -154,7 +159,7 @@ class FirestoreJobStore:
         ref = self._jobs.document(job.id)
         shard = shard_of(job.client_id, limits.backlog if limits else None)
         shard_ref = self._shard(shard)
-        contended = _Contended(self._deadline_s, f"the job counters of {job.client_id}")
+        contended = Contended(self._deadline_s, f"the job counters of {job.client_id}")
         while True:
             batch = self._client.batch()
             ahead = 0
@@ -292,7 +297,7 @@ class FirestoreJobStore:
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
         ref = self._jobs.document(job_id)
-        contended = _Contended(self._deadline_s, f"job {job_id}")
+        contended = Contended(self._deadline_s, f"job {job_id}")
         version = self._versions.get(job_id)
         while True:
             fresh = version is None
