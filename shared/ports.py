@@ -175,6 +175,15 @@ class JobStore(Protocol):
         """
         ...
 
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        """`update`, admitting under `limits` a change that makes a final job not final.
+
+        Such a change counts the job again (+1) and is checked in the same atomic write,
+        as `create` checks a new job: past a ceiling it raises TooManyActiveJobs or
+        BacklogFull and nothing is written. Any other change is written as `update` does.
+        """
+        ...
+
     def find(
         self,
         status: JobStatus,

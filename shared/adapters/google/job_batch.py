@@ -127,22 +127,29 @@ class FirestoreJobBatch:
             n = min(len(fresh), max(0, limits.per_client - mine))
             by_client = n < len(fresh)
             room = seen.room(limits.backlog)
-            donor: Shard | None = None
+            donors: list[tuple[Shard, int]] = []  # the shards giving capacity, and how much
             if n > room:
+                # Its shard is too full: take capacity from the roomiest others, as many as
+                # the batch needs (more reads, only near the ceiling or for a busy client).
                 others = [s for s in range(BACKLOG_SHARDS) if s != shard]
-                refs = [self._counters.document(shard_id(s)) for s in others]
-                read = self._read(refs)
+                read = self._read([self._counters.document(shard_id(s)) for s in others])
                 shards = [Shard(s, read[shard_id(s)]) for s in others]
-                donor = max(shards, key=lambda s: s.room(limits.backlog))
-                n_fit = max(0, room + max(0, donor.room(limits.backlog)))
-                by_client = by_client and n <= n_fit
-                n = min(n, n_fit)
-            moved = max(0, n - room)
-            if n == 0:
+                need = n - room
+                for giver in sorted(shards, key=lambda s: -s.room(limits.backlog)):
+                    give = min(need, giver.room(limits.backlog))
+                    if give <= 0:
+                        break
+                    donors.append((giver, give))
+                    need -= give
+                if need > 0:
+                    by_client = False  # the backlog admits fewer than the client's ceiling
+                    n -= need
+            moved = sum(give for _, give in donors)
+            if n <= 0:
                 counts = ActiveCounts(mine, 0 if by_client else limits.backlog)
                 return 0, limits.refusal(counts)
             try:
-                self._commit(fresh[:n], shard, (seen, moved, donor if moved else None))
+                self._commit(fresh[:n], shard, (seen, moved, donors))
             except gexc.FailedPrecondition:
                 contended.lost()  # a shard moved since it was read: decide again
                 continue
@@ -169,10 +176,13 @@ class FirestoreJobBatch:
         return {s.id: from_document(s.id, s.to_dict() or {}) for s in snapshots if s.exists}
 
     def _commit(
-        self, jobs: list[Job], shard: int, checked: tuple[Shard, int, Shard | None] | None
+        self,
+        jobs: list[Job],
+        shard: int,
+        checked: tuple[Shard, int, list[tuple[Shard, int]]] | None,
     ) -> None:
         """Create `jobs` (one client's) counted in `shard`: blind, or conditioned on the
-        shard as read, with `moved` capacity taken from the donor (`checked`)."""
+        shard as read, with `moved` capacity taken from the donors (`checked`)."""
         batch = self._client.batch()
         tallies: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
         ttl = self._ttl
@@ -190,13 +200,13 @@ class FirestoreJobBatch:
         if checked is None:
             backlog_shards.count(batch, ref, client_id, len(jobs))
         else:
-            seen, moved, donor = checked
+            seen, moved, donors = checked
             backlog_shards.count_checked(
                 batch, self._client, ref, seen, client_id, len(jobs), moved
             )
-            if donor is not None:
+            for donor, give in donors:
                 giver = self._counters.document(shard_id(donor.index))
-                backlog_shards.adjust_checked(batch, self._client, giver, donor, -moved)
+                backlog_shards.adjust_checked(batch, self._client, giver, donor, -give)
                 writes += 1
         if self._tally is not None:
             for (assignment_id, round_), deltas in tallies.items():
