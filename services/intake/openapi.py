@@ -49,6 +49,7 @@ from shared.http.callback_guard import CallbackRefused
 from shared.http.errors import (
     HeaderFieldsTooLarge,
     IdempotencyKeyInvalid,
+    JsonTooComplex,
     NestingTooDeep,
     PayloadTooLarge,
     Unauthenticated,
@@ -195,6 +196,7 @@ def _paths() -> dict[str, Any]:
         *COMMON_ERRORS,
         ValidationFailed,
         NestingTooDeep,
+        JsonTooComplex,
         IdempotencyKeyInvalid,
         CallbackRefused,
         PayloadTooLarge,
@@ -234,6 +236,7 @@ def _paths() -> dict[str, Any]:
                             *COMMON_ERRORS,
                             ValidationFailed,
                             NestingTooDeep,
+                            JsonTooComplex,
                             PayloadTooLarge,
                             UnsupportedMediaType,
                             UploadTooLarge,

@@ -32,7 +32,7 @@ MAX_HEADER_BYTES = 4096
 MAX_JSON_DEPTH = 32
 #: Tokens a body of a single resource may hold: strings (keys included), objects, arrays
 #: and the commas between items. The largest valid job body (100 criteria, 100 files,
-#: 4 KB of metadata) holds about 3,400.
+#: 4 KB of metadata) holds about 3,500.
 MAX_JSON_TOKENS = 4096
 #: The longest object key, in bytes as sent.
 MAX_KEY_BYTES = 256
