@@ -113,9 +113,10 @@ class FirestoreJobBatch:
     ) -> tuple[int, GradeqError | None]:
         """Create as many of `fresh` as the ceilings admit, conditioned on the counts read.
 
-        The client's backlog shard (and a donor shard, when its own has too little room)
-        is written conditioned on the version read, as `FirestoreJobStore.create` does: a
-        racing create or batch makes the commit fail, and it is decided again.
+        The client's backlog shard (and the shards it takes capacity from, when its own
+        has too little room) is written conditioned on the version read, as
+        `FirestoreJobStore.create` does: a racing create or batch makes the commit fail,
+        and it is decided again.
         """
         client_id = fresh[0].client_id
         shard = shard_of(client_id, limits.backlog)
