@@ -399,6 +399,11 @@ class AssignmentStore(Protocol):
         """Note that the event reached the bus."""
         ...
 
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        """Assignments of any client whose regrade waits for room (`regrade_waiting`),
+        at most `limit`: answered by the store's query, not by filtering."""
+        ...
+
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         """Recorded events not yet marked published, oldest first."""
         ...

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from flask import Flask
 
 from services.worker.routes import build_blueprint
@@ -45,9 +43,11 @@ def create_app(
     clock = clock or build_clock()
     budget = settings.budget()
     app = Flask(__name__)
-    resume = _regrade_resumer(settings, adapters, clock)
+    regrader = _regrader(settings, adapters, clock)
     completion = (
-        AssignmentCompletion(adapters.assignments, adapters.publisher, clock, resume)
+        AssignmentCompletion(
+            adapters.assignments, adapters.publisher, clock, regrader.resume if regrader else None
+        )
         if adapters.assignments is not None
         else None
     )
@@ -75,6 +75,7 @@ def create_app(
         clock=clock,
         budget=budget,
         assignments=completion,
+        regrades=regrader.resume_waiting if regrader else None,
         reviews=ReviewService(
             adapters.store,
             adapter_family(settings).review_queue(),
@@ -98,9 +99,7 @@ def create_app(
     return app
 
 
-def _regrade_resumer(
-    settings: Settings, adapters: Adapters, clock: Clock
-) -> Callable[[str], object] | None:
+def _regrader(settings: Settings, adapters: Adapters, clock: Clock) -> Regrader | None:
     """What resumes a regrade waiting for room under the ceilings (docs/assignments.md)."""
     if adapters.assignments is None or adapters.batch is None:
         return None
@@ -122,4 +121,4 @@ def _regrade_resumer(
         lane=settings.regrade_lane(),
         limits=limits,
     )
-    return regrader.resume
+    return regrader

@@ -137,6 +137,7 @@ class Regrader:
             "regrade started",
             extra={"assignment_id": assignment.id, "round": assignment.round, "moved": moved},
         )
+        assignment = self._mark_waiting(assignment, moved)
         if full is not None and moved == 0:
             raise full  # nothing fits now (429 or 503): asking again resumes the round
         if self._check_round is not None:
@@ -154,15 +155,45 @@ class Regrader:
         if assignment is None or assignment.round == 0:
             return 0
         if self._assignments.tally(assignment.id, assignment.round).total >= assignment.expected:
+            self._mark_waiting(assignment, assignment.expected)
             return 0
         moved, _ = self._move(assignment)
         log.info(
             "regrade resumed",
             extra={"assignment_id": assignment.id, "round": assignment.round, "moved": moved},
         )
+        self._mark_waiting(assignment, moved)
         if self._check_round is not None:
             self._check_round(assignment.id, assignment.client_id, assignment.round)
         return moved
+
+    def resume_waiting(self, limit: int = 100) -> list[str]:
+        """Resume every regrade waiting for room (the recovery sweep); their assignment ids.
+
+        Covers a regrade whose moved jobs are all graded while the client's other jobs
+        still held its ceiling: no job of its round is left to resume it.
+        """
+        resumed = []
+        for assignment in self._assignments.waiting_regrades(limit):
+            try:
+                self.resume(assignment.id)
+            except GradeqError:
+                log.warning("regrade not resumed", extra={"assignment_id": assignment.id})
+                continue
+            resumed.append(assignment.id)
+        return resumed
+
+    def _mark_waiting(self, assignment: Assignment, moved: int) -> Assignment:
+        """Record whether the round still waits for submissions to move (only a change)."""
+        waiting = moved < assignment.expected
+        if assignment.regrade_waiting == waiting:
+            return assignment
+        round_ = assignment.round
+
+        def mark(a: Assignment) -> Assignment:
+            return a.with_regrade_waiting(waiting) if a.round == round_ else a
+
+        return self._assignments.update(assignment.id, mark)
 
     def _move(self, assignment: Assignment) -> tuple[int, GradeqError | None]:
         """Regrade each final job of the round before while the ceilings admit it: how many

@@ -142,3 +142,41 @@ def test_racing_batches_and_a_regrade_never_pass_a_ceiling_and_the_regrade_compl
     tally = backend.assignments.tally("a-class", 1)
     assert tally.total == CLASS and tally.done  # every submission regraded
     assert backend.jobs.active_counts("client-a").total == 0
+
+
+def test_a_regrade_whose_room_other_jobs_took_is_resumed_by_the_sweep(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(regrade_module, "ANNOUNCE_WAITS_S", ())
+    world = World(backend)
+    graded_class(world)
+    jobs = backend.jobs
+    started = world.regrader.regrade("client-a", "a-class", rubric="light, only")
+    assert backend.assignments.tally("a-class", 1).total == LIMITS.per_client  # 3 of 6 moved
+    assert [a.id for a in backend.assignments.waiting_regrades(10)] == [started.id]
+
+    # The moved jobs become final, but before the worker's completion check the client's
+    # other answers take the room they left: the check finds none to move into.
+    moved = [j for j in world.jobs_of("client-a") if not j.status.is_final]
+    finals = []
+    for job in moved:
+        jobs.update(job.id, lambda j: j.claim("w", T0, LEASE))
+        finals.append(
+            jobs.update(job.id, lambda j: j.succeed("w", GradeResult(7.0, 10.0, "ok"), T0))
+        )
+        jobs.update(job.id, lambda j: j.mark_event_published(T0))
+    others = [Answer(f"o{i}", "other") for i in range(LIMITS.per_client)]
+    assert all(r.job for r in world.service.submit_batch("client-a", "a-1", others))
+    for done in finals:
+        world.completion.on_final(done)
+    world.assert_within_ceilings()
+    assert backend.assignments.tally("a-class", 1).total == LIMITS.per_client  # stuck
+
+    # The other answers are graded (no job of the regrade's round is left to resume it);
+    # the sweep finds the regrade still waiting and moves the rest.
+    for job in [j for j in world.jobs_of("client-a") if not j.status.is_final]:
+        world.grade(job.id)
+    assert world.regrader.resume_waiting() == [started.id]
+    world.assert_within_ceilings()
+    assert backend.assignments.tally("a-class", 1).total == CLASS
+    assert backend.assignments.waiting_regrades(10) == []

@@ -44,7 +44,9 @@ CREATE TABLE IF NOT EXISTS assignment_graded (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS assignment_graded_unpublished
-    ON assignment_graded (published, recorded_at)
+    ON assignment_graded (published, recorded_at);
+CREATE INDEX IF NOT EXISTS assignments_regrade_waiting
+    ON assignments (json_extract(record, '$.regrade_waiting'))
 """
 
 _DATETIMES = ("created_at", "updated_at")
@@ -178,6 +180,19 @@ class SqliteAssignmentStore:
             conn.execute(
                 "UPDATE assignment_graded SET published = 1 WHERE event_id = ?", (event_id,)
             )
+
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        with unavailable_on_error("find waiting regrades"):
+            rows = (
+                self._db.connection()
+                .execute(
+                    "SELECT record FROM assignments"
+                    " WHERE json_extract(record, '$.regrade_waiting') = 1 LIMIT ?",
+                    (limit,),
+                )
+                .fetchall()
+            )
+        return [_decode(r["record"]) for r in rows]
 
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         with unavailable_on_error("find unpublished assignment events"):
