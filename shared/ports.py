@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
@@ -173,6 +174,15 @@ class JobStore(Protocol):
         is decided on the job as the other left it, and the loser of a claim sees
         `JobLocked`. A writer that dies mid-update leaves the job as it was, locked by
         nothing.
+        """
+        ...
+
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        """`update`, admitting under `limits` a change that makes a final job not final.
+
+        Such a change counts the job again (+1) and is checked in the same atomic write,
+        as `create` checks a new job: past a ceiling it raises TooManyActiveJobs or
+        BacklogFull and nothing is written. Any other change is written as `update` does.
         """
         ...
 
@@ -391,6 +401,11 @@ class AssignmentStore(Protocol):
         """Note that the event reached the bus."""
         ...
 
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        """Assignments of any client whose regrade waits for room (`regrade_waiting`),
+        at most `limit`: answered by the store's query, not by filtering."""
+        ...
+
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         """Recorded events not yet marked published, oldest first."""
         ...
@@ -400,17 +415,26 @@ class AssignmentStore(Protocol):
         ...
 
 
-class JobBatchWriter(Protocol):
-    """Creates many jobs in as few commits as the backend allows."""
+@dataclass(frozen=True)
+class BatchCreated:
+    """What `create_many` did: each job's (stored job, created?) in the order given, and
+    the ceiling's error when it refused some (those answer (None, False))."""
 
-    def create_many(
-        self, jobs: list[Job], capacity: int | None = None
-    ) -> list[tuple[Job | None, bool]]:
+    items: list[tuple[Job | None, bool]]
+    refusal: GradeqError | None = None
+
+
+class JobBatchWriter(Protocol):
+    """Creates many jobs (all of one client) in as few commits as the backend allows."""
+
+    def create_many(self, jobs: list[Job], limits: AdmissionLimits | None = None) -> BatchCreated:
         """Insert each job unless its id exists; (stored job, created?) in the same order.
 
-        At most `capacity` new jobs are created (None: no bound); a job past it is not
-        stored and answers (None, False). Counts each new job as `JobStore.create` does,
-        in the same commits.
+        Counts each new job as `JobStore.create` does, in the same commits. With `limits`,
+        new jobs are admitted in order while both ceilings have room, checked in the
+        commits that count them (as `JobStore.create` checks one), so racing batches
+        and creates never pass a ceiling together; a job past it is not stored and
+        answers (None, False). An existing job is returned whatever the counts.
         """
 
 

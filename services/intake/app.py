@@ -121,6 +121,7 @@ def create_app(
             completion.check if completion else None,
             adapters.enqueue_parallelism,
             lane=settings.regrade_lane(),
+            limits=limits,
         )
         app.register_blueprint(assignments_bp)
     app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(

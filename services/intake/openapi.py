@@ -50,6 +50,7 @@ from shared.http.callback_guard import CallbackRefused
 from shared.http.errors import (
     HeaderFieldsTooLarge,
     IdempotencyKeyInvalid,
+    JsonTooComplex,
     NestingTooDeep,
     PayloadTooLarge,
     Unauthenticated,
@@ -196,6 +197,7 @@ def _paths() -> dict[str, Any]:
         *COMMON_ERRORS,
         ValidationFailed,
         NestingTooDeep,
+        JsonTooComplex,
         IdempotencyKeyInvalid,
         CallbackRefused,
         PayloadTooLarge,
@@ -235,6 +237,7 @@ def _paths() -> dict[str, Any]:
                             *COMMON_ERRORS,
                             ValidationFailed,
                             NestingTooDeep,
+                            JsonTooComplex,
                             PayloadTooLarge,
                             UnsupportedMediaType,
                             UploadTooLarge,

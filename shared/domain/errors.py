@@ -47,6 +47,14 @@ class IdempotencyConflict(GradeqError):
     status = 422
 
 
+class NoValidAnswer(GradeqError):
+    """A batch none of whose answers is valid (`items` names each one's problem)."""
+
+    slug = "no-valid-answer"
+    title = "No answer of the batch is valid"
+    status = 422
+
+
 class JobNotFound(GradeqError):
     slug = "job-not-found"
     title = "No such grading job"

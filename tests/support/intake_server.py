@@ -7,6 +7,7 @@ without the project's config would.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -33,8 +34,17 @@ class RunningIntake:
 
 
 def _start(
-    port: int, data_dir: Path, env: dict[str, str] | None, sink: IO[bytes] | int, config: bool
+    port: int,
+    data_dir: Path,
+    env: dict[str, str] | None,
+    sink: IO[bytes] | int,
+    config: bool,
+    memory_limit: int | None = None,
 ) -> subprocess.Popen[bytes]:
+    def limit_memory() -> None:  # in the child: gunicorn's master and its worker
+        if memory_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     return subprocess.Popen(
         [
             sys.executable,
@@ -62,6 +72,7 @@ def _start(
         },
         stdout=sink,
         stderr=sink,
+        preexec_fn=limit_memory if memory_limit is not None else None,
     )
 
 
@@ -71,17 +82,19 @@ def running_intake(
     env: dict[str, str] | None = None,
     output: Path | None = None,
     config: bool = True,
+    memory_limit: int | None = None,
 ) -> Iterator[RunningIntake]:
     """Start the intake (embedded backend in `data_dir`) and stop it afterwards.
 
-    With `output`, the server's stdout and stderr go to that file, else nowhere.
+    With `output`, the server's stdout and stderr go to that file, else nowhere; with
+    `memory_limit`, its processes may map at most that many bytes (RLIMIT_AS).
     """
     port = free_port()
     if output is None:
-        process = _start(port, data_dir, env, subprocess.DEVNULL, config)
+        process = _start(port, data_dir, env, subprocess.DEVNULL, config, memory_limit)
     else:
         with output.open("wb") as sink:  # the server keeps its own copy of the file
-            process = _start(port, data_dir, env, sink, config)
+            process = _start(port, data_dir, env, sink, config, memory_limit)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from services.intake.assignments.routes import submit_to_assignment
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.schemas import parse_grading_request, parse_list_query
 from services.intake.jobs.views import JobPage, job_model, job_view
 from services.intake.limits.body import read_json_body
-from services.intake.limits.rate_limit import RateLimited, SubmissionRateLimiter
+from services.intake.limits.rate_limit import rate_limit_headers, spend_submissions
 from services.intake.uploads.routes import uploads_service
 from shared.domain.job import Job
 from shared.http.callback_guard import CallbackGuard
@@ -44,27 +44,13 @@ def _respond(job: Job, status: int) -> Response:
     return response
 
 
-def _spend_submission(client_id: str) -> None:
-    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.rate_limiter"]
-    try:
-        g.rate_quota = limiter.take(client_id)
-    except RateLimited as exc:
-        g.rate_quota = exc.quota
-        raise
-
-
-@bp.after_request
-def _rate_limit_headers(response: Response) -> Response:
-    quota = g.get("rate_quota")
-    if quota is not None:
-        response.headers.update(quota.headers())
-    return response
+bp.after_request(rate_limit_headers)
 
 
 @bp.post("")
 def create_job() -> Response:
     client_id = _client_id()
-    _spend_submission(client_id)
+    spend_submissions(client_id)
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     key = request.headers.get("Idempotency-Key")
