@@ -17,6 +17,7 @@ from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
+from shared.config.prices import load_prices
 from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.ports import Clock, Grader
 
@@ -93,6 +94,7 @@ def _model_grader(settings: Settings) -> ModelGrader:
         max_input_tokens=settings.grader_max_input_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
+        prices=load_prices(settings.prices_file),
     )
 
 

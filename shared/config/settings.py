@@ -17,6 +17,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
+from shared.config.prices import DEFAULT_PRICES_FILE
 from shared.config.queues import DEFAULT_QUEUES_FILE, QueueConfig, lanes_by_priority, load_queues
 from shared.domain.lanes import LanePolicy
 from shared.domain.uploads import UploadLimits
@@ -103,6 +104,8 @@ class Settings(BaseSettings):
     backend: Backend = Backend.EMBEDDED
     data_dir: Path = Path("data")
     queues_file: Path = DEFAULT_QUEUES_FILE
+    #: The price table per model (see shared/config/prices.py and docs/cost.md).
+    prices_file: Path = DEFAULT_PRICES_FILE
     queue: str = "grading"
     # Lanes (see docs/lanes.md): the lane of a request naming none, and the lanes each
     # client may use, e.g. "acme=exam|grading,*=grading|bulk" (first: that client's default).

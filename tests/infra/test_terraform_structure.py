@@ -355,6 +355,8 @@ def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
         "output_tokens",
         "total_tokens",
         "model_requests",
+        "cached_input_tokens",
+        "cost_micro_usd",
     ):
         assert f"AS {name}" in query, name
     assert "dev.gradeq.grading.completed.v1" in query
@@ -1144,6 +1146,8 @@ def test_typed_view_reads_every_field_of_the_event_schema(tf: Terraform) -> None
         ("usage.output_tokens", "output_tokens"),
         ("usage.total_tokens", "total_tokens"),
         ("usage.requests", "model_requests"),
+        ("usage.cached_input_tokens", "cached_input_tokens"),
+        ("usage.cost_micro_usd", "cost_micro_usd"),
     ],
 )
 def test_typed_view_types_the_usage_counts(tf: Terraform, path: str, column: str) -> None:

@@ -15,6 +15,11 @@ so concurrent jobs can each ask for their own failure:
 Server-wide settings act like the provider's side of a deployment:
 - `refusal`: every request (the model lookup included) answers this error, e.g.
   `REVOKED_KEY` or `UNKNOWN_MODEL`, shaped as OpenAI's API reference shows them.
+- prefix caching, as OpenAI's prompt caching documents it: a prompt of at least
+  `min_cached_prefix_tokens` (1024) whose beginning matches, byte for byte, one the server
+  saw before reports the matched part in `usage.prompt_tokens_details.cached_tokens`, in
+  steps of 128 tokens. Tokens are counted as 4 characters each (the fake's own count);
+  nothing is ever evicted; `prefix_caching=False` turns it off.
 - `reasoning_tokens`: the model reasons before answering, as OpenAI's reasoning models
   do: it refuses `max_tokens` and any `temperature` but 1 (400), counts its reasoning in
   `completion_tokens` (`completion_tokens_details.reasoning_tokens`), and ends with
@@ -23,6 +28,7 @@ Server-wide settings act like the provider's side of a deployment:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -135,8 +141,9 @@ def grade_document(document: dict[str, Any]) -> dict[str, Any]:
 class FakeOpenAIServer(LoopbackServer):
     """`/v1/chat/completions` on 127.0.0.1; `url` is the base URL for the openai SDK."""
 
-    def __init__(self, reasoning_tokens: int = 0) -> None:
+    def __init__(self, reasoning_tokens: int = 0, *, prefix_caching: bool = True) -> None:
         self.refusal: Refusal | None = None
+        self.prefix_cache = PrefixCache() if prefix_caching else None
         self.reasoning_tokens = reasoning_tokens
         #: The model lookups (GET /v1/models/{id}) answered, by status.
         self.lookups: list[int] = []
@@ -196,6 +203,11 @@ class FakeOpenAIServer(LoopbackServer):
                 return self._log(200, answer, body, {}, _completion(body, "Sure! The score"), 0)
         content = json.dumps(grade_document(document))
         reply = _completion(body, content, self.reasoning_tokens)
+        if self.prefix_cache is not None:
+            cached = min(
+                self.prefix_cache.serve(_prompt_text(body)), reply["usage"]["prompt_tokens"]
+            )
+            reply["usage"]["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
         return self._log(200, answer, body, {}, reply, delay)
 
     def _refuse_parameters(self, body: dict[str, Any]) -> Refusal | None:
@@ -270,6 +282,41 @@ def _text_of(content: str | list[dict[str, Any]]) -> str:
     return next(str(p["text"]) for p in content if p.get("type") == "text")
 
 
+class PrefixCache:
+    """Prompt prefixes seen before, at the boundaries where a provider caches them."""
+
+    def __init__(self, min_tokens: int = 1024, step_tokens: int = 128) -> None:
+        self.min_tokens = min_tokens
+        self.step_tokens = step_tokens
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def serve(self, text: str) -> int:
+        """The cached tokens of a prompt (0 below the minimum); remembers its prefixes."""
+        tokens = len(text) // CHARS_PER_TOKEN
+        boundaries = range(self.min_tokens, tokens + 1, self.step_tokens)
+        digests = [(n, _digest(text[: n * CHARS_PER_TOKEN])) for n in boundaries]
+        with self._lock:
+            cached = max((n for n, d in digests if d in self._seen), default=0)
+            self._seen.update(d for _, d in digests)
+        return cached
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    """What the provider tokenizes, in order: the response schema, then the messages."""
+    pieces = [json.dumps(body.get("response_format"), sort_keys=True)]
+    for message in body["messages"]:
+        content = message["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        pieces.extend(p["text"] if p["type"] == "text" else json.dumps(p) for p in parts)
+    return "\n".join(pieces)
+
+
+CHARS_PER_TOKEN = 4
 #: What the fake bills for an image or file part, like a provider's per-image tokens.
 FILE_PART_TOKENS = 1000
 

@@ -165,6 +165,8 @@ def _usage(meta: types.GenerateContentResponseUsageMetadata | None) -> Usage:
         output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
         total_tokens=meta.total_token_count or 0,
         requests=1,
+        # Implicit or explicit cache hits; counted within prompt_token_count.
+        cached_input_tokens=meta.cached_content_token_count or 0,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Protocol
 from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import QuotaLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
+from shared.config.prices import PriceTable
 from shared.domain.errors import (
     GraderMisconfigured,
     GradingError,
@@ -39,18 +40,27 @@ from shared.domain.job import GradingRequest
 
 log = logging.getLogger(__name__)
 
+#: The usage entry that holds a grading's cost, in millionths of the price table's
+#: currency (USD).
+COST_KEY = "cost_micro_usd"
 #: A job's estimated input tokens past this fail it before any request (a setting).
 DEFAULT_MAX_INPUT_TOKENS = 200_000
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens one or more provider requests took."""
+    """Tokens one or more provider requests took.
+
+    `cached_input_tokens` are the part of `input_tokens` the provider served from its
+    prefix cache (OpenAI's `usage.prompt_tokens_details.cached_tokens`, Gemini's
+    `usage_metadata.cached_content_token_count`), billed at the cached-input price.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     requests: int = 0
+    cached_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -58,11 +68,13 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.total_tokens + other.total_tokens,
             self.requests + other.requests,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:
         return {
             "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "requests": self.requests,
@@ -169,6 +181,7 @@ class ModelGrader:
         request_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
+        prices: PriceTable | None = None,
     ) -> None:
         self.name = chat.provider
         self._chat = chat
@@ -179,6 +192,7 @@ class ModelGrader:
         self._request_timeout_s = request_timeout_s
         self._clock = clock
         self._max_input_tokens = max_input_tokens
+        self._prices = prices
 
     def _prompt_for(self, request: GradingRequest) -> GradingPrompt:
         """The prompt version the job asks for (an assignment's), else the configured one."""
@@ -258,8 +272,16 @@ class ModelGrader:
                 grader=self.name,
                 model=self._chat.model,
                 prompt_version=rendered.version,
-                usage=usage.as_dict(),
+                usage=self._with_cost(usage.as_dict()),
                 confidence=parsed.confidence,
                 format_retries=ask - 1,
             )
         raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")
+
+    def _with_cost(self, usage: dict[str, int]) -> dict[str, int]:
+        """`usage` with its cost from the price table (`cost_micro_usd`: millionths of a
+        dollar), when the table lists the model."""
+        if self._prices is None:
+            return usage
+        cost = self._prices.cost_micros(self._chat.model, usage)
+        return usage if cost is None else {**usage, COST_KEY: cost}

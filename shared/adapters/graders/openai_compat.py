@@ -107,6 +107,8 @@ class OpenAICompatChat:
                 "GRADEQ_GRADER_MAX_OUTPUT_TOKENS"
             )
         usage = response.usage
+        # Prompt caching is automatic; the cached part of the prompt is reported here.
+        details = usage.prompt_tokens_details if usage else None
         return Completion(
             text=(choice.message.content or "") if choice is not None else "",
             usage=Usage(
@@ -114,6 +116,7 @@ class OpenAICompatChat:
                 output_tokens=usage.completion_tokens if usage else 0,
                 total_tokens=usage.total_tokens if usage else 0,
                 requests=1,
+                cached_input_tokens=(details.cached_tokens or 0) if details else 0,
             ),
         )
 
