@@ -16,10 +16,11 @@ Server-wide settings act like the provider's side of a deployment:
 - `refusal`: every request (the model lookup included) answers this error, e.g.
   `REVOKED_KEY` or `UNKNOWN_MODEL`, shaped as OpenAI's API reference shows them.
 - prefix caching, as OpenAI's prompt caching documents it: a prompt of at least
-  `min_cached_prefix_tokens` (1024) whose beginning matches, byte for byte, one the server
-  saw before reports the matched part in `usage.prompt_tokens_details.cached_tokens`, in
-  steps of 128 tokens. Tokens are counted as 4 characters each (the fake's own count);
-  nothing is ever evicted; `prefix_caching=False` turns it off.
+  `min_cached_prefix_tokens` (1024 by default) whose beginning matches, byte for byte,
+  one the server saw before reports the matched part in
+  `usage.prompt_tokens_details.cached_tokens`, in steps of 128 tokens. Tokens are
+  counted as 4 characters each (the fake's own count); nothing is ever evicted;
+  `prefix_caching=False` turns it off.
 - `reasoning_tokens`: the model reasons before answering, as OpenAI's reasoning models
   do: it refuses `max_tokens` and any `temperature` but 1 (400), counts its reasoning in
   `completion_tokens` (`completion_tokens_details.reasoning_tokens`), and ends with
@@ -126,24 +127,43 @@ def grade_document(document: dict[str, Any]) -> dict[str, Any]:
             {
                 "id": c["id"],
                 "verdict": "met" if checked["met"] else "not_met",
-                "justification": "Mentions " + ", ".join(checked["matched"])
+                # A sentence, as a model writes: at most three of the terms it matched.
+                "justification": "Mentions " + ", ".join(checked["matched"][:3])
                 if checked["matched"]
                 else "The answer does not address this.",
             }
             for c, checked in zip(document["criteria"], graded.criteria, strict=True)
         ],
         "score": graded.score,
-        "feedback": graded.feedback,
+        # Two to four sentences, as the instructions ask (the keyword rules' feedback names
+        # every criterion missed, which a long rubric makes far longer than a model's).
+        "feedback": _shortened(graded.feedback, FEEDBACK_CHARS),
         "confidence": graded.confidence,
     }
+
+
+#: A model's feedback of two to four sentences is about this long.
+FEEDBACK_CHARS = 400
+
+
+def _shortened(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + "..."
 
 
 class FakeOpenAIServer(LoopbackServer):
     """`/v1/chat/completions` on 127.0.0.1; `url` is the base URL for the openai SDK."""
 
-    def __init__(self, reasoning_tokens: int = 0, *, prefix_caching: bool = True) -> None:
+    def __init__(
+        self,
+        reasoning_tokens: int = 0,
+        *,
+        prefix_caching: bool = True,
+        min_cached_prefix_tokens: int = 1024,
+    ) -> None:
         self.refusal: Refusal | None = None
-        self.prefix_cache = PrefixCache() if prefix_caching else None
+        self.prefix_cache = PrefixCache(min_cached_prefix_tokens) if prefix_caching else None
         self.reasoning_tokens = reasoning_tokens
         #: The model lookups (GET /v1/models/{id}) answered, by status.
         self.lookups: list[int] = []
