@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.budgets import Budget, BudgetScope, Charge
 from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
@@ -478,6 +479,36 @@ class UploadQuota(Protocol):
     def reserve(self, client_id: str, day: date, size: int, limit: int) -> bool:
         """Count `size` more bytes for the client on `day` unless the day's count would
         pass `limit`; whether they were counted (atomic: racing calls never pass it)."""
+        ...
+
+
+class BudgetStore(Protocol):
+    """Monthly budgets per client and per assignment, and each finished grading's cost
+    counted against them once."""
+
+    def set_budget(self, budget: Budget) -> None:
+        """Create or replace the budget of `budget.scope` and `budget.key`."""
+        ...
+
+    def remove_budget(self, scope: BudgetScope, key: str) -> bool:
+        """Remove a budget; whether there was one."""
+        ...
+
+    def budgets(self) -> list[Budget]:
+        """Every budget, by scope then key."""
+        ...
+
+    def charge(self, charge: Charge) -> bool:
+        """Count a grading's cost against its client's and assignment's month, once per
+        job id (a second charge of the same job counts nothing); whether it counted now."""
+        ...
+
+    def spent(self, scope: BudgetScope, key: str, month: str) -> int:
+        """What the client or assignment spent in `month` ("YYYY-MM"), micro-dollars."""
+        ...
+
+    def daily_spend(self, month: str) -> dict[str, dict[str, int]]:
+        """Each client's spend per UTC day of `month`: {client: {"YYYY-MM-DD": micros}}."""
         ...
 
 

@@ -25,6 +25,7 @@ from enum import StrEnum
 from shared.config.budget import Budget
 from shared.config.queues import RetryConfig
 from shared.domain.errors import (
+    BudgetHeld,
     DependencyUnavailable,
     GradeqError,
     GraderMisconfigured,
@@ -45,6 +46,7 @@ from shared.domain.review import ReviewPolicy, hold_state
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.completion import announce, log_completion, publish_completion
 from shared.service_layer.grader_gate import GraderGate
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN as WORKER_SHUTDOWN
@@ -178,7 +180,10 @@ class WorkerService:
         on_final: Callable[[Job], None] | None = None,
         review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
         heartbeat: Heartbeat | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: a job whose budget is spent is held (deferred uncounted).
+        self._budgets = budgets
         # Each lane's queue retries on its own config; `retry` is the default queue's.
         self._lane_retries = dict(lane_retries or {})
         self._uow = uow
@@ -316,6 +321,11 @@ class WorkerService:
         return self._attempt(job, owner, delivery)
 
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
+        held = self._budgets.hold(job) if self._budgets is not None else None
+        if held is not None:
+            # Nothing is sent: the job waits, uncounted, for the month or a raised budget.
+            wait = held.retry_after_s or QUOTA_WAIT_S
+            return self._hand_on(job, owner, held, wait, fallback=Verdict.THROTTLED)
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
         try:
             # The quota limiter and a lane's own model read the job's lane from the context.
@@ -340,6 +350,9 @@ class WorkerService:
             wrapped = GradingError(f"unexpected grader error: {type(exc).__name__}")
             return self._transient(job, owner, delivery, wrapped, None)
 
+        if self._budgets is not None:
+            # Before the outcome is stored: a stored grade is never left uncounted.
+            self._budgets.charge(job, result)
         policy = self._review_policy(job) if self._review_policy is not None else None
 
         def succeed(current: Job) -> Job:
@@ -518,7 +531,9 @@ class WorkerService:
             )
             return DeliveryResult(fallback, deferred, wait, reason=reason)
         message = (
-            "no provider quota; job deferred to a new task"
+            "budget spent; job held in a new task"
+            if isinstance(reason, BudgetHeld)
+            else "no provider quota; job deferred to a new task"
             if fallback is Verdict.THROTTLED
             else "grading suspended; job deferred to a new task"
         )

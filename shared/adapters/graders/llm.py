@@ -23,6 +23,7 @@ from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import QuotaLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
 from shared.config.prices import PriceTable
+from shared.domain.budgets import COST_KEY
 from shared.domain.errors import (
     GraderMisconfigured,
     GradingError,
@@ -40,9 +41,6 @@ from shared.domain.job import GradingRequest
 
 log = logging.getLogger(__name__)
 
-#: The usage entry that holds a grading's cost, in millionths of the price table's
-#: currency (USD).
-COST_KEY = "cost_micro_usd"
 #: A job's estimated input tokens past this fail it before any request (a setting).
 DEFAULT_MAX_INPUT_TOKENS = 200_000
 
