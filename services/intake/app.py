@@ -33,6 +33,7 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.regrade import Regrader
@@ -89,6 +90,7 @@ def create_app(
     limits = AdmissionLimits(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
+    budgets = BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None
     app.extensions["gradeq.intake"] = IntakeService(
         adapters.store,
         adapters.queue,
@@ -99,6 +101,7 @@ def create_app(
         uow=adapters.uow,
         lanes=settings.lane_policy(),
         on_final=completion.on_final if completion else None,
+        budgets=budgets,
     )
     if adapters.assignments is not None and adapters.batch is not None:
         assignments = AssignmentService(

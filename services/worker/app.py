@@ -23,6 +23,7 @@ from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.regrade import Regrader
@@ -66,6 +67,7 @@ def create_app(
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
         lane_retries={q.name: q.retry_config for q in settings.queues().values()},
+        budgets=BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None,
     )
     app.extensions["gradeq.worker"] = worker
     app.extensions["gradeq.recovery"] = RecoveryService(

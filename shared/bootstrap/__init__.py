@@ -16,6 +16,7 @@ from shared.ports import (
     ApiKeyStore,
     AssignmentStore,
     BlobStore,
+    BudgetStore,
     Clock,
     EventPublisher,
     EventRecords,
@@ -62,6 +63,8 @@ class AdapterFamily(Protocol):
 
     def upload_quota(self) -> UploadQuota: ...
 
+    def budget_store(self) -> BudgetStore: ...
+
     def job_batch(self) -> JobBatchWriter: ...
 
     #: Task creations in flight at once for one batch (1: one after another, in-thread).
@@ -83,6 +86,8 @@ class Adapters:
     assignments: AssignmentStore | None = None
     batch: JobBatchWriter | None = None
     enqueue_parallelism: int = 1
+    #: Monthly budgets and the spend counted against them (None: no budgets apply).
+    budgets: BudgetStore | None = None
 
 
 def adapter_family(settings: Settings) -> AdapterFamily:
@@ -111,6 +116,7 @@ def family_adapters(family: AdapterFamily) -> Adapters:
         family.assignment_store(),
         family.job_batch(),
         family.enqueue_parallelism,
+        family.budget_store(),
     )
 
 

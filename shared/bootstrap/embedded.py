@@ -11,6 +11,7 @@ from shared.adapters.embedded.assignment_store import (
     SqliteTally,
 )
 from shared.adapters.embedded.blob_store import FileBlobStore
+from shared.adapters.embedded.budget_store import SqliteBudgetStore
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
@@ -55,6 +56,9 @@ class EmbeddedFamily:
 
     def upload_quota(self) -> SqliteUploadQuota:
         return SqliteUploadQuota(self._db)
+
+    def budget_store(self) -> SqliteBudgetStore:
+        return SqliteBudgetStore(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

@@ -19,6 +19,7 @@ from google.cloud.pubsub_v1 import PublisherClient
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.blob_store import GcsBlobStore
+from shared.adapters.google.budget_store import FirestoreBudgetStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
 from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
@@ -43,6 +44,8 @@ ASSIGNMENT_TALLIES = "assignment_tallies"
 ASSIGNMENT_GRADED = "assignment_graded"
 #: Each client's upload bytes of the day (one document per client).
 UPLOAD_QUOTA = "upload_quota"
+#: The prefix of the budget collections (budgets, charges, monthly and daily spend).
+BUDGET = "budget"
 
 
 class GoogleFamily:
@@ -106,6 +109,9 @@ class GoogleFamily:
         return FirestoreUploadQuota(
             self._firestore, UPLOAD_QUOTA, self._settings.firestore_deadline_s
         )
+
+    def budget_store(self) -> FirestoreBudgetStore:
+        return FirestoreBudgetStore(self._firestore, BUDGET, self._settings.firestore_deadline_s)
 
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings

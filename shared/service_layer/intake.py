@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.domain.admission import AdmissionLimits
-from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
+from shared.domain.errors import (
+    BudgetExhausted,
+    IdempotencyConflict,
+    JobNotFound,
+    ValidationFailed,
+)
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
@@ -28,6 +33,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -94,7 +100,10 @@ class IntakeService:
         uow: UnitOfWork | None = None,
         lanes: LanePolicy | None = None,
         on_final: Callable[[Job], None] | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: past a hard limit a new job is refused (BudgetExhausted).
+        self._budgets = budgets
         # None: every job goes to the queue's default lane (the request's lane is kept).
         self._lanes = lanes
         self._on_final = on_final
@@ -118,6 +127,19 @@ class IntakeService:
                     errors=[{"field": "not_before", "message": "too far ahead"}],
                 )
             lane = self._lanes.resolve(client_id, request.lane) if self._lanes else request.lane
+            if self._budgets is not None:
+                try:
+                    self._budgets.admit(client_id, request.assignment_id)
+                except BudgetExhausted:
+                    # A retried request of a job accepted before is answered with it.
+                    known = self._store.get(job_id)
+                    if known is None or known.client_id != client_id:
+                        raise
+                    if known.fingerprint != fingerprint(request):
+                        raise IdempotencyConflict(
+                            "this Idempotency-Key was already used with a different request body"
+                        ) from None
+                    return Submission(known, False)
             digest = fingerprint(request)
             new = Job.new(job_id, client_id, request, digest, now, lane=lane)
             # The job and its task commit together where the backend allows: nothing is
