@@ -113,6 +113,7 @@ def create_app(
             limits,
             adapters.uow,
             adapters.enqueue_parallelism,
+            budgets=budgets,
         )
         app.extensions["gradeq.assignments"] = assignments
         app.extensions["gradeq.regrader"] = Regrader(

@@ -41,6 +41,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.intake import decode_cursor, encode_cursor
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,10 @@ class AssignmentService:
         limits: AdmissionLimits | None = None,
         uow: UnitOfWork | None = None,
         enqueue_parallelism: int = 1,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: past a hard limit a whole batch is refused (BudgetExhausted).
+        self._budgets = budgets
         self._assignments = assignments
         self._jobs = jobs
         self._batch = batch
@@ -264,6 +268,8 @@ class AssignmentService:
                 errors=[{"field": "answers", "message": f"at most {MAX_BATCH} items"}],
             )
         assignment = self.get(client_id, assignment_id)
+        if self._budgets is not None:
+            self._budgets.admit(client_id, assignment.id)
         now = self._clock.now()
         results: dict[int, ItemResult] = {}
         seen: set[str] = set()

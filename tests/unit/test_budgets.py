@@ -186,3 +186,20 @@ def test_a_grading_is_counted_once_and_the_soft_limit_alerts_once(
     assert alert["severity"] == "WARNING" and alert["event"] == "budget_soft_limit"
     assert alert["key"] == "client-a" and alert["spent_micro_usd"] == 1200
     assert alert["soft_micro_usd"] == 1000 and alert["job_id"]
+
+
+def test_a_batch_of_answers_to_an_assignment_past_its_budget_is_refused_whole(
+    settings: Settings, with_budgets: Adapters, budgets: SqliteBudgetStore, clock: FrozenClock
+) -> None:
+    from tests.unit.test_assignments_api import answers, create, submit
+
+    client = create_intake(settings, with_budgets, clock).test_client()
+    created = create(client)
+    assert created.status_code == 201
+    assignment_id = created.get_json()["id"]
+    assert submit(client, assignment_id, answers(2)).status_code == 200
+    budgets.set_budget(Budget(BudgetScope.ASSIGNMENT, assignment_id, 0))
+    clock.advance(timedelta(minutes=2))
+    body = assert_problem(submit(client, assignment_id, answers(3)), 429, "budget-exhausted")
+    assert body["budget"]["key"] == assignment_id and body["budget"]["hard_micro_usd"] == 0
+    assert len(_tasks(with_budgets).tasks) == 2  # nothing of the refused batch was queued
