@@ -327,13 +327,14 @@ def _digest(text: str) -> str:
 
 
 def _prompt_text(body: dict[str, Any]) -> str:
-    """What the provider tokenizes, in order: the response schema, then the messages."""
-    pieces = [json.dumps(body.get("response_format"), sort_keys=True)]
+    """The messages' text, in order: what the fake counts as prompt tokens (the response
+    schema, which OpenAI counts and caches too, is left out of both)."""
+    pieces: list[str] = []
     for message in body["messages"]:
         content = message["content"]
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
         pieces.extend(p["text"] if p["type"] == "text" else json.dumps(p) for p in parts)
-    return "\n".join(pieces)
+    return "".join(pieces)
 
 
 CHARS_PER_TOKEN = 4
