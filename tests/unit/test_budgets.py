@@ -203,3 +203,14 @@ def test_a_batch_of_answers_to_an_assignment_past_its_budget_is_refused_whole(
     body = assert_problem(submit(client, assignment_id, answers(3)), 429, "budget-exhausted")
     assert body["budget"]["key"] == assignment_id and body["budget"]["hard_micro_usd"] == 0
     assert len(_tasks(with_budgets).tasks) == 2  # nothing of the refused batch was queued
+
+
+def test_terraform_alerts_on_the_soft_limit_event_the_worker_logs() -> None:
+    from tests.infra import tfconfig
+
+    alert = tfconfig.load().modules["budget_soft_limit_alert"]
+    assert alert["source"] == "./modules/log_alert"
+    assert 'jsonPayload.event = \\"budget_soft_limit\\"' in alert["log_filter"] or (
+        'jsonPayload.event = "budget_soft_limit"' in alert["log_filter"]
+    )
+    assert "${local.worker_revisions}" in alert["log_filter"]
