@@ -2,9 +2,8 @@
 
     .venv/bin/python -m bench.bill [--answers 500] [--json out.json]
 
-One assignment of `--answers` answers against a realistic rubric (twelve detailed
-criteria: with the instructions and the response schema, a shared prefix of about 2,400
-tokens) is graded by the project's own model grader (`ModelGrader` and the openai SDK)
+One assignment of `--answers` answers against a realistic rubric (twenty detailed
+criteria: with the instructions, a shared prefix of about 2,200 tokens) is graded by the project's own model grader (`ModelGrader` and the openai SDK)
 against the loopback fake provider of the tests, which reports cached input tokens as
 OpenAI documents them: only a byte-identical prefix of at least the model's minimum
 (1,024 tokens for gpt-4.1-mini, 2,048 for gemini-2.5-flash), in steps of 128 tokens.
@@ -112,6 +111,16 @@ RUBRIC = (
     "hydrolysis releases a small, manageable amount of energy, it is made and used "
     "continuously, and its hydrolysis can be coupled to reactions that need energy. Two "
     "of these points are needed for full credit.",
+    "Compares respiration with combustion: both oxidise glucose to carbon dioxide and "
+    "water and release the same total energy, but respiration does it in many small, "
+    "enzyme-controlled steps at body temperature, capturing part of the energy as ATP "
+    "instead of releasing all of it as heat. An answer that only says respiration is slow "
+    "burning earns partial credit.",
+    "Explains the effect of a named inhibitor or condition on the pathway: cyanide blocks "
+    "the last carrier of the chain, so oxygen is not reduced, the proton gradient "
+    "collapses and ATP synthesis stops; an uncoupler such as DNP lets protons leak back so "
+    "energy is lost as heat. One mechanism explained step by step is enough for full "
+    "credit; naming a poison without its effect is not met.",
 )
 
 _SENTENCES = (
