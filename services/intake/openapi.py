@@ -27,6 +27,7 @@ from services.intake.uploads.routes import UploadIn, UploadOut
 from shared.domain.errors import (
     PROBLEM_BASE,
     BacklogFull,
+    BudgetExhausted,
     DependencyUnavailable,
     GradeqError,
     IdempotencyConflict,
@@ -125,7 +126,14 @@ def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
         headers = (
             {"Retry-After": _RETRY_AFTER}
             if any(
-                e in (TooManyActiveJobs, RateLimited, BacklogFull, TooManyFailedAuthentications)
+                e
+                in (
+                    TooManyActiveJobs,
+                    RateLimited,
+                    BacklogFull,
+                    TooManyFailedAuthentications,
+                    BudgetExhausted,
+                )
                 for e in group
             )
             else {}
@@ -207,6 +215,7 @@ def _paths() -> dict[str, Any]:
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,
+        BudgetExhausted,
         UploadTooLarge,
         UploadTypeNotAllowed,
         UploadNotFound,
