@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.bill [--answers 500] [--json out.json]
 
 One assignment of `--answers` answers against a realistic rubric (twenty detailed
-criteria: with the instructions, a shared prefix of about 2,160 tokens) is graded by the project's own model grader (`ModelGrader` and the openai SDK)
-against the loopback fake provider of the tests, which reports cached input tokens as
+criteria: with the instructions, a shared prefix of about 2,160 tokens) is graded by the
+project's own model grader (`ModelGrader` and the openai SDK) against the loopback fake
+provider of the tests, which reports cached input tokens as
 OpenAI documents them: only a byte-identical prefix of at least the model's minimum
 (1,024 tokens for gpt-4.1-mini, 2,048 for gemini-2.5-flash), in steps of 128 tokens.
 
