@@ -17,6 +17,7 @@ from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
 from shared.domain.budgets import Budget, BudgetScope, Charge
+from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
@@ -510,6 +511,24 @@ class BudgetStore(Protocol):
     def daily_spend(self, month: str) -> dict[str, dict[str, int]]:
         """Each client's spend per UTC day of `month`: {client: {"YYYY-MM-DD": micros}}."""
         ...
+
+
+class ContextCacheRecords(Protocol):
+    """Which explicit provider context caches exist, so each is made once across workers."""
+
+    def get(self, key: str) -> ContextCacheRecord | None: ...
+
+    def claim(self, record: ContextCacheRecord) -> bool:
+        """Store `record` unless one with its key exists; whether it was stored."""
+        ...
+
+    def replace(self, old: ContextCacheRecord, new: ContextCacheRecord) -> bool:
+        """Replace `old` by `new` if the stored record is still `old`; whether it was."""
+        ...
+
+    def of_assignment(self, assignment_id: str) -> list[ContextCacheRecord]: ...
+
+    def remove(self, key: str) -> None: ...
 
 
 class UploadReferences(Protocol):
