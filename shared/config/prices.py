@@ -86,6 +86,23 @@ class PriceTable:
             return None
         return price.cost_micros(usage, per_tokens=self.per_tokens, batch=batch)
 
+    def explicit_cache_pays(
+        self, model: str, prefix_tokens: int, expected_answers: int, hours: float
+    ) -> bool:
+        """Whether an explicit context cache of `prefix_tokens`, kept `hours`, costs less
+        than sending the prefix with each of `expected_answers` answers: the model must
+        offer storage and cache a prefix that long, and the answers' saving (the input
+        price less the cached one) pass the cache's creation (at the input price) and
+        storage."""
+        price = self.price_of(model)
+        if price is None or price.cache_storage_per_hour is None:
+            return False
+        if prefix_tokens < price.min_cached_prefix_tokens:
+            return False
+        saving = expected_answers * prefix_tokens * (price.input - price.cached_input)
+        cost = prefix_tokens * (price.input + price.cache_storage_per_hour * hours)
+        return saving > cost
+
     @classmethod
     def parse(cls, data: dict[str, Any]) -> PriceTable:
         models: dict[str, ModelPrice] = {}

@@ -21,6 +21,7 @@ import google.auth.exceptions
 import httpx2
 from google.genai import Client, errors, types
 
+from shared.adapters.graders.gemini_cache import GeminiContextCaches
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
 from shared.adapters.graders.parts import gemini_contents
 from shared.adapters.graders.prompt import RenderedPrompt
@@ -29,6 +30,7 @@ from shared.domain.errors import (
     GradingRefused,
     GradingTimeout,
     ModelAnswerTruncated,
+    ProviderRejected,
     ProviderUnavailable,
 )
 
@@ -78,7 +80,10 @@ class GeminiChat:
         temperature: float | None = None,
         thinking_level: str = "low",
         thinking_budget: int | None = None,
+        caches: GeminiContextCaches | None = None,
     ) -> None:
+        # Explicit context caches for assignments' shared prefixes (None: never).
+        self._caches = caches
         self.model = model
         self._client = client
         self._max_output_tokens = max_output_tokens
@@ -86,8 +91,22 @@ class GeminiChat:
         self._thinking = thinking_config(model, thinking_level, thinking_budget)
 
     def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        cache = self._caches.name_for(prompt, self.model) if self._caches else None
+        if cache is not None:
+            try:
+                return self._complete(prompt, timeout_s, cache)
+            except (GraderMisconfigured, ProviderRejected):
+                # The cache went away (expired, deleted) between lookup and use: the
+                # request goes out whole rather than suspending grading.
+                assert self._caches is not None
+                self._caches.forget(prompt, self.model)
+        return self._complete(prompt, timeout_s, None)
+
+    def _complete(self, prompt: RenderedPrompt, timeout_s: float, cache: str | None) -> Completion:
+        # With a cache, the instructions and the rubric are in it: only the answer is sent.
         config = types.GenerateContentConfig(
-            system_instruction=prompt.system,
+            system_instruction=None if cache else prompt.system,
+            cached_content=cache,
             response_mime_type="application/json",
             response_json_schema=prompt.schema,
             # Unset, the model's own default (Gemini 3 is tuned for its default of 1.0).
@@ -99,7 +118,9 @@ class GeminiChat:
         response = _call(
             lambda: self._client.models.generate_content(
                 model=self.model,
-                contents=gemini_contents(prompt.user, prompt.attachments),
+                contents=gemini_contents(
+                    prompt.answer_part if cache else prompt.user, prompt.attachments
+                ),
                 config=config,
             ),
             timeout_s,

@@ -61,6 +61,9 @@ class RenderedPrompt:
     #: Where the answer begins in `user`: everything before it is shared by every answer
     #: graded against the same rubric with the same prompt version.
     answer_at: int = 0
+    #: The assignment the answer belongs to and its grading round (None: a lone job).
+    assignment_id: str | None = None
+    assignment_round: int = 0
 
     @property
     def shared_user(self) -> str:
@@ -158,6 +161,8 @@ class GradingPrompt:
             max_score=request.max_score,
             attachments=attachments,
             answer_at=answer_at,
+            assignment_id=request.assignment_id,
+            assignment_round=request.assignment_round,
         )
 
     def _schema_for(self, criteria: tuple[Criterion, ...], max_score: float) -> dict[str, Any]:
