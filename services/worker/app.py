@@ -13,6 +13,7 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
+from shared.bootstrap.graders import context_caches
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
@@ -45,9 +46,14 @@ def create_app(
     budget = settings.budget()
     app = Flask(__name__)
     regrader = _regrader(settings, adapters, clock)
+    caches = context_caches(settings)
     completion = (
         AssignmentCompletion(
-            adapters.assignments, adapters.publisher, clock, regrader.resume if regrader else None
+            adapters.assignments,
+            adapters.publisher,
+            clock,
+            regrader.resume if regrader else None,
+            on_graded=caches.delete_for if caches is not None else None,
         )
         if adapters.assignments is not None
         else None

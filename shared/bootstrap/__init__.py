@@ -18,6 +18,7 @@ from shared.ports import (
     BlobStore,
     BudgetStore,
     Clock,
+    ContextCacheRecords,
     EventPublisher,
     EventRecords,
     Grader,
@@ -64,6 +65,8 @@ class AdapterFamily(Protocol):
     def upload_quota(self) -> UploadQuota: ...
 
     def budget_store(self) -> BudgetStore: ...
+
+    def context_cache_records(self) -> ContextCacheRecords: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

@@ -12,6 +12,7 @@ from shared.adapters.embedded.assignment_store import (
 )
 from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.adapters.embedded.budget_store import SqliteBudgetStore
+from shared.adapters.embedded.context_cache_records import SqliteContextCacheRecords
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
@@ -59,6 +60,9 @@ class EmbeddedFamily:
 
     def budget_store(self) -> SqliteBudgetStore:
         return SqliteBudgetStore(self._db)
+
+    def context_cache_records(self) -> SqliteContextCacheRecords:
+        return SqliteContextCacheRecords(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

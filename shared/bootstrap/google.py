@@ -21,6 +21,7 @@ from shared.adapters.google.assignment_store import FirestoreAssignmentStore, Fi
 from shared.adapters.google.blob_store import GcsBlobStore
 from shared.adapters.google.budget_store import FirestoreBudgetStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.context_cache_records import FirestoreContextCacheRecords
 from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
@@ -46,6 +47,8 @@ ASSIGNMENT_GRADED = "assignment_graded"
 UPLOAD_QUOTA = "upload_quota"
 #: The prefix of the budget collections (budgets, charges, monthly and daily spend).
 BUDGET = "budget"
+#: One record per explicit provider context cache (shared/adapters/graders/gemini_cache.py).
+CONTEXT_CACHES = "context_caches"
 
 
 class GoogleFamily:
@@ -112,6 +115,11 @@ class GoogleFamily:
 
     def budget_store(self) -> FirestoreBudgetStore:
         return FirestoreBudgetStore(self._firestore, BUDGET, self._settings.firestore_deadline_s)
+
+    def context_cache_records(self) -> FirestoreContextCacheRecords:
+        return FirestoreContextCacheRecords(
+            self._firestore, CONTEXT_CACHES, self._settings.firestore_deadline_s
+        )
 
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings

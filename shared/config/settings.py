@@ -177,6 +177,9 @@ class Settings(BaseSettings):
     # 1024 when none is set.
     grader_thinking_level: ThinkingLevel = ThinkingLevel.LOW
     grader_thinking_budget: int | None = Field(default=None, ge=-1)
+    # Explicit Gemini context caches for an assignment's shared prompt prefix, where the
+    # price table says they pay (docs/graders.md#prompt-caching).
+    grader_context_cache: bool = True
     grader_token_limit_param: TokenLimitParam = TokenLimitParam.MAX_COMPLETION_TOKENS
     grader_request_timeout_s: float = Field(default=300.0, gt=0)
     grader_answer_retries: int = Field(default=2, ge=0, le=5)

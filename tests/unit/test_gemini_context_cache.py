@@ -136,3 +136,53 @@ def test_a_cache_gone_behind_the_record_falls_back_then_is_made_again(
     assert result.score >= 0 and fake.calls.generated[-1][0] == ""  # sent whole
     grader.grade(answer(3), attempt=1, timeout_s=30)
     assert len(fake.calls.created) == 2 and fake.calls.generated[-1][0] == fake.calls.created[1]
+
+
+def test_the_caches_of_an_assignment_are_deleted_once_its_round_is_graded(
+    fake: FakeGeminiServer, records: SqliteContextCacheRecords, clock: Clock, tmp_path: Path
+) -> None:
+    from shared.adapters.embedded.assignment_store import (
+        SqliteAssignmentStore,
+        SqliteJobBatch,
+        SqliteTally,
+    )
+    from shared.adapters.embedded.job_store import SqliteJobStore
+    from shared.clock import FrozenClock
+    from shared.service_layer.assignment_completion import AssignmentCompletion
+    from tests.contract.test_assignment_store_contract import T0, assignment, finish, submission
+    from tests.fakes import FakePublisher
+
+    grader, caches = worker(fake, records, clock)
+    grader.grade(
+        GradingRequest("s0", "Glycolysis.", RUBRIC, 20, assignment_id="a-1"),
+        attempt=1,
+        timeout_s=30,
+    )
+    [name] = fake.calls.created
+    db = SqliteDatabase(tmp_path / "assignments.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    store = SqliteAssignmentStore(db)
+    store.create(assignment())
+    SqliteJobBatch(db, jobs).create_many([submission(i) for i in range(2)])
+    completion = AssignmentCompletion(
+        store, FakePublisher(), FrozenClock(T0), on_graded=caches.delete_for
+    )
+    completion.on_final(finish(jobs, "a-1-j0", 5.0))
+    assert fake.calls.deleted == []  # one submission still to grade
+    last = finish(jobs, "a-1-j1", 7.0)
+    completion.on_final(last)
+    completion.on_final(last)  # delivered again: the round is announced, and cleaned, once
+    assert fake.calls.deleted == [name] and records.of_assignment("a-1") == []
+
+
+def test_a_gemini_grader_is_built_with_context_caches_unless_turned_off(tmp_path: Path) -> None:
+    from shared.bootstrap.graders import context_caches
+    from shared.config.settings import Settings
+
+    on = Settings(
+        grader="gemini", grader_gemini_api="developer", grader_api_key="k", data_dir=tmp_path
+    )  # type: ignore[arg-type]
+    assert isinstance(context_caches(on), GeminiContextCaches)
+    off = on.model_copy(update={"grader_context_cache": False})
+    assert context_caches(off) is None
+    assert context_caches(Settings(data_dir=tmp_path)) is None  # the offline grader

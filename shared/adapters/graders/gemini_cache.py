@@ -74,6 +74,13 @@ class GeminiContextCaches:
         return f"{prompt.prefix_key()}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
 
     def _name_for(self, prompt: RenderedPrompt, assignment_id: str, model: str) -> str | None:
+        # Nothing read for a model without explicit caches or a prefix under its minimum.
+        price = self._prices.price_of(model)
+        tokens = prompt.estimated_prefix_tokens()
+        if price is None or price.cache_storage_per_hour is None:
+            return None
+        if tokens < price.min_cached_prefix_tokens:
+            return None
         now = self._clock()
         key = self._key(prompt, model)
         record = self._records.get(key)
@@ -86,7 +93,6 @@ class GeminiContextCaches:
         # None yet, or an expired cache or a dead creator's claim: worth making one?
         hours = self._ttl.total_seconds() / 3600
         expected = self._expected(assignment_id, prompt.assignment_round)
-        tokens = prompt.estimated_prefix_tokens()
         if not self._prices.explicit_cache_pays(model, tokens, expected, hours):
             return None
         claim = ContextCacheRecord(key, assignment_id, model, "", now + self._claim_for)
@@ -153,9 +159,7 @@ class GeminiContextCaches:
         try:
             record = self._records.get(self._key(prompt, model))
             if record is not None and record.name:
-                self._records.replace(
-                    record, dataclasses.replace(record, expire_at=self._clock())
-                )
+                self._records.replace(record, dataclasses.replace(record, expire_at=self._clock()))
         except DependencyUnavailable as exc:
             log.warning("context cache record unavailable", extra={"reason": exc.detail})
 
