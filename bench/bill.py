@@ -13,7 +13,11 @@ OpenAI documents them: only a byte-identical prefix of at least the model's mini
 - prefix-cached: the rubric first and the answer last, the provider caching the prefix;
 - batch-priced: the naive run's tokens at the price table's batch prices;
 - both: the cached run's tokens at batch prices (cached input at the batch cached-input
-  price where the table lists one; otherwise at the batch input price).
+  price where the table lists one; otherwise at the batch input price);
+- explicit cache (models with a cache storage price: Gemini): the Gemini grader through
+  google-genai against the loopback fake of the Gemini API, with an explicit context
+  cache made for the assignment; the cache's creation and an hour of its storage are
+  added to the bill.
 
 Money per answer comes from shared/config/prices.json. The fake counts 4 characters as a
 token and never evicts a prefix; docs/benchmarks.md says where it may differ from the
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,15 +181,51 @@ def grade_all(texts: list[str], *, model: str, caching: bool, min_prefix: int) -
         )
         for i, text in enumerate(texts):
             request = GradingRequest(f"s{i}", text, RUBRIC, 24, assignment_id="bio-essay")
-            usage = grader.grade(request, attempt=1, timeout_s=60).usage
-            total += Usage(
-                input_tokens=usage["input_tokens"],
-                output_tokens=usage["output_tokens"],
-                total_tokens=usage["total_tokens"],
-                requests=usage["requests"],
-                cached_input_tokens=usage["cached_input_tokens"],
-            )
+            total += _usage(grader.grade(request, attempt=1, timeout_s=60).usage)
     return total
+
+
+def grade_explicit(texts: list[str], *, model: str, min_prefix: int) -> tuple[Usage, int]:
+    """Every answer graded by the Gemini grader with its explicit context cache, through
+    google-genai against the loopback fake of the Gemini API; the usage and the tokens the
+    cache holds (billed once at the input price, and stored for its hour)."""
+    from google import genai
+    from google.genai import types
+
+    from shared.adapters.embedded.context_cache_records import SqliteContextCacheRecords
+    from shared.adapters.embedded.sqlite import SqliteDatabase
+    from shared.adapters.graders.gemini import GeminiChat
+    from shared.adapters.graders.gemini_cache import GeminiContextCaches
+    from tests.support.fake_gemini import FakeGeminiServer
+
+    total = Usage()
+    with tempfile.TemporaryDirectory() as folder, FakeGeminiServer(min_prefix) as fake:
+        client = genai.Client(api_key="bench", http_options=types.HttpOptions(base_url=fake.url))
+        records = SqliteContextCacheRecords(SqliteDatabase(Path(folder) / "records.sqlite3"))
+        left = len(texts)
+        caches = GeminiContextCaches(client, records, load_prices(), lambda _a, _r: left)
+        grader = ModelGrader(
+            GeminiChat(client, model, max_output_tokens=4096, caches=caches),
+            RollingLimiter(QuotaShare(10**9, 0)),
+            GradingPrompt.load(),
+            max_output_tokens=4096,
+        )
+        for i, text in enumerate(texts):
+            request = GradingRequest(f"s{i}", text, RUBRIC, 24, assignment_id="bio-essay")
+            total += _usage(grader.grade(request, attempt=1, timeout_s=60).usage)
+            left -= 1
+        cached = sum(c.tokens for c in fake.caches.values())
+    return total, cached
+
+
+def _usage(usage: dict[str, int]) -> Usage:
+    return Usage(
+        input_tokens=usage["input_tokens"],
+        output_tokens=usage["output_tokens"],
+        total_tokens=usage["total_tokens"],
+        requests=usage["requests"],
+        cached_input_tokens=usage["cached_input_tokens"],
+    )
 
 
 def measure(n: int, model: str, prices: PriceTable) -> dict[str, Any]:
@@ -194,15 +235,23 @@ def measure(n: int, model: str, prices: PriceTable) -> dict[str, Any]:
     texts = answers(n)
     naive = grade_all(texts, model=model, caching=False, min_prefix=price.min_cached_prefix_tokens)
     cached = grade_all(texts, model=model, caching=True, min_prefix=price.min_cached_prefix_tokens)
+    ways: list[tuple[str, Usage, bool, int]] = [
+        ("naive", naive, False, 0),
+        ("prefix-cached", cached, False, 0),
+        ("batch-priced", naive, True, 0),
+        ("both", cached, True, 0),
+    ]
+    if price.cache_storage_per_hour is not None:
+        explicit, cache_tokens = grade_explicit(
+            texts, model=model, min_prefix=price.min_cached_prefix_tokens
+        )
+        # The cache's own bill: its tokens once at the input price, and an hour's storage.
+        overhead = cache_tokens * (price.input + price.cache_storage_per_hour) / prices.per_tokens
+        ways.append(("explicit cache", explicit, False, round(overhead * 1_000_000)))
     rows = []
     base = None
-    for name, usage, batch in (
-        ("naive", naive, False),
-        ("prefix-cached", cached, False),
-        ("batch-priced", naive, True),
-        ("both", cached, True),
-    ):
-        cost = prices.cost_micros(model, usage.as_dict(), batch=batch) or 0
+    for name, usage, batch, extra in ways:
+        cost = (prices.cost_micros(model, usage.as_dict(), batch=batch) or 0) + extra
         base = cost if base is None else base
         rows.append(
             {
