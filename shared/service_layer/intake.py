@@ -184,9 +184,18 @@ class IntakeService:
         return Page(jobs, encode_cursor(jobs[-1]) if more else None)
 
     def cancel(self, client_id: str, job_id: str) -> Job:
-        """Cancel a job that has not finished; announce it like any final state."""
-        self.get(client_id, job_id)
+        """Cancel a job that has not finished; announce it like any final state.
+
+        A repeated cancel (a client's retry, or two racing) answers the cancelled job as
+        the first did; a job that ended otherwise is refused as already final.
+        """
+        job = self.get(client_id, job_id)
         with job_context(job_id):
-            job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
-            log.info("job cancelled")
+            if job.status is not JobStatus.CANCELLED:
+                now = self._clock.now()
+                # A racing cancel may have got there first: its job is left as it is.
+                job = self._store.update(
+                    job_id, lambda j: j if j.status is JobStatus.CANCELLED else j.cancel(now)
+                )
+                log.info("job cancelled")
             return announce(job, self._store, self._publisher, self._clock, self._on_final)
