@@ -6,9 +6,10 @@ a leading tab or carriage return can hide such a start; `=HYPERLINK(...)` or
 elsewhere when a teacher opens it. Following OWASP, such a text cell is written with a
 leading `'`, which spreadsheets show as text and do not evaluate.
 
-Numbers are written as numbers: an `int` or `float` cell is produced by Gradeq (a score,
-a version), never text a user or a model chose, so a negative score stays a number a
-spreadsheet can sum. Every other value is written as its text and neutralised.
+A deliberate exception: an `int` or `float` value (a score, a version) is written as a
+number, a negative one too, so a spreadsheet can still sum it. Python writes a number as
+digits, a sign, a point or an exponent, never as a formula; only text can carry one. Every
+other value is written as its text and neutralised.
 """
 
 from __future__ import annotations
