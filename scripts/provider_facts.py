@@ -9,8 +9,9 @@ schema literals of hashicorp/terraform-provider-google at one tag:
     git clone --branch v6.50.0 https://github.com/hashicorp/terraform-provider-google
     .venv/bin/python scripts/provider_facts.py path/to/terraform-provider-google
 
-Only the resource types in RESOURCES are read (what terraform/ uses, and what it is about
-to); a schema the parser cannot follow fails loudly rather than leaving a type out.
+Only the resource types in RESOURCES and IAM_MEMBERS are read (what terraform/ uses, and
+what it is likely to take on next); a schema the parser cannot follow fails loudly rather
+than leaving a type out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ TAG = "v6.50.0"
 # IAM members merge the shared member schema with their parent's (resource_iam_member.go).
 _IAM = "google/tpgiamresource/resource_iam_member.go"
 RESOURCES: dict[str, tuple[str, str]] = {
+    "google_monitoring_notification_channel": (
+        "google/services/monitoring/resource_monitoring_notification_channel.go",
+        "ResourceMonitoringNotificationChannel",
+    ),
+    "google_secret_manager_secret_version": (
+        "google/services/secretmanager/resource_secret_manager_secret_version.go",
+        "ResourceSecretManagerSecretVersion",
+    ),
+    "google_storage_bucket_object": (
+        "google/services/storage/resource_storage_bucket_object.go",
+        "ResourceStorageBucketObject",
+    ),
     "google_artifact_registry_repository": (
         "google/services/artifactregistry/resource_artifact_registry_repository.go",
         "ResourceArtifactRegistryRepository",
@@ -105,6 +118,10 @@ RESOURCES: dict[str, tuple[str, str]] = {
     ),
 }
 IAM_MEMBERS: dict[str, tuple[str, str]] = {
+    "google_artifact_registry_repository_iam_member": (
+        "google/services/artifactregistry/iam_artifact_registry_repository.go",
+        "ArtifactRegistryRepositoryIamSchema",
+    ),
     "google_bigquery_table_iam_member": (
         "google/services/bigquery/iam_bigquery_table.go",
         "BigQueryTableIamSchema",
@@ -268,6 +285,8 @@ def _validator(expression: str) -> dict[str, Any]:
         return {"enum": _list(expression[m.end() - 1 : expression.index("}", m.end()) + 1])}
     if m := re.match(r"verify\.ValidateRFC1035Name\((\d+), (\d+)\)", expression):
         return {"pattern": _RFC1035, "length": [int(m.group(1)), int(m.group(2))]}
+    if m := re.fullmatch(r"verify\.ValidateRegexp\(`([^`]*)`\)", expression):
+        return {"regexp": m.group(1)}
     if m := re.match(r"validation\.IntBetween\((-?\d+), (-?\d+)\)", expression):
         return {"range": [int(m.group(1)), int(m.group(2))]}
     if m := re.match(r"validation\.StringLenBetween\((\d+), (\d+)\)", expression):

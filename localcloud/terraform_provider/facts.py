@@ -3,8 +3,8 @@
 `provider_facts.json` holds, per resource type terraform/ uses, facts read from the
 provider's own Go schema at the pinned version (scripts/provider_facts.py names the files):
 which attributes force a new resource (`ForceNew`, magic-modules' `immutable`), which
-optional ones are also computed, integers, enums and name formats, conflicting and
-one-of groups. With them the stand-in:
+optional ones are also computed, integers, enums, name formats and literal regular
+expressions, conflicting and one-of groups. With them the stand-in:
 
 - serves an optional attribute as computed only where the provider does, so an unset
   one plans null, as it does against the real provider;
@@ -127,14 +127,15 @@ def _check_value(key: str, fact: dict[str, Any], value: Any) -> list[str]:
     if isinstance(value, str):
         if "enum" in fact and value not in fact["enum"]:
             problems.append(f"expected {key} to be one of {_go_list(fact['enum'])}, got {value}")
+        quoted = f"{json.dumps(key)} ({json.dumps(value)})"
         if "length" in fact:
             low, high = fact["length"]
             if not low <= len(value) <= high:
-                problems.append(
-                    f"{key!r} ({value!r}) must be between {low} and {high} characters long"
-                )
+                problems.append(f"{quoted} must be between {low} and {high} characters long")
         if "pattern" in fact and not re.search(fact["pattern"], value):
-            problems.append(f"{key!r} ({value!r}) must match regex {fact['pattern']!r}")
+            problems.append(f"{quoted} must match regex {json.dumps(fact['pattern'])}")
+        if "regexp" in fact and not re.search(fact["regexp"], value):
+            problems.append(f"{quoted} doesn't match regexp {json.dumps(fact['regexp'])}")
     return problems
 
 

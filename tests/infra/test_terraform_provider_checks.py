@@ -56,7 +56,7 @@ def test_a_malformed_service_account_id_is_refused(
         tmp_path, "iam.tf", '"${var.name_prefix}-tasks"', '"${var.name_prefix}_Tasks"'
     )
     output = refused_plan(terraform_workspace, directory)
-    assert "'account_id' ('gradeq_Tasks') must match regex" in output
+    assert '"account_id" ("gradeq_Tasks") must match regex' in output
 
 
 def test_a_value_for_a_computed_only_attribute_is_refused(

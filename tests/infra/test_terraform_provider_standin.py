@@ -401,6 +401,11 @@ def test_a_state_known_only_by_its_id_is_not_replaced(
         ("google_service_account", {"account_id": "gq-w"}, "between 6 and 30 characters"),
         ("google_storage_bucket", {"name": "b", "location": "EU", "url": "gs://b"}, "computed"),
         (
+            "google_cloud_run_v2_service",
+            {"name": "s", "location": "l", "template": [{"timeout": "5m"}]},
+            '"template.timeout" ("5m") doesn\'t match regexp',
+        ),
+        (
             "google_cloud_tasks_queue",
             {"name": "q", "location": "l", "retry_config": [{"max_attempts": 8.5}]},
             "Attribute must be a whole number, got 8.5",
