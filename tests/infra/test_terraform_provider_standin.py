@@ -442,3 +442,37 @@ def test_the_docs_name_every_resource_type_planned_without_facts(tf: tfconfig.Te
     assert without, "every type has facts: say so in docs/terraform-check.md"
     for rtype in without:
         assert f"`{rtype}`" in limits, rtype
+
+
+def _apply(servicer: server.ProviderStandIn, rtype: str, planned: dict[str, Any]) -> Any:
+    request = pb.ApplyResourceChange.Request(
+        type_name=rtype,
+        prior_state=pb.DynamicValue(msgpack=values.encode(None)),
+        planned_state=pb.DynamicValue(msgpack=values.encode(planned)),
+    )
+    return servicer.ApplyResourceChange(request, None)
+
+
+def test_apply_is_refused_unless_a_test_asks_for_a_local_state(
+    google: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    servicer = server.ProviderStandIn("google", google, facts.load())
+    block = servicer.schema["resources"]["google_pubsub_topic"]
+    planned = values.plan(block, values.conform(block, {"name": "events"}), None)
+    monkeypatch.delenv(server.APPLY_TO_LOCAL_STATE, raising=False)
+    refused = _apply(servicer, "google_pubsub_topic", planned)
+    assert [d.summary for d in refused.diagnostics] == ["The provider stand-in does not apply"]
+
+    monkeypatch.setenv(server.APPLY_TO_LOCAL_STATE, "1")
+    state = values.decode(_apply(servicer, "google_pubsub_topic", planned).new_state.msgpack)
+    other = values.plan(block, values.conform(block, {"name": "dead-letter"}), None)
+    other_state = values.decode(_apply(servicer, "google_pubsub_topic", other).new_state.msgpack)
+    # What the plan knew stays; what apply would learn is made up, distinct per object,
+    # the same for the same plan, and the project is the one every object shares.
+    assert state["name"] == "events" and state["kms_key_name"] is None
+    assert state["id"].startswith("standin-id-") and state["id"] != other_state["id"]
+    assert state == values.decode(
+        _apply(servicer, "google_pubsub_topic", planned).new_state.msgpack
+    )
+    assert state["project"] == other_state["project"] == "standin-project"
+    assert values.UNKNOWN not in state.values()
