@@ -294,6 +294,21 @@ def _validator(expression: str) -> dict[str, Any]:
     return {}
 
 
+def _literal(expression: str) -> tuple[Any] | None:
+    """A Go literal (bool, number, string) as a one-tuple; None for anything else."""
+    if expression in ("true", "false"):
+        return (expression == "true",)
+    if re.fullmatch(r"-?\d+", expression):
+        return (int(expression),)
+    if re.fullmatch(r"-?\d+\.\d+", expression):
+        return (float(expression),)
+    if re.fullmatch(r'"(?:[^"\\]|\\.)*"', expression):
+        return (json.loads(expression),)
+    if re.fullmatch(r"`[^`]*`", expression):
+        return (expression[1:-1],)
+    return None
+
+
 def _attributes(source: Source, entries: dict[str, str], prefix: str = "") -> dict[str, Any]:
     facts: dict[str, Any] = {}
     for name, expression in entries.items():
@@ -311,6 +326,8 @@ def _attributes(source: Source, entries: dict[str, str], prefix: str = "") -> di
             if group in fields:
                 key = re.sub(r"(?<=[a-z])([A-Z])", r"_\1", group).lower()
                 fact[key] = [_path(p) for p in _list(fields[group])]
+        if "Default" in fields and (literal := _literal(fields["Default"])) is not None:
+            fact["default"] = literal[0]
         if "MaxItems" in fields:
             fact["max_items"] = int(fields["MaxItems"])
         if "ValidateFunc" in fields:

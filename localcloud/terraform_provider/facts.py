@@ -7,7 +7,7 @@ optional ones are also computed, integers, enums, name formats and literal regul
 expressions, conflicting and one-of groups. With them the stand-in:
 
 - serves an optional attribute as computed only where the provider does, so an unset
-  one plans null, as it does against the real provider;
+  one plans null, or its `Default`, as it does against the real provider;
 - refuses, at validate, what the provider's validators refuse (`validate`);
 - reports `RequiresReplace` where a change to a `ForceNew` attribute makes the provider
   plan "must be replaced" (`requires_replace`).
@@ -84,6 +84,23 @@ def refine(block: Block, facts: ResourceFacts, prefix: str = "") -> Block:
         for nested in block["blocks"]
     ]
     return {"attributes": attributes, "blocks": blocks}
+
+
+def with_defaults(facts: ResourceFacts, planned: Any, prefix: str = "") -> Any:
+    """`planned` with each unset argument that has a `Default` set to it, as the
+    provider plans it (inside the nested blocks present only)."""
+    if not isinstance(planned, dict):
+        return planned
+    result = dict(planned)
+    for name in facts.children(prefix.rstrip(".")):
+        fact = facts.attributes[prefix + name]
+        if fact.get("block"):
+            value = result.get(name)
+            if isinstance(value, list):
+                result[name] = [with_defaults(facts, v, f"{prefix}{name}.") for v in value]
+        elif "default" in fact and result.get(name) is None and name in result:
+            result[name] = fact["default"]
+    return result
 
 
 def _is_set(value: Any) -> bool:

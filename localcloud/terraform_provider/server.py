@@ -183,11 +183,17 @@ class ProviderStandIn(pb_grpc.ProviderServicer):
         prior = values.decode(request.prior_state.msgpack)
         planned = values.plan(block, proposed, prior)
         known = self.facts.get(request.type_name)
-        replace = provider_facts.requires_replace(known, prior, planned) if known else []
+        replace = []
+        if known is not None:
+            planned = provider_facts.with_defaults(known, planned)
+            replace = provider_facts.requires_replace(known, prior, planned)
         return pb.PlanResourceChange.Response(
             planned_state=pb.DynamicValue(msgpack=values.encode(planned)),
             requires_replace=[attribute_path(steps) for steps in replace],
             planned_private=request.prior_private,
+            # As the provider's SDK says: a planned default differs from the (null)
+            # configuration, which terraform then tolerates.
+            legacy_type_system=known is not None,
         )
 
     def ApplyResourceChange(self, request: Any, context: Any) -> Any:
@@ -202,6 +208,7 @@ class ProviderStandIn(pb_grpc.ProviderServicer):
         return pb.ApplyResourceChange.Response(
             new_state=pb.DynamicValue(msgpack=values.encode(state)),
             private=request.planned_private,
+            legacy_type_system=request.type_name in self.facts,
         )
 
     def ImportResourceState(self, request: Any, context: Any) -> Any:

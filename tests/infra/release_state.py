@@ -1,6 +1,6 @@
 """The state a deployment of the previous release left, for plans of today's terraform/.
 
-`tests/infra/release/previous.tfstate` is what `terraform apply` of terraform/ at the
+`tests/infra/release/state.json` is what `terraform apply` of terraform/ at the
 release's commit (RELEASE_FILE names it) with examples/minimal.tfvars would leave,
 made with the provider stand-in's local apply (every value known only after apply made
 up, every reference resolved by terraform). Rebuild it when a release is cut:
@@ -27,8 +27,10 @@ from localcloud.terraform_provider.check import Workspace
 from tests.infra.tfconfig import REPO
 
 RELEASE_DIR = Path(__file__).parent / "release"
-STATE_FILE = RELEASE_DIR / "previous.tfstate"
-RELEASE_FILE = RELEASE_DIR / "previous.json"
+# A state file by content; not named *.tfstate, which .gitignore keeps out (real states
+# hold secrets: this one holds made-up values only).
+STATE_FILE = RELEASE_DIR / "state.json"
+RELEASE_FILE = RELEASE_DIR / "release.json"
 
 
 def _checkout(commit: str, destination: Path) -> Path:

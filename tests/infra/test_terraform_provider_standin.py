@@ -476,3 +476,17 @@ def test_apply_is_refused_unless_a_test_asks_for_a_local_state(
     )
     assert state["project"] == other_state["project"] == "standin-project"
     assert values.UNKNOWN not in state.values()
+
+
+def test_an_unset_argument_with_a_default_plans_its_default(
+    known: dict[str, facts.ResourceFacts],
+) -> None:
+    bucket = known["google_storage_bucket"]
+    planned = facts.with_defaults(bucket, {"name": "b", "storage_class": None, "versioning": []})
+    assert planned["storage_class"] == "STANDARD"
+    configured = {"name": "b", "storage_class": "NEARLINE", "retention_policy": []}
+    assert facts.with_defaults(bucket, configured)["storage_class"] == "NEARLINE"
+    # Inside a nested block only where the block is present.
+    assert facts.with_defaults(bucket, configured)["retention_policy"] == []
+    policy = configured | {"retention_policy": [{"retention_period": 60, "is_locked": None}]}
+    assert facts.with_defaults(bucket, policy)["retention_policy"][0]["is_locked"] is False
