@@ -10,8 +10,8 @@ schema literals of hashicorp/terraform-provider-google at one tag:
     .venv/bin/python scripts/provider_facts.py path/to/terraform-provider-google
 
 Only the resource types in RESOURCES and IAM_MEMBERS are read (what terraform/ uses, and
-what it is likely to take on next); a schema the parser cannot follow fails loudly rather
-than leaving a type out.
+a few it does not use yet); a schema the parser cannot follow fails loudly rather than
+leaving a type out.
 """
 
 from __future__ import annotations
