@@ -276,7 +276,9 @@ variable "grader" {
     the worker's current default, checked against its retirement date at start-up; openai
     needs one). gemini_api: vertex (Vertex AI as the worker's
     service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
-    with a key). location: the Vertex AI location serving the model. base_url: the
+    with a key). location: the Vertex AI location serving the model; empty means the
+    deployment's region, so answers are processed where they are stored ("global" only
+    when chosen: Google advises against it where the processing location matters). base_url: the
     OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and
     tokens per minute for the model (tpm 0: no token limit), split evenly over the worker's
     max_instances; quota_headroom: the fraction Gradeq may use. request_timeout_s: the
@@ -287,7 +289,7 @@ variable "grader" {
     kind              = optional(string, "rubric")
     model             = optional(string, "")
     gemini_api        = optional(string, "vertex")
-    location          = optional(string, "global")
+    location          = optional(string, "")
     base_url          = optional(string, "")
     quota_rpm         = optional(number, 60)
     quota_tpm         = optional(number, 0)
