@@ -188,13 +188,13 @@ variable "intake" {
 }
 
 variable "worker" {
-  description = "Sizing of the worker service. Each request holds a slot for a whole grading run, so concurrency is also the number of gunicorn threads."
+  description = "Sizing of the worker service. Each request holds a slot for a whole grading run, so concurrency is also the number of gunicorn threads. max_instances x concurrency (the worker's slots) must hold every lane's max_concurrent_dispatches at once (shared/config/queues.json): 40 x 8 = 320 >= 3 x 100."
   type = object({
     cpu           = optional(string, "1")
     memory        = optional(string, "1Gi")
     concurrency   = optional(number, 8)
     min_instances = optional(number, 0)
-    max_instances = optional(number, 20)
+    max_instances = optional(number, 40)
   })
   default = {}
 
@@ -414,9 +414,24 @@ variable "dead_letter_retention" {
 }
 
 variable "notification_channels" {
-  description = "Cloud Monitoring notification channel ids (projects/PROJECT/notificationChannels/ID) that alert policies notify."
+  description = "Cloud Monitoring notification channel ids (projects/PROJECT/notificationChannels/ID) that every alert policy notifies. Empty: the alerts fire where nobody is told (the plan warns, check.alerts_notify_someone)."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for channel in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", channel))])
+    error_message = "notification_channels must be channel ids such as projects/PROJECT/notificationChannels/1234567890 (gcloud beta monitoring channels list)."
+  }
+}
+
+# Every alert policy notifies var.notification_channels: with none, an alert opens an
+# incident in the console that nobody is told about. A deployment may do that on purpose
+# (a test project), so this warns at plan and apply instead of refusing.
+check "alerts_notify_someone" {
+  assert {
+    condition     = length(var.notification_channels) > 0
+    error_message = "notification_channels is empty: every alert policy (failed jobs, suspended grading, dead-lettered events, ...) will fire without notifying anyone. Create a channel (gcloud beta monitoring channels create, or the console) and set notification_channels."
+  }
 }
 
 variable "alert_oldest_unacked_age_s" {

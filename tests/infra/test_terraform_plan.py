@@ -332,3 +332,12 @@ def test_the_model_is_called_in_the_deployments_region_by_default(
         location=env["GRADEQ_LOCATION"], grader_location=env.get("GRADEQ_GRADER_LOCATION", "")
     )
     assert settings.grader_vertex_location == region != "global"
+
+
+def test_the_plan_warns_when_the_alerts_notify_nobody(production_plan: dict[str, Any]) -> None:
+    # minimal.tfvars names no channel: every alert policy would notify nobody.
+    policies = planned(production_plan, "google_monitoring_alert_policy")
+    assert len(policies) >= 9
+    assert all(not values.get("notification_channels") for values in policies.values())
+    checks = {c["address"]["to_display"]: c["status"] for c in production_plan["checks"]}
+    assert checks.get("check.alerts_notify_someone") == "fail", checks
