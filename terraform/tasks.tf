@@ -46,6 +46,12 @@ resource "google_cloud_tasks_queue" "main" {
     sampling_ratio = 1.0
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 

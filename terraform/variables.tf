@@ -468,7 +468,7 @@ variable "alert_worker_error_ratio" {
 }
 
 variable "deletion_protection" {
-  description = "Protect the Cloud Run services, the Firestore database and the analytics table from terraform destroy."
+  description = "Terraform's own delete protection of the Cloud Run services and the analytics tables: set false and apply before the teardown (docs/deploy.md). The Firestore database keeps Google's delete protection whatever this says."
   type        = bool
   default     = true
 }
