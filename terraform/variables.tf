@@ -40,12 +40,12 @@ variable "labels" {
 }
 
 variable "image" {
-  description = "Container image of Gradeq (one image serves every service), e.g. europe-west1-docker.pkg.dev/PROJECT/gradeq/gradeq:1.2.3. Prefer a digest reference."
+  description = "Container image of Gradeq (one image serves every service), by digest: REGION-docker.pkg.dev/PROJECT/gradeq/gradeq@sha256:<64 hex>. A digest names one image for good; a tag may be moved (docs/deploy.md, step 2)."
   type        = string
 
   validation {
-    condition     = can(regex("^[^\\s]+(:[A-Za-z0-9_.-]+|@sha256:[a-f0-9]{64})$", var.image))
-    error_message = "image must carry an explicit tag or a sha256 digest."
+    condition     = can(regex("^[^\\s@]+@sha256:[a-f0-9]{64}$", var.image))
+    error_message = "image must name the image by digest (...@sha256:<64 hex digits>), not by tag alone: gcloud artifacts docker images describe IMAGE:TAG --format='value(image_summary.fully_qualified_digest)'."
   }
 }
 

@@ -4,7 +4,7 @@
 variables {
   project_id = "my-gradeq-project"
   region     = "europe-west1"
-  image      = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq:0.1.0"
+  image      = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq@sha256:69ee2d9c6dc292a5c4da9a0edce074dcaf08cea41296940cd03bfb952ff4e4ae"
   # Without one the plan warns (check.alerts_notify_someone), which a test counts as a failure.
   notification_channels = ["projects/my-gradeq-project/notificationChannels/123"]
 }
@@ -130,4 +130,15 @@ run "notification_channels_are_channel_ids" {
   }
 
   expect_failures = [var.notification_channels]
+}
+
+# A tag may be moved to another image; the services are deployed by digest.
+run "image_by_digest" {
+  command = plan
+
+  variables {
+    image = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq:0.1.0"
+  }
+
+  expect_failures = [var.image]
 }
