@@ -3,7 +3,9 @@
 # (gcloud, docs/deploy.md) before the first apply, and terraform adopts them: the import
 # blocks below take them over once and do nothing afterwards. The grader's API key exists
 # only when the grader needs one (local.grader_needs_key): Gemini through the Gemini API,
-# or an OpenAI-compatible server.
+# or an OpenAI-compatible server. Terraform never deletes an adopted secret with its value
+# (prevent_destroy): one no longer needed (another grader, reviewer keys off) is forgotten
+# with `terraform state rm` and stays in the project (docs/deploy.md, step 3).
 #
 # Client API keys are not secrets of the deployment: the intake keeps their SHA-256
 # digests in Firestore (GRADEQ_API_KEYS_COLLECTION), issued and revoked with

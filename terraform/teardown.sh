@@ -17,11 +17,14 @@ TERRAFORM="${TERRAFORM:-terraform}"
 # Kept: forgotten by terraform, left in the project.
 KEPT='^(google_secret_manager_secret\.[a-z_]+(\[[0-9]+\])?|google_firestore_database\.main|google_storage_bucket\.uploads|google_bigquery_dataset\.analytics|google_bigquery_table\.[a-z_0-9]+)$'
 
-kept="$("$TERRAFORM" state list | grep -E "$KEPT" || true)"
+addresses="$("$TERRAFORM" state list)"
+kept="$(printf '%s\n' "$addresses" | grep -E "$KEPT" || true)"
 if [ -n "$kept" ]; then
   echo "Kept in the project, forgotten by terraform:"
   printf '%s\n' "$kept" | sed 's/^/  /'
-  printf '%s\n' "$kept" | xargs -d '\n' "$TERRAFORM" state rm >/dev/null
+  printf '%s\n' "$kept" | while IFS= read -r address; do
+    "$TERRAFORM" state rm "$address" >/dev/null
+  done
 fi
 
 trap 'rm -f teardown_override.tf' EXIT
