@@ -19,6 +19,12 @@ resource "google_bigquery_dataset" "analytics" {
   description = "Gradeq GradingCompleted events, written by a Pub/Sub BigQuery subscription."
   labels      = var.labels
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -43,6 +49,12 @@ resource "google_bigquery_table" "events" {
     { name = "data", type = "STRING", mode = "NULLABLE", description = "The event's data as JSON text." },
     { name = "attributes", type = "STRING", mode = "NULLABLE", description = "The message attributes (ce-id, ce-type, ce-source, ce-specversion, ce-time, outcome) as JSON text." },
   ])
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
 }
 
 resource "google_bigquery_table" "events_v1" {

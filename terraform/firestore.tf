@@ -1,14 +1,23 @@
 # The project's "(default)" database may exist already (created in the console, by App
-# Engine, or abandoned by an earlier destroy: deletion_policy ABANDON). Then import it
-# before applying; docs/deploy.md says how.
+# Engine, or kept by an earlier teardown). Then import it before applying;
+# docs/deploy.md says how. Google's delete protection stays on whatever
+# var.deletion_protection says (that one lets the services go before a teardown), and
+# terraform never deletes the database: erasing it is a deliberate gcloud command
+# (docs/deploy.md, "Teardown").
 resource "google_firestore_database" "main" {
   name                              = var.firestore_database
   location_id                       = coalesce(var.firestore_location, var.region)
   type                              = "FIRESTORE_NATIVE"
   concurrency_mode                  = "PESSIMISTIC"
   point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
-  delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
-  deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
+  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
+  deletion_policy                   = "ABANDON"
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [time_sleep.apis]
 }

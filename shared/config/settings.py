@@ -159,7 +159,9 @@ class Settings(BaseSettings):
     # Model graders (GRADEQ_GRADER=gemini|openai); see docs/graders.md.
     grader_model: str = ""
     grader_gemini_api: GeminiApi = GeminiApi.VERTEX
-    grader_location: str = "global"  # Vertex AI location serving the model
+    # Vertex AI location serving the model; empty: the deployment's region (`location`),
+    # so student work is processed where it is stored. "global" only when chosen.
+    grader_location: str = ""
     grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
     grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
     grader_prompt_version: str = "grading-v1"
@@ -349,6 +351,11 @@ class Settings(BaseSettings):
                 "GRADEQ_GRADER_BASE_URL and GRADEQ_GRADER_MODEL are required with "
                 "GRADEQ_GRADER=openai"
             )
+
+    @property
+    def grader_vertex_location(self) -> str:
+        """Where Gemini on Vertex AI processes requests: the chosen location or the region."""
+        return self.grader_location or self.location
 
     @property
     def grader_model_name(self) -> str:
