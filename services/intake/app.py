@@ -11,7 +11,7 @@ from services.intake.auth.cors import register_cors
 from services.intake.auth.failures import FailedAuthLimiter, client_address
 from services.intake.auth.firebase import FirebaseAuthenticator, SignInPolicy
 from services.intake.auth.firebase_revocation import IdentityToolkitLookup
-from services.intake.auth.reviewers import ReviewerAuthenticator
+from services.intake.auth.reviewers import ReviewerKeys
 from services.intake.jobs.routes import bp
 from services.intake.limits.body import check_request_head
 from services.intake.limits.rate_limit import SubmissionRateLimiter
@@ -57,7 +57,11 @@ def create_app(
     adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
-    app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        RETRY_AFTER_S=settings.retry_after_s,
+        PRACTICE_CLIENTS=settings.practice_client_set(),
+    )
     firebase = firebase or _firebase(settings)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
@@ -66,6 +70,7 @@ def create_app(
         firebase,
         FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
         lambda: client_address(settings.trusted_proxy_hops),
+        ReviewerKeys(settings.reviewer_key_map()),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         allow_loopback=settings.callback_allow_loopback,
@@ -103,6 +108,7 @@ def create_app(
             limits,
             adapters.uow,
             adapters.enqueue_parallelism,
+            lanes=settings.lane_policy(),
         )
         app.extensions["gradeq.assignments"] = assignments
         app.extensions["gradeq.regrader"] = Regrader(
@@ -116,9 +122,6 @@ def create_app(
             lane=settings.regrade_lane(),
         )
         app.register_blueprint(assignments_bp)
-    app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
-        settings.reviewer_key_map(), firebase
-    )
     review_queue = family.review_queue()
     app.extensions["gradeq.review_queue"] = review_queue
     app.extensions["gradeq.reviews"] = ReviewService(

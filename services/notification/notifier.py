@@ -7,7 +7,6 @@ from enum import StrEnum
 
 from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
-from shared.domain.client_ids import owning_client
 from shared.domain.events import GradingCompleted
 from shared.http.callback_guard import CallbackRefused
 from shared.ports import JobStore, ProcessedEvents
@@ -24,6 +23,7 @@ class Handled(StrEnum):
     NO_CALLBACK = "no-callback"
     REFUSED = "refused"
     UNSIGNABLE = "unsignable"
+    PRACTICE = "practice"
 
 
 _MESSAGES = {
@@ -31,6 +31,7 @@ _MESSAGES = {
     Handled.REFUSED: "event recorded without a webhook",
     Handled.UNSIGNABLE: "event recorded without a webhook: the client has no webhook secret",
     Handled.NO_CALLBACK: "event has no callback_url",
+    Handled.PRACTICE: "event of a practice job: no webhook",
 }
 
 
@@ -68,9 +69,12 @@ class Notifier:
         if job is None:
             log.warning("the event's job is gone; no webhook", extra={"event_id": event.event_id})
         handled = Handled.NO_CALLBACK
+        if event.practice or (job is not None and job.request.practice):
+            # A student's practice job is never the school's: nothing is signed for it.
+            handled, callback_url = Handled.PRACTICE, None
         if job is not None and callback_url:
-            # A signed-in user's job is signed for the client the user belongs to.
-            secrets = self._secrets.signing_secrets(owning_client(job.client_id))
+            # Signed for the school the job belongs to, whoever in it submitted the job.
+            secrets = self._secrets.signing_secrets(job.client_id)
             if not secrets:
                 record["callback_refused"] = "the client has no webhook secret"
                 handled = Handled.UNSIGNABLE

@@ -58,6 +58,10 @@ class GradingCompleted:
     # attribute so the notification subscription's filter skips events it has no work for.
     # Not part of the data. None when not known (an event decoded without the attribute).
     has_callback: bool | None = None
+    # Who in the school submitted the job ("server", or a signed-in user's id), and
+    # whether it was a student's practice job (never the school's webhook or gradebook).
+    author: str = "server"
+    practice: bool = False
 
     @classmethod
     def from_job(cls, job: Job) -> GradingCompleted:
@@ -82,6 +86,8 @@ class GradingCompleted:
             usage=(dict(job.result.usage) or None) if job.result else None,
             lane=job.lane,
             has_callback=bool(job.request.callback_url),
+            author=job.author,
+            practice=job.request.practice,
         )
 
     def data(self) -> dict[str, Any]:
@@ -103,6 +109,8 @@ class GradingCompleted:
             "model": self.model,
             "usage": dict(self.usage) if self.usage is not None else None,
             "lane": self.lane,
+            "author": self.author,
+            "practice": self.practice,
         }
 
 

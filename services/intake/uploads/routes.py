@@ -11,6 +11,7 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.schemas import _failed
 from services.intake.limits.body import read_json_body
 from services.intake.limits.rate_limit import SubmissionRateLimiter
+from shared.domain.authorization import Action, require
 from shared.domain.errors import ValidationFailed
 from shared.http.errors import UnsupportedMediaType
 from shared.service_layer.uploads import UploadService
@@ -46,7 +47,10 @@ def uploads_service() -> UploadService:
 @bp.post("")
 def create_upload() -> Response:
     auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
-    client_id = auth.client_id()
+    principal = auth.principal()
+    require(principal, Action.UPLOAD_CREATE)
+    # An upload belongs to the school (whoever in it sends it), as the jobs naming it do.
+    client_id = principal.school
     # Each upload may store a file: its own bucket of tokens keeps storage bounded.
     limiter: SubmissionRateLimiter = current_app.extensions["gradeq.upload_rate_limiter"]
     limiter.take(client_id)

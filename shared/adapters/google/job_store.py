@@ -432,7 +432,11 @@ class FirestoreJobStore:
     def list_jobs(self, query: JobQuery) -> list[Job]:
         # Needs composite indexes on (client_id, [status,] [request.submission_id,]
         # created_at DESC, __name__ DESC): one per combination of filters.
+        # One author's jobs (a student's) add `author` to these indexes. A user's job stored
+        # before jobs had an author (its client_id the user's scope) is read by id only.
         q: Any = self._jobs.where(filter=firestore.FieldFilter("client_id", "==", query.client_id))
+        if query.author is not None:
+            q = q.where(filter=firestore.FieldFilter("author", "==", query.author))
         if query.status is not None:
             q = q.where(filter=firestore.FieldFilter("status", "==", query.status.value))
         if query.submission_id is not None:
