@@ -21,7 +21,7 @@ from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
 from services.intake.uploads import routes as uploads
-from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
+from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CallbackGuard
@@ -49,11 +49,12 @@ def create_app(
     guard: CallbackGuard | None = None,
     api_keys: ApiKeyStore | None = None,
     firebase: FirebaseAuthenticator | None = None,
+    family: AdapterFamily | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
-    family = adapter_family(settings)
+    family = family or adapter_family(settings)
     adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
