@@ -142,7 +142,7 @@ def owner_of(client_id: str, author: str | None = None) -> Owner:
     """
     school, mark, uid = client_id.partition(USER_SCOPE_MARK)
     if mark:
-        return Owner(school, author or uid)
+        return Owner(school, uid)
     return Owner(client_id, author or SERVER)
 
 
