@@ -60,7 +60,6 @@ class Action(StrEnum):
     JOB_PRACTICE = "job.practice"  # a practice job (school setting; never in the gradebook)
     JOB_LIST_SCHOOL = "job.list-school"  # list every job of the school, not only one's own
     JOB_READ = "job.read"
-    JOB_READ_WITHHELD = "job.read-withheld"  # a grade not yet released (after_review)
     JOB_CANCEL = "job.cancel"
     JOB_ERASE = "job.erase"
     STUDENT_ERASE = "student.erase"  # every submission of one student id
@@ -85,15 +84,24 @@ _NONE: frozenset[Relation] = frozenset()
 
 #: What the school's staff (server key, teachers) may do: everything within the school.
 _STAFF: dict[Action, frozenset[Relation]] = {
-    action: _SCHOOL for action in Action if action is not Action.OPERATE
+    action: _SCHOOL
+    for action in Action
+    if action not in (Action.OPERATE, Action.JOB_PRACTICE)  # staff set their jobs up
 }
-#: Reviewers see, review, regrade and erase every submission; they set up no assignments.
+#: Reviewers see, review, regrade and erase every submission; they submit nothing and
+#: set up no assignments.
 _REVIEWER: dict[Action, frozenset[Relation]] = {
-    **_STAFF,
-    Action.ASSIGNMENT_CREATE: _NONE,
-    Action.ASSIGNMENT_EDIT: _NONE,
-    Action.JOB_CONFIGURE: _NONE,
-    Action.UPLOAD_CREATE: _NONE,
+    action: relations
+    for action, relations in _STAFF.items()
+    if action
+    not in (
+        Action.JOB_SUBMIT,
+        Action.JOB_CONFIGURE,
+        Action.UPLOAD_CREATE,
+        Action.ASSIGNMENT_CREATE,
+        Action.ASSIGNMENT_EDIT,
+        Action.ASSIGNMENT_BATCH,
+    )
 }
 #: A student submits into the school's assignments and sees, cancels their own work.
 _STUDENT: dict[Action, frozenset[Relation]] = {

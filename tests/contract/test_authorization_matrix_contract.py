@@ -178,7 +178,6 @@ ROUTES = [
         Action.JOB_CONFIGURE,
         202,
         {"submission_id": "x", "answer": "an answer", "rubric": "light", "max_score": 10},
-        forbidden="assignment-required",  # where the school takes no practice jobs
     ),
     Route(
         "POST",
@@ -216,9 +215,14 @@ def expected(route: Route, role: Role, relation: Relation) -> tuple[int, str | N
     if role is Role.OPERATOR:
         return 401, "unauthenticated"  # an operator key is no school's credential
     allowed = relation in POLICY[role].get(route.action, frozenset())
+    forbidden = route.forbidden
+    if route.action is Action.JOB_CONFIGURE and relation in POLICY[role].get(
+        Action.JOB_PRACTICE, frozenset()
+    ):
+        forbidden = "assignment-required"  # may practise, where the school takes practice
     if route.object is not None and relation not in POLICY[role].get(route.read, frozenset()):
         return 404, route.missing
-    return (route.ok, None) if allowed else (403, route.forbidden)
+    return (route.ok, None) if allowed else (403, forbidden)
 
 
 # --- the world: both stores ------------------------------------------------------------

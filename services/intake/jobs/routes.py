@@ -17,6 +17,7 @@ from services.intake.uploads.routes import uploads_service
 from shared.domain.authorization import (
     Action,
     AssignmentRequired,
+    Forbidden,
     Principal,
     SetByTheSchool,
 )
@@ -105,7 +106,9 @@ def _own_job(principal: Principal, payload: object) -> object:
     practice job, where the school allows them, and never the school's lane or callback."""
     if principal.may(Action.JOB_CONFIGURE):
         return payload
-    if not principal.may(Action.JOB_PRACTICE) or principal.school not in _practice_schools():
+    if not principal.may(Action.JOB_PRACTICE):
+        raise Forbidden(f"a {principal.role.value} sends no grading jobs")
+    if principal.school not in _practice_schools():
         raise AssignmentRequired(
             "name one of the school's assignments; this school takes no practice jobs"
         )
