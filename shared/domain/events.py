@@ -200,6 +200,8 @@ class GradeReviewed:
     model: str | None
     prompt_version: str | None
     occurred_at: datetime
+    # Who in the school (`client_id`) submitted the reviewed job: "server" or a user id.
+    author: str = "server"
 
     @classmethod
     def from_job(cls, job: Job) -> GradeReviewed:
@@ -221,6 +223,7 @@ class GradeReviewed:
             model=job.result.model or None,
             prompt_version=job.result.prompt_version or None,
             occurred_at=latest.at,
+            author=job.author,
         )
 
     def data(self) -> dict[str, Any]:
@@ -238,4 +241,5 @@ class GradeReviewed:
             "max_score": self.max_score,
             "model": self.model,
             "prompt_version": self.prompt_version,
+            "author": self.author,
         }
