@@ -159,7 +159,10 @@ def test_a_practice_jobs_event_says_so_and_names_its_author(
 def test_the_school_sees_every_students_submission(intake: FlaskClient, kind: str) -> None:
     job_id = student_job(intake, kind)
     for staff in (SERVER, TEACHER):
-        assert intake.get(f"/v1/grading-jobs/{job_id}", headers=staff).status_code == 200
+        seen = intake.get(f"/v1/grading-jobs/{job_id}", headers=staff)
+        assert seen.status_code == 200
+        assert seen.get_json()["author"] == "ada"
+        assert seen.get_json()["practice"] is (kind == "practice")
         listed = intake.get("/v1/grading-jobs", headers=staff).get_json()["jobs"]
         assert job_id in [j["id"] for j in listed]
     # Another student of the school does not see it.
