@@ -172,6 +172,7 @@ ROUTES = [
     _assignment_route("GET", "/regrade", Action.ASSIGNMENT_GRADES, 200),
     # Every member of a school lists jobs: what each list shows is checked below.
     Route("GET", "/v1/reviews", Action.REVIEW_LIST, 200),
+    Route("GET", "/v1/reviews:agreement", Action.REVIEW_LIST, 200),
     Route(
         "POST",
         "/v1/grading-jobs",
@@ -200,6 +201,15 @@ ROUTES = [
         "/admin/v1/jobs/{job}",
         Action.OPERATE,
         200,
+        forbidden="operator-credential-required",
+    ),
+    Route(
+        "GET",
+        "/admin/v1/assignments/{assignment}",
+        Action.OPERATE,
+        200,
+        read=Action.OPERATE,
+        missing="assignment-not-found",
         forbidden="operator-credential-required",
     ),
 ]
