@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
 from shared.ports import JobQuery, JobStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -43,12 +44,28 @@ def test_a_users_job_from_before_is_read_as_its_school_and_author(job_store: Job
 def test_the_next_write_stores_it_as_the_schools_and_lists_it_there(job_store: JobStore) -> None:
     store_as_before(job_store, "old-1", "school-a:user:ada")
     store_as_before(job_store, "old-2", "school-a-b:user:ada")  # another school, lookalike
+    # Its author lists it from the first read on; the embedded store lists it with its
+    # school's jobs too (Firestore: once it is written again).
+    assert listed(job_store, "school-a", "ada") == ["old-1"]
+    assert listed(job_store, "school-a", "bo") == []
+    pending = JobQuery("school-a", 10, JobStatus.PENDING, "s", author="ada")
+    assert [j.id for j in job_store.list_jobs(pending)] == ["old-1"]
     if isinstance(job_store, SqliteJobStore):
-        # The embedded store lists it with its school's from the first read on.
         assert listed(job_store, "school-a") == ["old-1"]
-        assert listed(job_store, "school-a", "ada") == ["old-1"]
-        assert listed(job_store, "school-a", "bo") == []
     job_store.update("old-1", lambda j: j.claim("w", T0, timedelta(seconds=30)))
     assert listed(job_store, "school-a") == ["old-1"]
     assert listed(job_store, "school-a", "ada") == ["old-1"]
     assert listed(job_store, "school-a", "bo") == []
+
+
+def test_an_authors_pages_hold_the_old_and_the_new_form_alike(job_store: JobStore) -> None:
+    store_as_before(job_store, "old-1", "school-a:user:ada")  # at T0
+    for minute in (1, 2):
+        request = GradingRequest(submission_id=f"s{minute}", answer="a", rubric="r")
+        at = T0 + timedelta(minutes=minute)
+        job_store.create(Job.new(f"new-{minute}", "school-a", request, "fp", at, author="ada"))
+    first = job_store.list_jobs(JobQuery("school-a", 2, author="ada"))
+    assert [j.id for j in first] == ["new-2", "new-1"]
+    after = (first[-1].created_at, first[-1].id)
+    rest = job_store.list_jobs(JobQuery("school-a", 2, after=after, author="ada"))
+    assert [j.id for j in rest] == ["old-1"]
