@@ -16,6 +16,7 @@ server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks sign
 
 from __future__ import annotations
 
+import copy
 import math
 import mimetypes
 import time
@@ -163,6 +164,12 @@ class GradeqClient:
     def has_operator_key(self) -> bool:
         return bool(self._operator_key)
 
+    def at(self, base_url: str) -> GradeqClient:
+        """The same client (keys, session, retries) against another base URL."""
+        other = copy.copy(self)
+        other.base_url = base_url.rstrip("/")
+        return other
+
     # --- requests ------------------------------------------------------------------------
 
     def request(
@@ -177,7 +184,8 @@ class GradeqClient:
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """One call (with `operator`, under /admin/v1 with the operator key); with `retry`,
-        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After.
+        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After
+        (a Retry-After longer than `max_backoff_s`, such as a daily quota's, is raised).
 
         Raises GradeqError for an error answer, Unreachable when every attempt failed to
         connect, MissingKey when the key it needs was not given."""
@@ -199,8 +207,13 @@ class GradeqClient:
                     raise Unreachable(url, exc) from exc
                 self._sleep(delay)
                 continue
-            if response.status_code in RETRYABLE_STATUSES and not last:
-                self._sleep(retry_after_s(response.headers) or delay)
+            wait = retry_after_s(response.headers) or delay
+            if (
+                response.status_code in RETRYABLE_STATUSES
+                and not last
+                and wait <= self._max_backoff_s
+            ):
+                self._sleep(wait)
                 continue
             return self._reply(response)
         raise AssertionError("unreachable")
@@ -251,10 +264,17 @@ class GradeqClient:
         )
         return self._job(reply)
 
-    def upload(self, data: bytes, content_type: str, name: str = "") -> dict[str, Any]:
-        """Upload one file through a signed URL; return the reference a job's `files` takes."""
+    def upload(
+        self, data: bytes, content_type: str, name: str = "", student_id: str | None = None
+    ) -> dict[str, Any]:
+        """Upload one file through a signed URL; return the reference a job's `files` takes.
+
+        With `student_id`, the file is that student's: only their submissions may name it,
+        and erasing the student removes it, named by a job or not.
+        """
         declared = {"content_type": content_type, "size": len(data)}
-        grant = self.request("POST", "/v1/uploads", json=declared).body
+        asked = {**declared, "student_id": student_id} if student_id is not None else declared
+        grant = self.request("POST", "/v1/uploads", json=asked).body
         # The signed URL is the credential: no Authorization header goes to the store.
         response = self._session.put(
             grant["upload_url"], data=data, headers=grant["headers"], timeout=self._timeout_s

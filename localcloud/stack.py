@@ -215,7 +215,8 @@ class LocalStack:
                 sys.executable, "-m", "gunicorn",
                 "--bind", f"127.0.0.1:{cfg.ports[name]}",
                 "--workers", "1", "--worker-class", "gthread", "--threads", "4",
-                "--log-level", "warning", "localcloud.frontend.app:create_app()",
+                "--log-level", "warning", "--no-control-socket",
+                "localcloud.frontend.app:create_app()",
             ]  # fmt: skip
         if name == "dispatcher":
             # The stack's dispatcher is its database's only one: a restarted dispatcher

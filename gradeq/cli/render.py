@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
+CHECK_MARKS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
 
 
 def seconds(ms: int | None) -> str:
@@ -122,3 +123,18 @@ def lanes_table(lanes: list[dict[str, Any]]) -> Table:
 def print_all(console: Console, *renderables: Any) -> None:
     for item in renderables:
         console.print(item)
+
+
+def doctor_table(checks: list[dict[str, Any]], target: str) -> Table:
+    """`gradeq doctor`'s checks in order: when each ended, its verdict, what it saw."""
+    table = Table(title=f"gradeq doctor: {target}")
+    for column in ("at", "check", "", "saw"):
+        table.add_column(column)
+    for check in checks:
+        table.add_row(
+            f"{check['at_ms'] / 1000:.2f}s",
+            check["check"],
+            CHECK_MARKS[check["status"]],
+            check["detail"],
+        )
+    return table

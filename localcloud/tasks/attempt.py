@@ -8,10 +8,13 @@ from urllib.parse import urlsplit
 from localcloud.cloudrun import base_url, forwarded_authorization
 from localcloud.http_pool import TIMED_OUT, Pool
 from localcloud.http_pool import send as send_request
-from shared.adapters.embedded.task_table import TaskRow
+from shared.adapters.embedded.task_table import USER_AGENT, TaskRow
 
-USER_AGENT = "Google-Cloud-Tasks"
-# Retry reasons the next attempt reports in X-CloudTasks-TaskRetryReason.
+#: X-CloudTasks-TaskPreviousResponse after an attempt that ran past its dispatch deadline.
+GATEWAY_TIMEOUT = 504
+
+# Why an attempt failed, kept in the table and the log lines (the next attempt's
+# X-CloudTasks-TaskRetryReason is empty, as Cloud Tasks sends it to HTTP targets).
 HTTP_ERROR = "HTTP_ERROR"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 UNREACHABLE = "UNREACHABLE"
@@ -62,17 +65,27 @@ def build_headers(
         "X-CloudTasks-QueueName": task.queue,
         "X-CloudTasks-TaskName": task.name,
         "X-CloudTasks-TaskRetryCount": str(task.dispatch_count),
-        "X-CloudTasks-TaskExecutionCount": str(task.response_count),
+        "X-CloudTasks-TaskExecutionCount": str(task.execution_count),
         "X-CloudTasks-TaskETA": f"{task.schedule_time:.6f}",
     }
     if task.dispatch_count > 0:
-        # 0 stands for "no response" (timeout, connection error, abandoned attempt).
-        added["X-CloudTasks-TaskPreviousResponse"] = str(task.last_response_code or 0)
-        added["X-CloudTasks-TaskRetryReason"] = task.last_retry_reason or HTTP_ERROR
+        added["X-CloudTasks-TaskPreviousResponse"] = str(previous_response(task))
+        added["X-CloudTasks-TaskRetryReason"] = ""
     added.update(authorization(task, push_token, oidc_account, target_base))
     overridden = {name.lower() for name in added}
     own = {k: v for k, v in task.headers.items() if k.lower() not in overridden}
     return own | added
+
+
+def previous_response(task: TaskRow) -> int:
+    """The status the last attempt got: 504 past its deadline, 0 with no response at all.
+
+    0 stands for a connection that failed and for an attempt whose outcome was never
+    recorded (its dispatcher stopped or died).
+    """
+    if task.last_response_code is not None:
+        return task.last_response_code
+    return GATEWAY_TIMEOUT if task.last_retry_reason == DEADLINE_EXCEEDED else 0
 
 
 def resolve(url: str, target_base: str | None) -> str | None:

@@ -4,6 +4,9 @@ CreateTask, GetTask, DeleteTask, ListTasks, GetQueue, PauseQueue, ResumeQueue an
 PurgeQueue, so the official
 `tasks_v2.CloudTasksClient` works against the local dispatcher. Any project and location
 are accepted; the queue id selects the queue config. Tasks need an `http_request`.
+
+Refusals carry the status code, message and error details real Cloud Tasks answers, as
+recorded (tests/contract/recordings/cloud_tasks/realcloud.json).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any, NoReturn
 
 import grpc
 from google.cloud import tasks_v2
-from google.protobuf import empty_pb2
+from google.protobuf import any_pb2, empty_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from localcloud.tasks.rate_limit import burst_size
 from shared.adapters.embedded.task_table import (
@@ -27,6 +31,7 @@ from shared.adapters.embedded.task_table import (
     NewTask,
     TaskRow,
     TaskTable,
+    stored_headers,
 )
 from shared.config.queues import QueueConfig
 
@@ -34,14 +39,77 @@ SERVICE = "google.cloud.tasks.v2.CloudTasks"
 _QUEUE_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/queues/([A-Za-z0-9-]{1,100})$")
 _MAX_PAGE = 1000
 
+# What real Cloud Tasks answers, word for word.
+QUEUE_NOT_FOUND = (
+    "Queue does not exist. If you just created the queue, wait at least a minute for the"
+    " queue to initialize."
+)
+QUEUE_NAME_INVALID = (
+    'Queue name must be formatted: "projects/<PROJECT_ID>/locations/<LOCATION_ID>'
+    '/queues/<QUEUE_ID>".'
+)
+TASK_NOT_FOUND = "Requested entity was not found."
+TASK_EXISTS = "Requested entity already exists"
+TASK_GONE = (
+    "The task no longer exists, though a task with this name existed recently. The task"
+    " either successfully completed or was deleted."
+)
+TASK_ID_INVALID = (
+    'Task ID "{task_id}" can contain only letters ([A-Za-z]), numbers ([0-9]), hyphens (-),'
+    " or underscores (_). Task ID must between 1 and 500 characters."
+)
+QUEUE_MISMATCH = (
+    "The queue name from request ('{parent}') must be the same as the queue name in the"
+    " named task ('{named}')."
+)
+URL_REQUIRED = "HttpRequest.url is required."
+URL_SCHEME = "HttpTarget.url must start with 'http://' or 'https://'."
+# Not recorded: a task name that is not "<queue name>/tasks/<id>", a target type other
+# than HttpRequest (App Engine targets are not served here).
+TASK_NAME_INVALID = (
+    'Task name must be formatted: "projects/<PROJECT_ID>/locations/<LOCATION_ID>'
+    '/queues/<QUEUE_ID>/tasks/<TASK_ID>".'
+)
+HTTP_TARGETS_ONLY = "The local Cloud Tasks serves HTTP targets only (Task.http_request)."
+HTTP_REQUEST_REQUIRED = "Task.http_request is required."
 
-def _split_task_name(name: str) -> tuple[str, str, str] | None:
-    """Split `<queue name>/tasks/<id>` into (queue name, queue id, task id)."""
+_DOCS = "https://cloud.google.com/tasks/docs/reference/rest/v2/"
+QUEUE_NAME_HELP = error_details_pb2.Help(
+    links=[
+        error_details_pb2.Help.Link(
+            description="Definition of queue name",
+            url=_DOCS + "projects.locations.queues#Queue.FIELDS.name",
+        )
+    ]
+)
+TASK_ID_HELP = error_details_pb2.Help(
+    links=[
+        error_details_pb2.Help.Link(
+            description="Definition of task ID",
+            url=_DOCS + "projects.locations.queues.tasks#Task.FIELDS.name",
+        )
+    ]
+)
+
+
+def _split_task_name(name: str, context: grpc.ServicerContext) -> tuple[str, str, str]:
+    """Split `<queue name>/tasks/<id>` into (queue name, queue id, task id), or refuse it."""
     parent, sep, task_id = name.rpartition("/tasks/")
     match = _QUEUE_NAME.match(parent)
-    if not sep or not match or not TASK_ID.match(task_id):
-        return None
+    if not sep or not match:
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, TASK_NAME_INVALID)
+    if not TASK_ID.match(task_id):
+        message = TASK_ID_INVALID.format(task_id=task_id)
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, message, TASK_ID_HELP)
     return parent, match.group(1), task_id
+
+
+def _check_url(url: str, context: grpc.ServicerContext) -> None:
+    """Refuse what real CreateTask refuses: no URL, or one not starting with http(s)://."""
+    if not url:
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, URL_REQUIRED)
+    if not url.startswith(("http://", "https://")):
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, URL_SCHEME)
 
 
 def _when(seconds: float) -> datetime:
@@ -107,15 +175,18 @@ class CloudTasksApi:
         queue_id = self._queue_id(request.parent, context)
         task = request.task
         if task.name:
-            split = _split_task_name(task.name)
-            if split is None or split[0] != request.parent:
-                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad task name {task.name!r}")
-            task_id = split[2]
+            named, _, task_id = _split_task_name(task.name, context)
+            if named != request.parent:
+                message = QUEUE_MISMATCH.format(parent=request.parent, named=named)
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, message)
         else:
             task_id = str(secrets.randbits(63))
-        if "http_request" not in task or not task.http_request.url:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "only http_request tasks")
+        if "app_engine_http_request" in task:
+            _abort(context, grpc.StatusCode.UNIMPLEMENTED, HTTP_TARGETS_ONLY)
+        if "http_request" not in task:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, HTTP_REQUEST_REQUIRED)
         http = task.http_request
+        _check_url(http.url, context)
         method = tasks_v2.HttpMethod(http.http_method or tasks_v2.HttpMethod.POST).name
         oidc = http.oidc_token if "oidc_token" in http else None
         deadline = task.dispatch_deadline if "dispatch_deadline" in task else None
@@ -124,7 +195,7 @@ class CloudTasksApi:
             name=task_id,
             url=http.url,
             http_method=method,
-            headers=dict(http.headers),
+            headers=stored_headers(dict(http.headers)),
             body=http.body,
             schedule_time=task.schedule_time.timestamp()
             if "schedule_time" in task
@@ -134,7 +205,7 @@ class CloudTasksApi:
             oidc_audience=(oidc.audience or http.url) if oidc else None,
         )
         if not self.table.create(new, self.name_reservation_s):
-            _abort(context, grpc.StatusCode.ALREADY_EXISTS, f"task {task_id} already exists")
+            _abort(context, grpc.StatusCode.ALREADY_EXISTS, TASK_EXISTS)
         # Read back before waking the dispatcher: a task it delivers at once is gone.
         created = self._get(request.parent, queue_id, task_id, request.response_view, context)
         self.on_created(queue_id)
@@ -151,7 +222,7 @@ class CloudTasksApi:
     ) -> empty_pb2.Empty:
         _, queue_id, task_id = self._task_name(request.name, context)
         if not self.table.delete(queue_id, task_id, "deleted through the API"):
-            _abort(context, grpc.StatusCode.NOT_FOUND, f"task {task_id} not found")
+            _abort(context, grpc.StatusCode.NOT_FOUND, TASK_NOT_FOUND)
         return empty_pb2.Empty()
 
     def list_tasks(
@@ -222,7 +293,8 @@ class CloudTasksApi:
     ) -> tasks_v2.Task:
         row = self.table.get(queue_id, task_id)
         if row is None:
-            _abort(context, grpc.StatusCode.NOT_FOUND, f"task {task_id} not found")
+            gone = self.table.tombstoned(queue_id, task_id)
+            _abort(context, grpc.StatusCode.NOT_FOUND, TASK_GONE if gone else TASK_NOT_FOUND)
         return self._to_task(parent, row, view)
 
     def _to_task(self, parent: str, row: TaskRow, view: int) -> tasks_v2.Task:
@@ -255,19 +327,31 @@ class CloudTasksApi:
     def _queue_id(self, name: str, context: grpc.ServicerContext) -> str:
         match = _QUEUE_NAME.match(name)
         if not match:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad queue name {name!r}")
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, QUEUE_NAME_INVALID, QUEUE_NAME_HELP)
         if match.group(1) not in self.queues:
-            _abort(context, grpc.StatusCode.NOT_FOUND, f"queue {name} not found")
+            _abort(context, grpc.StatusCode.NOT_FOUND, QUEUE_NOT_FOUND)
         return match.group(1)
 
     def _task_name(self, name: str, context: grpc.ServicerContext) -> tuple[str, str, str]:
-        split = _split_task_name(name)
-        if split is None:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad task name {name!r}")
+        split = _split_task_name(name, context)
         self._queue_id(split[0], context)
         return split
 
 
-def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, detail: str) -> NoReturn:
-    context.abort(code, detail)
+def _abort(
+    context: grpc.ServicerContext,
+    code: grpc.StatusCode,
+    message: str,
+    *details: error_details_pb2.Help,
+) -> NoReturn:
+    """End the call with `code` and `message`, and `details` as google.rpc.Status details."""
+    if details:
+        packed = []
+        for detail in details:
+            wrapper = any_pb2.Any()
+            wrapper.Pack(detail)
+            packed.append(wrapper)
+        status = status_pb2.Status(code=code.value[0], message=message, details=packed)
+        context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+    context.abort(code, message)
     raise AssertionError("context.abort returns only by raising")  # pragma: no cover

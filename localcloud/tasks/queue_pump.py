@@ -200,7 +200,7 @@ class QueuePump:
         ):
             # Its last attempt was lost with a dispatcher that died: nothing left to try.
             reason = f"retries exhausted after {task.dispatch_count} attempts; last: lease expired"
-            self.table.finish(task, self.owner, False, reason, claimed_at)
+            self.table.finish(task, self.owner, None, reason, claimed_at)
             log.warning("task %s deleted: %s", task.name, reason, extra={"job_id": _job_id(task)})
             return False
         return True
@@ -239,14 +239,14 @@ class QueuePump:
             "status": result.status,
         }
         if result.succeeded:
-            if self.table.finish(task, self.owner, True, "succeeded", now):
+            if self.table.finish(task, self.owner, result.status, "succeeded", now):
                 log.debug("task %s delivered", task.name, extra=fields)
             return
         config = self.queue.retry_config
         what = f"{result.reason} {result.status or ''} {result.detail}".strip()
         if exhausted(config, attempts, first_attempt_at, now):
             reason = f"retries exhausted after {attempts} attempts; last: {what}"
-            if self.table.finish(task, self.owner, result.status is not None, reason, now):
+            if self.table.finish(task, self.owner, result.status, reason, now):
                 log.warning("task %s deleted: %s", task.name, reason, extra=fields)
             return
         at = now + retry_delay(config, attempts, result, now)

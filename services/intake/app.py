@@ -24,7 +24,7 @@ from services.intake.uploads import routes as uploads
 from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
-from shared.http.callback_guard import CallbackGuard
+from shared.http.callback_guard import CachedResolver, CallbackGuard
 from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -64,16 +64,23 @@ def create_app(
         PRACTICE_CLIENTS=settings.practice_client_set(),
     )
     firebase = firebase or _firebase(settings)
+    failures = FailedAuthLimiter(
+        settings.auth_failure_burst,
+        settings.auth_failure_rate_per_s,
+        clock,
+        lambda: client_address(settings.trusted_proxy_hops),
+    )
+    app.extensions["gradeq.failed_auth"] = failures
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
         ),
         firebase,
-        FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
-        lambda: client_address(settings.trusted_proxy_hops),
+        failures,
         ReviewerKeys(settings.reviewer_key_map()),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
         allowed_ports=settings.callback_port_set(),
     )
@@ -121,6 +128,7 @@ def create_app(
             completion.check if completion else None,
             adapters.enqueue_parallelism,
             lane=settings.regrade_lane(),
+            limits=limits,
         )
         app.register_blueprint(assignments_bp)
     review_queue = family.review_queue()
@@ -132,7 +140,13 @@ def create_app(
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
-    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.uploads"] = UploadService(
+        blob_store,
+        clock,
+        settings.upload_limits(),
+        family.upload_references(),
+        family.upload_quota(),
+    )
     app.extensions["gradeq.erasure"] = ErasureService(
         adapters.store,
         family.job_eraser(),

@@ -23,6 +23,7 @@ class Handled(StrEnum):
     NO_CALLBACK = "no-callback"
     REFUSED = "refused"
     UNSIGNABLE = "unsignable"
+    GONE = "gone"
     PRACTICE = "practice"
 
 
@@ -43,7 +44,8 @@ class Notifier:
     of jobs with one (the `has_callback` attribute); an event without still arriving (the
     Pub/Sub emulator does not apply filters) is recorded without a webhook. The webhook is
     signed with the secrets of the job's client; a client without one gets no webhook
-    (recorded, never signed otherwise).
+    (recorded, never signed otherwise). An event whose job is gone (erased) is dropped:
+    no webhook and no record, so nothing here names the job again.
     """
 
     def __init__(
@@ -63,16 +65,19 @@ class Notifier:
         if self._processed.contains(SUBSCRIBER, event.event_id):
             log.info("event already notified", extra={"event_id": event.event_id})
             return Handled.DUPLICATE
-        record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
         job = self._jobs.get(event.job_id)
-        callback_url = job.request.callback_url if job is not None else None
         if job is None:
-            log.warning("the event's job is gone; no webhook", extra={"event_id": event.event_id})
+            log.warning(
+                "the event's job is gone (erased); dropped", extra={"event_id": event.event_id}
+            )
+            return Handled.GONE
+        record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
+        callback_url = job.request.callback_url
         handled = Handled.NO_CALLBACK
-        if event.practice or (job is not None and job.request.practice):
+        if event.practice or job.request.practice:
             # A student's practice job is never the school's: nothing is signed for it.
             handled, callback_url = Handled.PRACTICE, None
-        if job is not None and callback_url:
+        if callback_url:
             # Signed for the school the job belongs to, whoever in it submitted the job.
             secrets = self._secrets.signing_secrets(job.client_id)
             if not secrets:

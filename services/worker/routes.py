@@ -42,7 +42,6 @@ def grade() -> Response:
         job_id=job_id,
         task_name=request.headers.get("X-CloudTasks-TaskName", ""),
         retry_count=_int_header("X-CloudTasks-TaskRetryCount"),
-        execution_count=_int_header("X-CloudTasks-TaskExecutionCount"),
         queue=request.headers.get("X-CloudTasks-QueueName", ""),
     )
     with job_context(job_id):

@@ -11,8 +11,9 @@ from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, PrivateAttr, SecretStr, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.config.budget import Budget
@@ -54,8 +55,8 @@ class GeminiApi(StrEnum):
 
 
 #: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
-#: Checked against its retirement date when the worker starts
-#: (shared/adapters/graders/lifecycle.py).
+#: Its retirement date is minded while the worker grades: a warning ahead of it, grading
+#: suspended past it (shared/adapters/graders/lifecycle.py).
 DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
 
 
@@ -73,6 +74,25 @@ class TokenLimitParam(StrEnum):
 
     MAX_COMPLETION_TOKENS = "max_completion_tokens"  # OpenAI (required by reasoning models)
     MAX_TOKENS = "max_tokens"  # older compatible servers
+
+
+def _is_http_base_url(url: str) -> bool:
+    """An absolute http(s) URL with a host, a valid port, and no query or fragment.
+
+    It starts with "http://" or "https://" as written, which is what Cloud Tasks checks.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return (
+        url.startswith(("http://", "https://"))
+        and bool(parts.hostname)
+        and not parts.query
+        and not parts.fragment
+        and url == url.strip()
+    )
 
 
 class Settings(BaseSettings):
@@ -118,10 +138,11 @@ class Settings(BaseSettings):
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
-    # Failed authentications per caller address: a bucket of this size, refilled at this
-    # rate; past it 429 before any lookup. The address is X-Forwarded-For's entry this many
-    # hops from the right (1 behind Cloud Run's front, one more per load balancer), or the
-    # peer's with 0.
+    # Failed authentications per failing credential (per caller address for requests
+    # without one): a bucket of this size, refilled at this rate; past it 429, before any
+    # lookup of that credential (docs/auth.md#failed-authentications). The address is
+    # X-Forwarded-For's entry this many hops from the right (1 behind Cloud Run's front,
+    # one more per load balancer), or the peer's with 0.
     auth_failure_burst: int = Field(default=20, ge=1)
     auth_failure_rate_per_s: float = Field(default=0.2, gt=0)
     trusted_proxy_hops: int = Field(default=0, ge=0)
@@ -147,6 +168,8 @@ class Settings(BaseSettings):
     grader_prompt_version: str = "grading-v1"
     # Thinking tokens count against this limit too (Gemini 2.5+, reasoning models).
     grader_max_output_tokens: int = Field(default=8192, ge=64)
+    # A job's estimated input tokens past this fail it before any request.
+    grader_max_input_tokens: int = Field(default=200_000, ge=1_000)
     # Unset: the model's default (reasoning models refuse any other value).
     grader_temperature: float | None = Field(default=None, ge=0, le=2)
     # Gemini's thinking: a level (Gemini 3 and later), or a budget in tokens (the 2.x
@@ -253,6 +276,8 @@ class Settings(BaseSettings):
     upload_max_files_per_job: int = Field(default=10, ge=0)
     upload_max_archive_entries: int = Field(default=200, ge=1)
     upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    upload_max_job_text_bytes: int = Field(default=100 * 1024, ge=1)
+    upload_max_bytes_per_day: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
     # Upload URLs per client: a token bucket of this size, refilled at this rate.
     upload_burst: int = Field(default=60, ge=1)
@@ -269,6 +294,17 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
 
     _queues: dict[str, QueueConfig] = PrivateAttr(default_factory=dict)
+
+    @field_validator("worker_url")
+    @classmethod
+    def _absolute_http_url(cls, url: str) -> str:
+        """The worker's base URL: Cloud Tasks refuses a task whose URL is not http(s)://."""
+        if not _is_http_base_url(url):
+            raise ValueError(
+                "GRADEQ_WORKER_URL must be an absolute http(s) URL, the worker's base URL "
+                f"(e.g. https://gradeq-worker-123.europe-west1.run.app), not {url!r}"
+            )
+        return url
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -439,6 +475,8 @@ class Settings(BaseSettings):
             max_files_per_job=self.upload_max_files_per_job,
             max_archive_entries=self.upload_max_archive_entries,
             max_archive_expanded_bytes=self.upload_max_archive_expanded_bytes,
+            max_job_text_bytes=self.upload_max_job_text_bytes,
+            max_bytes_per_day=self.upload_max_bytes_per_day,
             url_ttl_s=self.upload_url_ttl_s,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.domain.authorization import owner_of
-from shared.domain.errors import BacklogFull, TooManyActiveJobs
+from shared.domain.errors import BacklogFull, GradeqError, TooManyActiveJobs
 
 
 def counted_as(client_id: str) -> str:
@@ -50,3 +50,15 @@ class AdmissionLimits:
                 "the service has too many jobs waiting; try again later",
                 retry_after_s=self.retry_after_s,
             )
+
+    def room(self, counts: ActiveCounts) -> int:
+        """How many more jobs both ceilings admit at `counts`."""
+        return max(0, min(self.per_client - counts.client, self.backlog - counts.total))
+
+    def refusal(self, counts: ActiveCounts) -> GradeqError:
+        """The error refusing one more job at `counts`, which leave no room."""
+        try:
+            self.check(counts)
+        except (TooManyActiveJobs, BacklogFull) as full:
+            return full
+        raise AssertionError(f"{counts} leave room under {self}")

@@ -77,6 +77,9 @@ class Assignment:
     #: How many submissions a regrade moves into the current round: the round is not
     #: graded before that many are counted in it (0 for the first grading).
     expected: int = 0
+    #: The current round's regrade has submissions still to move, waiting for room under
+    #: the ceilings of jobs not yet final: the recovery sweep resumes it.
+    regrade_waiting: bool = False
     #: Who in the school (`client_id`) made it: its server, or a signed-in user's id.
     author: str = SERVER
 
@@ -143,6 +146,10 @@ class Assignment:
             updated_at=now,
         )
 
+    def with_regrade_waiting(self, waiting: bool) -> Assignment:
+        """The assignment with its regrade marked as waiting for room (or not)."""
+        return dataclasses.replace(self, regrade_waiting=waiting)
+
     def to_record(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -156,6 +163,7 @@ class Assignment:
             "round": self.round,
             "settings": dict(self.settings),
             "expected": self.expected,
+            "regrade_waiting": self.regrade_waiting,
             "author": self.author,
         }
 
@@ -176,6 +184,7 @@ class Assignment:
             round=int(data.get("round", 0)),
             settings=dict(data.get("settings") or {}),
             expected=int(data.get("expected", 0)),
+            regrade_waiting=bool(data.get("regrade_waiting", False)),
         )
 
 

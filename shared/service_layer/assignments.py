@@ -19,15 +19,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.admission import AdmissionLimits
 from shared.domain.assignment import Assignment, Rubric, Tally
 from shared.domain.authorization import Action, Principal, as_principal, authorize, require
 from shared.domain.errors import (
     AssignmentNotFound,
-    BacklogFull,
     GradeqError,
     IdempotencyConflict,
-    TooManyActiveJobs,
     ValidationFailed,
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
@@ -312,7 +310,6 @@ class AssignmentService:
         owner = principal.owner
         lane = self._lanes.resolve(assignment.client_id, None) if self._lanes else None
         now = self._clock.now()
-        capacity, over = self._capacity(assignment.client_id)
         results: dict[int, ItemResult] = {}
         seen: set[str] = set()
         wanted: list[tuple[int, Answer, Job]] = []
@@ -338,9 +335,12 @@ class AssignmentService:
             )
             wanted.append((index, answer, new))
         with self._uow.atomic() if self._uow else nullcontext():
-            stored = self._batch.create_many([w[2] for w in wanted], capacity)
+            # The ceilings are checked in the commits that count the new jobs (hard, also
+            # against racing batches and single submissions).
+            stored = self._batch.create_many([w[2] for w in wanted], self._limits)
+            over = stored.refusal
             pending: list[Job] = []
-            for (index, answer, new), (job, created) in zip(wanted, stored, strict=True):
+            for (index, answer, new), (job, created) in zip(wanted, stored.items, strict=True):
                 if job is None:
                     # Past a ceiling: not stored. A retried answer is never refused here.
                     assert over is not None
@@ -378,26 +378,6 @@ class AssignmentService:
             extra={"assignment_id": assignment.id, "answers": len(answers), "accepted": accepted},
         )
         return [results[i] for i in range(len(answers))]
-
-    def _capacity(self, client_id: str) -> tuple[int | None, GradeqError | None]:
-        """How many new jobs the ceilings admit now, and the error refusing the rest.
-
-        One read of the counters for the whole batch; like single creates racing, the
-        ceilings stay soft against concurrent batches.
-        """
-        if self._limits is None:
-            return None, None
-        counts = self._jobs.active_counts(client_id)
-        try:
-            self._limits.check(counts)
-        except (TooManyActiveJobs, BacklogFull) as full:
-            return 0, full
-        room = min(self._limits.per_client - counts.client, self._limits.backlog - counts.total)
-        try:
-            self._limits.check(ActiveCounts(counts.client + room, counts.total + room))
-        except (TooManyActiveJobs, BacklogFull) as past:
-            return room, past
-        raise AssertionError("a ceiling admits more than it allows")
 
     def _enqueue(self, jobs: list[Job], now: datetime) -> dict[str, GradeqError]:
         """Make each pending job's task; the ones that failed, by job id (they stay pending:

@@ -1,10 +1,12 @@
 """Erase a submission, or everything of one student within a client, on request.
 
 Removed: the job documents (answer, grade, reviews, and the idempotency record, which is
-the job itself), their uploaded files, the subscribers' dedup records of their events, and
-their place in the assignment tallies. What stays elsewhere, and until when, is part of
-the answer: never an answer text, but event rows in BigQuery until the statement given is
-run, and log lines (job ids, scores, timings) until the log retention ends.
+the job itself), their uploaded files (and, for a student, every upload made for them,
+named by a job or not), the subscribers' records of their events (left as tombstones, so
+a late delivery records nothing), and their place in the assignment tallies. What stays
+elsewhere, and until when, is part of the answer: never an answer text, but event rows in
+BigQuery until the statement given is run, and log lines (job ids, scores, timings) until
+the log retention ends.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from shared.domain.authorization import Action, Principal, as_principal, authori
 from shared.domain.erasure import ErasureReport, event_ids_of, tally_removal
 from shared.domain.errors import GradeqError, JobAlreadyFinal, JobNotFound
 from shared.domain.job import Job
+from shared.domain.uploads import student_prefix
 from shared.logs import job_context
 from shared.ports import BlobStore, Clock, JobEraser, JobStore
 
@@ -101,6 +104,10 @@ class ErasureService:
                 break
             for job in found:
                 self._erase(job, report)
+        if self._blobs is not None:
+            # The student's uploads, named by a job or never: all live under one prefix.
+            removed = self._blobs.delete_under(student_prefix(principal.school, student_id))
+            report.uploads += [name for name in removed if name not in report.uploads]
         return self._finish(report)
 
     def _erase(self, job: Job, report: ErasureReport) -> None:

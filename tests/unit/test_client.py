@@ -304,3 +304,14 @@ def test_a_practice_jobs_webhook_is_never_the_schools() -> None:
     )
     with pytest.raises(InvalidWebhook, match="practice"):
         verify_webhook(SECRET, practice, signed(practice), client_id="a")
+
+
+def test_a_retry_after_longer_than_the_longest_backoff_is_raised_not_slept(
+    client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
+) -> None:
+    # The day's upload bytes are spent: the server says to come back after midnight.
+    hook = requests_mock.post(f"{BASE}/v1/uploads", **problem(429, "upload-quota-exceeded", "7200"))
+    with pytest.raises(GradeqError) as refused:
+        client.upload(b"x" * 10, "text/plain")
+    assert refused.value.type.endswith("/upload-quota-exceeded")
+    assert hook.call_count == 1 and sleeps == []

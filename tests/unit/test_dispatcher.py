@@ -64,20 +64,38 @@ def test_headers_and_counters_across_retries(db: SqliteDatabase, target: Recordi
         assert request.header("X-CloudTasks-QueueName") == "grading"
         assert request.header("X-CloudTasks-TaskName") == "t-abc"
         assert request.header("X-CloudTasks-TaskRetryCount") == str(attempt)
-        assert request.header("X-CloudTasks-TaskExecutionCount") == str(attempt)
+        # Cloud Tasks counts no 5xx answer as an execution (recordings of the real service).
+        assert request.header("X-CloudTasks-TaskExecutionCount") == "0"
         eta = float(request.header("X-CloudTasks-TaskETA") or "nan")
         assert abs(eta - time.time()) < 10
     assert first.header("X-CloudTasks-TaskPreviousResponse") is None
     assert first.header("X-CloudTasks-TaskRetryReason") is None
     assert second.header("X-CloudTasks-TaskPreviousResponse") == "500"
     assert third.header("X-CloudTasks-TaskPreviousResponse") == "503"
-    assert third.header("X-CloudTasks-TaskRetryReason") == "HTTP_ERROR"
+    # Recorded empty on every retry of an HTTP target.
+    assert second.header("X-CloudTasks-TaskRetryReason") == ""
+    assert third.header("X-CloudTasks-TaskRetryReason") == ""
     # Backoff 0.1 s then 0.2 s (doubling); the ETA moves with each retry.
     assert second.received_at - first.received_at >= 0.09
     assert third.received_at - second.received_at >= 0.19
     assert float(third.header("X-CloudTasks-TaskETA") or 0) > float(
         first.header("X-CloudTasks-TaskETA") or 0
     )
+
+
+def test_execution_count_counts_only_answers_below_500(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    # The sequence recorded against real Cloud Tasks: 503, 404, 429, 500, 302, then 200.
+    target.responder = replies(503, 404, 429, 500, 302, 200)
+    queue = fast_queue(max_attempts=10, min_backoff_s=0.01, max_backoff_s=0.02)
+    queue_for(db, queue, target).enqueue(TaskSpec(name="t-count", job_id="job-count"))
+    with running(db, queue):
+        received = target.wait_for(6, timeout=5)
+    counts = [r.header("X-CloudTasks-TaskExecutionCount") for r in received]
+    assert counts == ["0", "0", "1", "2", "2", "3"]
+    previous = [r.header("X-CloudTasks-TaskPreviousResponse") for r in received]
+    assert previous == [None, "503", "404", "429", "500", "302"]
 
 
 def test_retry_after_is_honoured_for_429_and_503_only(
@@ -107,8 +125,9 @@ def test_deadline_passed_means_retry_while_the_first_attempt_still_runs(
         assert second.received_at - first.received_at < 1.2
         assert second.header("X-CloudTasks-TaskRetryCount") == "1"
         assert second.header("X-CloudTasks-TaskExecutionCount") == "0"
-        assert second.header("X-CloudTasks-TaskPreviousResponse") == "0"
-        assert second.header("X-CloudTasks-TaskRetryReason") == "DEADLINE_EXCEEDED"
+        # As recorded after an attempt that ran past its deadline: a gateway timeout.
+        assert second.header("X-CloudTasks-TaskPreviousResponse") == "504"
+        assert second.header("X-CloudTasks-TaskRetryReason") == ""
 
 
 def test_gives_up_after_max_attempts_and_keeps_a_tombstone(

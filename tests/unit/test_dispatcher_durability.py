@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
-from shared.adapters.embedded.task_table import TaskState, TaskTable
+from shared.adapters.embedded.task_table import SCHEMA, TaskState, TaskTable
 from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget, Reply
@@ -51,7 +51,7 @@ def test_attempt_abandoned_at_shutdown_is_resent_by_the_next_dispatcher(
         eventually(lambda: state_of(db, "t-cut") == TaskState.DELETED)
     assert second.header("X-CloudTasks-TaskRetryCount") == "1"
     assert second.header("X-CloudTasks-TaskPreviousResponse") == "0"
-    assert second.header("X-CloudTasks-TaskRetryReason") == "DISPATCHER_STOPPED"
+    assert second.header("X-CloudTasks-TaskRetryReason") == ""  # empty on HTTP targets
 
 
 def test_lease_of_a_dead_dispatcher_expires_and_the_task_is_resent(
@@ -68,7 +68,7 @@ def test_lease_of_a_dead_dispatcher_expires_and_the_task_is_resent(
     assert request.received_at - claimed_at >= 0.35  # not before the lease ran out
     assert request.header("X-CloudTasks-TaskRetryCount") == "1"
     assert request.header("X-CloudTasks-TaskPreviousResponse") == "0"
-    assert request.header("X-CloudTasks-TaskRetryReason") == "LEASE_EXPIRED"
+    assert request.header("X-CloudTasks-TaskRetryReason") == ""  # empty on HTTP targets
 
 
 def test_reclaim_leases_resends_at_once(db: SqliteDatabase, target: RecordingTarget) -> None:
@@ -94,9 +94,9 @@ def test_outcome_of_a_superseded_attempt_is_ignored(db: SqliteDatabase) -> None:
     SqliteTaskQueue(db, fast_queue(), "http://127.0.0.1:9/").enqueue(TaskSpec("t-f", "j"))
     (old,) = table.claim_due("grading", time.time(), 1, "a", 0.0, 0.0)
     (new,) = table.claim_due("grading", time.time() + 1, 1, "b", 60.0, 0.0)
-    assert table.finish(old, "a", True, "succeeded", time.time()) is False
+    assert table.finish(old, "a", 200, "succeeded", time.time()) is False
     assert table.retry_later(old, "a", 500, "HTTP_ERROR", time.time()) is False
-    assert table.finish(new, "b", True, "succeeded", time.time()) is True
+    assert table.finish(new, "b", 200, "succeeded", time.time()) is True
 
 
 def test_a_task_stored_relative_to_the_worker_reaches_its_current_address(
@@ -108,3 +108,20 @@ def test_a_task_stored_relative_to_the_worker_reaches_its_current_address(
     with running_dispatcher(db, queue, target_base=target.url):
         (request,) = target.wait_for(1, timeout=3)
     assert request.path == queue.target_path and request.json == {"job_id": "job-rel"}
+
+
+def test_a_table_made_before_the_execution_count_gets_it(db: SqliteDatabase) -> None:
+    # The table as its first release made it: no execution_count column.
+    old_schema = SCHEMA.replace("    execution_count INTEGER NOT NULL DEFAULT 0,\n", "")
+    assert "execution_count" not in old_schema
+    db.ensure_schema(old_schema)
+    with db.transaction() as conn:
+        conn.execute(
+            "INSERT INTO tasks (queue, name, url, http_method, headers, body, schedule_time,"
+            " created_at, state, response_count) VALUES ('grading', 't-old', 'http://x',"
+            " 'POST', '{}', x'', 0, 0, 'pending', 2)"
+        )
+    table = TaskTable(db)
+    row = table.get("grading", "t-old")
+    assert row is not None
+    assert (row.response_count, row.execution_count) == (2, 0)

@@ -15,6 +15,8 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 
 from localcloud.tasks.dispatcher import Dispatcher
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.task_queue import SqliteTaskQueue
+from shared.ports import TaskSpec
 from tests.contract.harness import fast_queue, running_dispatcher
 from tests.support.http_target import RecordingTarget
 
@@ -128,3 +130,28 @@ def test_bad_requests_are_refused(client: tasks_v2.CloudTasksClient) -> None:
         client.create_task(parent=QUEUE, task=http_task("http://x", "bad.id"))
     with pytest.raises(exceptions.InvalidArgument):
         client.create_task(parent=QUEUE, task=tasks_v2.Task())
+
+
+def test_a_task_is_stored_with_the_cloud_tasks_user_agent(
+    client: tasks_v2.CloudTasksClient, dispatcher: Dispatcher
+) -> None:
+    task = http_task("http://127.0.0.1:9/x", "ua1", schedule_time=later())
+    task.http_request.headers = {"user-agent": "mine/1.0", "X-Own": "kept"}
+    created = client.create_task(parent=QUEUE, task=task)
+    assert dict(created.http_request.headers) == {
+        "User-Agent": "Google-Cloud-Tasks",
+        "X-Own": "kept",
+    }
+    # A task the embedded queue wrote into the table reads back the same way.
+    queue = dispatcher.queues["grading"]
+    SqliteTaskQueue(dispatcher.table.db, queue, "http://127.0.0.1:9/x").enqueue(
+        TaskSpec(name="ua2", job_id="job-ua2", schedule_time=later())
+    )
+    stored = client.get_task(name=f"{QUEUE}/tasks/ua2").http_request.headers
+    assert stored["User-Agent"] == "Google-Cloud-Tasks"
+
+
+@pytest.mark.parametrize("url", ["", "example.com/path", "ftp://example.com/", "/tasks/grade"])
+def test_a_url_that_is_not_http_is_refused(client: tasks_v2.CloudTasksClient, url: str) -> None:
+    with pytest.raises(exceptions.InvalidArgument):
+        client.create_task(parent=QUEUE, task=http_task(url, "u1", schedule_time=later()))

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 
+from shared.adapters.graders.lifecycle import RetirementWatch
 from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ModelGrader
 from shared.adapters.graders.rubric import RubricGrader
@@ -63,7 +64,8 @@ def test_settings_refuse_an_incomplete_model_grader() -> None:
 
 def test_gemini_on_vertex_and_on_the_gemini_api_are_built_without_network() -> None:
     vertex = grader_for(Settings(grader="gemini", project_id="p"))  # type: ignore[arg-type]
-    assert isinstance(vertex, ModelGrader) and vertex.name == "gemini"
+    # On Vertex AI the model grader minds its model's retirement date.
+    assert isinstance(vertex, RetirementWatch) and vertex.name == "gemini"
     keyed = grader_for(
         Settings(grader="gemini", grader_gemini_api="developer", grader_api_key="k")  # type: ignore[arg-type]
     )

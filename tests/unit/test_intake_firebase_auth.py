@@ -177,6 +177,28 @@ def test_a_tampered_token_is_401(client: FlaskClient) -> None:
     assert_problem(submit(client, tampered), 401, "unauthenticated")
 
 
+def test_a_valid_token_passes_from_an_address_where_others_keep_failing(
+    client: FlaskClient,
+) -> None:
+    """A teacher behind the school's NAT address, where students sent bad tokens and keys."""
+    nat = {"REMOTE_ADDR": "203.0.113.7"}
+
+    def from_nat(bearer: str, key: str) -> Any:
+        headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": key}
+        return client.post("/v1/grading-jobs", json=BODY, headers=headers, environ_base=nat)
+
+    for n in range(25):
+        expired = token(sub=f"student-{n}", exp=int(time.time()) - 3600)
+        assert_problem(from_nat(expired, f"s-{n}"), 401, "unauthenticated")
+        assert from_nat(f"garbage-{n}", f"g-{n}").status_code == (401 if n < 20 else 429)
+    teacher = token(sub="teacher-1", gradeq_role="teacher")
+    assert from_nat(teacher, "t-1").status_code == 202
+    # A token that keeps failing is throttled on its own.
+    stale = token(sub="student-x", exp=int(time.time()) - 3600)
+    statuses = [from_nat(stale, "x").status_code for _ in range(21)]
+    assert statuses[:20] == [401] * 20 and statuses[20] == 429
+
+
 def test_the_tenant_maps_to_a_client_when_there_is_no_claim(client: FlaskClient) -> None:
     tenant_token = token(
         gradeq_client=None, firebase={"tenant": "tenant-b", "sign_in_provider": "password"}

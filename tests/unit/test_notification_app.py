@@ -289,6 +289,21 @@ def test_an_event_without_callback_is_only_recorded(
     assert processed.contains("notification", event.event_id)
 
 
+def test_an_event_whose_job_is_gone_is_dropped_not_recorded(
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    requests_mock: rm.Mocker,
+    secret: str,
+) -> None:
+    """An event delivered after its job was erased: acknowledged, no webhook, no record."""
+    event = GradingCompleted.from_job(sample_job())  # never stored: erased before delivery
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 204
+    assert requests_mock.call_count == 0
+    assert not processed.contains("notification", event.event_id)
+    assert processed.records("notification") == []
+
+
 @pytest.mark.parametrize(
     "headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": PUSH_TOKEN}]
 )

@@ -277,3 +277,29 @@ def test_the_school_erases_every_submission_of_a_signed_in_student(
     refused = intake.delete(f"/v1/grading-jobs/{again}", headers=STUDENT)
     assert refused.status_code == 403
     assert intake.delete("/v1/students/ada", headers=STUDENT).status_code == 403
+
+
+def test_a_students_upload_is_their_own_and_their_practice_job_names_it(
+    intake: FlaskClient, adapters: Adapters
+) -> None:
+    other = intake.post(
+        "/v1/uploads",
+        json={"content_type": "text/plain", "size": 5, "student_id": "bo"},
+        headers=STUDENT,
+    )
+    assert other.status_code == 403 and other.get_json()["fields"] == ["student_id"]
+    created = intake.post(
+        "/v1/uploads", json={"content_type": "text/plain", "size": 5}, headers=STUDENT
+    ).get_json()
+    put = intake.put(created["upload_url"], data=b"light", headers=created["headers"])
+    assert put.status_code < 300
+    files = [{"upload_id": created["upload_id"], "content_type": "text/plain", "size": 5}]
+    sent = intake.post(
+        "/v1/grading-jobs",
+        json={**PRACTICE, "answer": "", "files": files},
+        headers={**STUDENT, "Idempotency-Key": "f"},
+    )
+    assert sent.status_code == 202, sent.get_json()
+    erased = intake.delete("/v1/students/ada", headers=SERVER).get_json()
+    assert erased["removed"]["jobs"] == [sent.get_json()["id"]]
+    assert len(erased["removed"]["uploads"]) == 1

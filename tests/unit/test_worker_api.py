@@ -141,6 +141,41 @@ def test_transient_error_on_the_final_attempt_fails_the_job(
     assert len(publisher(adapters).events) == 1
 
 
+def test_the_final_attempt_is_known_by_the_retry_count_not_the_execution_count(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    # Cloud Tasks counts no 5xx answer as an execution, and the worker answers 5xx to be
+    # retried: X-CloudTasks-TaskExecutionCount stays 0 on every attempt of such a job.
+    max_attempts = settings.queue_config().retry_config.max_attempts
+    assert max_attempts > 1
+    grader = ScriptedGrader(*[TransientGradingError("429")] * max_attempts)
+    client = build(settings, adapters, clock, grader).test_client()
+    job_id = seed(adapters, clock)
+    as_sent = {"X-CloudTasks-TaskExecutionCount": "0"}
+    for retry in range(max_attempts - 1):
+        assert deliver(client, job_id, retry=retry, **as_sent).status_code == 500
+    job = adapters.store.get(job_id)
+    assert job is not None and job.status is JobStatus.RETRYING
+    assert deliver(client, job_id, retry=max_attempts - 1, **as_sent).status_code == 200
+    job = adapters.store.get(job_id)
+    assert job is not None and job.status is JobStatus.FAILED
+    assert job.attempts == max_attempts
+    assert [e.outcome.value for e in publisher(adapters).events] == ["failed"]
+
+
+def test_a_high_execution_count_does_not_make_an_attempt_the_last(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    max_attempts = settings.queue_config().retry_config.max_attempts
+    grader = ScriptedGrader(TransientGradingError("429"))
+    client = build(settings, adapters, clock, grader).test_client()
+    job_id = seed(adapters, clock)
+    counted = {"X-CloudTasks-TaskExecutionCount": str(max_attempts)}
+    assert deliver(client, job_id, retry=0, **counted).status_code == 500
+    job = adapters.store.get(job_id)
+    assert job is not None and job.status is JobStatus.RETRYING
+
+
 def test_live_lease_makes_a_second_delivery_wait(
     settings: Settings, adapters: Adapters, clock: FrozenClock
 ) -> None:

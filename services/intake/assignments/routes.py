@@ -37,7 +37,8 @@ from services.intake.assignments.views import (
 )
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
-from services.intake.limits.body import read_json_body
+from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
+from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
 from shared.domain.authorization import (
     SCHOOL_SETTINGS,
     Action,
@@ -45,12 +46,18 @@ from shared.domain.authorization import (
     SetByTheSchool,
     require,
 )
-from shared.domain.errors import AssignmentNotFound, GradeqError
+from shared.domain.errors import AssignmentNotFound, GradeqError, NoValidAnswer
 from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
-from shared.service_layer.assignments import Answer, AssignmentService, ItemResult, ItemStatus
+from shared.service_layer.assignments import (
+    MAX_BATCH,
+    Answer,
+    AssignmentService,
+    ItemResult,
+    ItemStatus,
+)
 from shared.service_layer.intake import Submission
 from shared.service_layer.regrade import Regrader
 
@@ -59,6 +66,9 @@ bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
 _KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 #: The largest batch body: 1,000 answers of 16 KiB on average (each at most 100 KiB).
 MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
+#: The most JSON tokens a batch body holds (100 an answer on average), counted before the
+#: body is decoded: what decoding builds stays within a small multiple of the body's size.
+MAX_BATCH_TOKENS = 100 * MAX_BATCH
 CSV = "text/csv"
 
 
@@ -72,12 +82,12 @@ def _principal() -> Principal:
     return auth.principal()
 
 
-def _json_body(limit: int | None = None) -> object:
+def _json_body(limit: int | None = None, max_tokens: int = MAX_JSON_TOKENS) -> object:
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     if limit is not None:
         request.max_content_length = limit
-    return read_json_body(limit or current_app.config["MAX_CONTENT_LENGTH"])
+    return read_json_body(limit or current_app.config["MAX_CONTENT_LENGTH"], max_tokens=max_tokens)
 
 
 def _json(model: Any, status: int = 200) -> Response:
@@ -86,9 +96,13 @@ def _json(model: Any, status: int = 200) -> Response:
     return response
 
 
+bp.after_request(rate_limit_headers)
+
+
 @bp.post("")
 def create_assignment() -> Response:
     principal = _principal()
+    spend_submissions(principal.school)
     require(principal, Action.ASSIGNMENT_CREATE)
     key = request.headers.get("Idempotency-Key")
     if key is None or not _KEY.match(key):
@@ -144,15 +158,22 @@ def revise_assignment(assignment_id: str) -> Response:
 @bp.post("/<assignment_id>/submissions:batch")
 def submit_batch(assignment_id: str) -> Response:
     principal = _principal()
+    spend_submissions(principal.school)  # before the body is read: a refused body costs too
     # A 404 (or 403) before any callback URL is resolved.
     _service().get(principal, assignment_id, Action.ASSIGNMENT_BATCH)
-    parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES))
+    parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES, MAX_BATCH_TOKENS))
+    spend_submissions(principal.school, batch_cost(len(parsed)) - 1)
     guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
+    guard.check_hosts(
+        item.callback_url
+        for item in parsed
+        if not isinstance(item, tuple) and item.callback_url is not None
+    )
     answers: list[Answer] = []
     refused: dict[int, tuple[str | None, GradeqError]] = {}
     for index, item in enumerate(parsed):
-        if isinstance(item, GradeqError):
-            refused[index] = (None, item)
+        if isinstance(item, tuple):
+            refused[index] = item
             continue
         try:
             if item.callback_url is not None:
@@ -161,6 +182,11 @@ def submit_batch(assignment_id: str) -> Response:
             refused[index] = (item.submission_id, error)
             continue
         answers.append(item)
+    if not answers:
+        raise NoValidAnswer(
+            "no answer of the batch is valid: see each item's problem",
+            items=batch_view(list(refused.values())).model_dump(mode="json")["items"],
+        )
     stored = iter(_service().submit_batch(principal, assignment_id, answers))
     results: list[ItemResult | tuple[str | None, GradeqError]] = [
         refused[i] if i in refused else next(stored) for i in range(len(parsed))

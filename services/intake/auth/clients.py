@@ -7,14 +7,12 @@ it may then do is the one policy's decision (shared/domain/authorization.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from flask import g, request
 
-from services.intake.auth.failures import FailedAuthLimiter, client_address
+from services.intake.auth.failures import FailedAuthLimiter
 from services.intake.auth.firebase import FirebaseAuthenticator
 from services.intake.auth.reviewers import ReviewerKeys
-from shared.domain.api_keys import PREFIX
+from shared.domain.api_keys import PREFIX, key_id_of
 from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
@@ -32,32 +30,32 @@ class ClientAuthenticator:
         api_keys: ApiKeyAuthenticator,
         firebase: FirebaseAuthenticator | None = None,
         failures: FailedAuthLimiter | None = None,
-        address: Callable[[], str] = lambda: client_address(0),
         reviewer_keys: ReviewerKeys | None = None,
     ) -> None:
         self._api_keys = api_keys
         self._firebase = firebase
         self._failures = failures
-        self._address = address
         self._reviewer_keys = reviewer_keys or ReviewerKeys({})
 
     def principal(self) -> Principal:
-        """The caller (once per request); 429 first for an address past its failures."""
+        """The caller (once per request); 429 for a credential past its failed
+        authentications."""
         known: Principal | None = g.get("gradeq_principal")
         if known is not None:
             return known
         if self._failures is None:
             found = self._authenticate()
         else:
-            address = self._address()
-            self._failures.check(address)
-            try:
-                found = self._authenticate()
-            except Unauthenticated:
-                self._failures.failed(address)
-                raise
+            found = self._failures.guard("client", self._authenticate, self._attributable)
         g.gradeq_principal = found
         return found
+
+    def _attributable(self, credential: str) -> bool:
+        """A well-formed key, an ID token, or (where reviewer keys are configured, whose
+        form is free) any credential: its failures are its own, not its address's."""
+        if key_id_of(credential) is not None or self._reviewer_keys:
+            return True
+        return self._firebase is not None and credential.count(".") == 2
 
     def _authenticate(self) -> Principal:
         credential = bearer_credential()

@@ -26,6 +26,9 @@ class ReviewerKeys:
             for k, who in keys.items()
         ]
 
+    def __bool__(self) -> bool:
+        return bool(self._digests)
+
     def match(self, credential: str) -> tuple[str, str] | None:
         """(school, reviewer name) of a reviewer key; None for any other credential."""
         digest = _digest(credential)

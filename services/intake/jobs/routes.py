@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from services.intake.assignments.routes import submit_to_assignment
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.schemas import parse_grading_request, parse_list_query
 from services.intake.jobs.views import JobPage, job_model, job_view
 from services.intake.limits.body import read_json_body
-from services.intake.limits.rate_limit import RateLimited, SubmissionRateLimiter
+from services.intake.limits.rate_limit import rate_limit_headers, spend_submissions
 from services.intake.uploads.routes import uploads_service
 from shared.domain.authorization import (
     Action,
@@ -53,27 +53,13 @@ def _respond(job: Job, status: int) -> Response:
     return response
 
 
-def _spend_submission(client_id: str) -> None:
-    limiter: SubmissionRateLimiter = current_app.extensions["gradeq.rate_limiter"]
-    try:
-        g.rate_quota = limiter.take(client_id)
-    except RateLimited as exc:
-        g.rate_quota = exc.quota
-        raise
-
-
-@bp.after_request
-def _rate_limit_headers(response: Response) -> Response:
-    quota = g.get("rate_quota")
-    if quota is not None:
-        response.headers.update(quota.headers())
-    return response
+bp.after_request(rate_limit_headers)
 
 
 @bp.post("")
 def create_job() -> Response:
     principal = _principal()
-    _spend_submission(principal.school)
+    spend_submissions(principal.school)
     if request.mimetype != "application/json":
         raise UnsupportedMediaType(f"got Content-Type {request.mimetype or 'none'!r}")
     key = request.headers.get("Idempotency-Key")
@@ -92,7 +78,9 @@ def create_job() -> Response:
             guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
             guard.check(grading_request.callback_url)
         if grading_request.files:
-            checked = uploads_service().verify(principal.school, grading_request.files)
+            checked = uploads_service().verify(
+                principal.school, grading_request.files, grading_request.student_id
+            )
             grading_request = dataclasses.replace(grading_request, files=checked)
         submission = _service().submit(principal, key, grading_request)
     response = _respond(submission.job, 202)

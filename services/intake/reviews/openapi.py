@@ -17,7 +17,7 @@ from services.intake.reviews.routes import (
 from services.intake.students.erasure import ErasureView
 from shared.domain.authorization import Forbidden
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
-from shared.http.errors import NestingTooDeep, PayloadTooLarge
+from shared.http.errors import JsonTooComplex, NestingTooDeep, PayloadTooLarge
 from shared.service_layer.erasure import ErasureConflict
 from shared.service_layer.review import GradeNotHeld
 
@@ -99,6 +99,7 @@ def review_paths(
                             GradeNotHeld,
                             ValidationFailed,
                             NestingTooDeep,
+                            JsonTooComplex,
                             PayloadTooLarge,
                         )
                     ),

@@ -274,6 +274,11 @@ class SqliteJobStore:
         return self.active_counts(client_id).client
 
     @staticmethod
+    def counts_in(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
+        """The counts as the transaction on `conn` sees them (its own writes included)."""
+        return SqliteJobStore._counts(conn, client_id)
+
+    @staticmethod
     def _counts(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
         rows = dict(
             conn.execute(
@@ -300,6 +305,11 @@ class SqliteJobStore:
         with unavailable_on_error("update job"), self._db.transaction() as conn:
             return self._update(conn, job_id, mutate)
 
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        # BEGIN IMMEDIATE: the counts checked are the counts the job is added to again.
+        with unavailable_on_error("reopen job"), self._db.transaction() as conn:
+            return self._update(conn, job_id, mutate, limits)
+
     def update_each(
         self, mutations: Mapping[str, Callable[[Job], Job]]
     ) -> dict[str, Job | GradeqError]:
@@ -321,12 +331,20 @@ class SqliteJobStore:
                     outcomes[job_id] = exc
         return outcomes
 
-    def _update(self, conn: sqlite3.Connection, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+    def _update(
+        self,
+        conn: sqlite3.Connection,
+        job_id: str,
+        mutate: Callable[[Job], Job],
+        limits: AdmissionLimits | None = None,
+    ) -> Job:
         row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(f"no job {job_id}")
         current = self._recent.decode(job_id, row["record"])
         updated = mutate(current)
+        if limits is not None and current.status.is_final and not updated.status.is_final:
+            limits.check(self._counts(conn, updated.client_id))
         self._write(conn, updated, insert=False)
         if updated.status.is_final and not current.status.is_final:
             self._count(conn, updated.client_id, -1)

@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     state TEXT NOT NULL,
     dispatch_count INTEGER NOT NULL DEFAULT 0,
     response_count INTEGER NOT NULL DEFAULT 0,
+    execution_count INTEGER NOT NULL DEFAULT 0,
     first_attempt_at REAL,
     last_attempt_at REAL,
     last_response_code INTEGER,
@@ -61,6 +62,11 @@ CREATE TABLE IF NOT EXISTS queue_states (
     updated_at REAL NOT NULL
 )
 """
+
+#: Added after the table's first release: added to tables made before it.
+_LATER_COLUMNS = {"execution_count": "INTEGER NOT NULL DEFAULT 0"}
+#: The User-Agent Cloud Tasks stores on an HTTP task (and sends), whatever the task said.
+USER_AGENT = "Google-Cloud-Tasks"
 
 #: A queue's states, as Cloud Tasks names them (Queue.State).
 RUNNING = "RUNNING"
@@ -105,7 +111,10 @@ class TaskRow:
     oidc_audience: str | None
     state: TaskState
     dispatch_count: int
+    #: Attempts that got any response (Task.response_count).
     response_count: int
+    #: Attempts answered below 500: Cloud Tasks' X-CloudTasks-TaskExecutionCount.
+    execution_count: int
     first_attempt_at: float | None
     last_attempt_at: float | None
     last_response_code: int | None
@@ -131,6 +140,17 @@ _INSERT_NEW = (
 )
 
 
+def stored_headers(headers: dict[str, str]) -> dict[str, str]:
+    """A task's headers as Cloud Tasks stores them: its User-Agent replaced by its own."""
+    kept = {name: value for name, value in headers.items() if name.lower() != "user-agent"}
+    return kept | {"User-Agent": USER_AGENT}
+
+
+def _executed(status: int | None) -> int:
+    """1 if an answer counts as an execution: a response, and not a 5xx."""
+    return int(status is not None and status < 500)
+
+
 def _fence(row: TaskRow, owner: str) -> tuple[str, str, str, int, str]:
     # Only the attempt holding the lease may record an outcome: a later claim (after the
     # lease expired or was released) changed the owner or bumped dispatch_count.
@@ -143,6 +163,11 @@ class TaskTable:
     def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
         db.ensure_schema(SCHEMA)
+        with db.transaction() as conn:
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(tasks)")}
+            for column, kind in _LATER_COLUMNS.items():
+                if column not in columns:
+                    conn.execute(f"ALTER TABLE tasks ADD COLUMN {column} {kind}")
 
     @staticmethod
     def insert(conn: sqlite3.Connection, task: NewTask, now: float, reservation_s: float) -> bool:
@@ -152,7 +177,7 @@ class TaskTable:
             task.name,
             task.url,
             task.http_method,
-            json.dumps(task.headers),
+            json.dumps(stored_headers(task.headers)),
             task.body,
             task.schedule_time,
             now,
@@ -186,6 +211,12 @@ class TaskTable:
         sql = "SELECT * FROM tasks WHERE queue = ? AND name = ? AND state = ?"
         row = self.db.connection().execute(sql, (queue, name, _P)).fetchone()
         return TaskRow.from_row(row) if row else None
+
+    def tombstoned(self, queue: str, name: str) -> bool:
+        """Whether the name belongs to a task done or deleted within the reservation window."""
+        sql = "SELECT 1 FROM tasks WHERE queue = ? AND name = ? AND state = ?"
+        row = self.db.connection().execute(sql, (queue, name, TaskState.DELETED)).fetchone()
+        return row is not None
 
     def list_pending(self, queue: str, after_name: str, limit: int) -> list[TaskRow]:
         """Pending tasks ordered by name, starting after `after_name` (a page)."""
@@ -259,15 +290,26 @@ class TaskTable:
         value = self.db.connection().execute(sql, (queue, _P)).fetchone()[0]
         return float(value) if value is not None else None
 
-    def finish(self, row: TaskRow, owner: str, responded: bool, reason: str, now: float) -> bool:
-        """Tombstone a leased task after its attempt (success or no retries left)."""
+    def finish(self, row: TaskRow, owner: str, status: int | None, reason: str, now: float) -> bool:
+        """Tombstone a leased task after its attempt (success or no retries left).
+
+        `status` is the attempt's HTTP status, None when it got no response.
+        """
         with self.db.transaction() as conn:
             cur = conn.execute(
                 "UPDATE tasks SET state = ?, deleted_at = ?, delete_reason = ?,"
-                " response_count = response_count + ?, lease_owner = NULL, lease_until = NULL"
+                " response_count = response_count + ?, execution_count = execution_count + ?,"
+                " lease_owner = NULL, lease_until = NULL"
                 " WHERE queue = ? AND name = ? AND lease_owner = ? AND dispatch_count = ?"
                 " AND state = ?",
-                (TaskState.DELETED, now, reason, int(responded), *_fence(row, owner)),
+                (
+                    TaskState.DELETED,
+                    now,
+                    reason,
+                    int(status is not None),
+                    _executed(status),
+                    *_fence(row, owner),
+                ),
             )
             return cur.rowcount == 1
 
@@ -279,9 +321,17 @@ class TaskTable:
             cur = conn.execute(
                 "UPDATE tasks SET schedule_time = ?, last_response_code = ?,"
                 " last_retry_reason = ?, response_count = response_count + ?,"
+                " execution_count = execution_count + ?,"
                 " lease_owner = NULL, lease_until = NULL WHERE queue = ? AND name = ?"
                 " AND lease_owner = ? AND dispatch_count = ? AND state = ?",
-                (at, status, reason, int(status is not None), *_fence(row, owner)),
+                (
+                    at,
+                    status,
+                    reason,
+                    int(status is not None),
+                    _executed(status),
+                    *_fence(row, owner),
+                ),
             )
             return cur.rowcount == 1
 
