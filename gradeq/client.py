@@ -296,7 +296,7 @@ class GradeqClient:
         return self._job(self.request("GET", f"/v1/grading-jobs/{job_id}"))
 
     def cancel(self, job_id: str) -> Job:
-        # Cancelling twice answers 409 job-already-final, so a retry is harmless.
+        # A repeated cancel answers the cancelled job again, so a retry is harmless.
         return self._job(self.request("POST", f"/v1/grading-jobs/{job_id}/cancel"))
 
     def jobs(self, status: str | None = None, submission_id: str | None = None) -> Iterator[Job]:

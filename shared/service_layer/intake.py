@@ -207,10 +207,18 @@ class IntakeService:
         return Page(jobs, encode_cursor(jobs[-1]) if more else None)
 
     def cancel(self, caller: Principal | str, job_id: str) -> Job:
-        """Cancel a job that has not finished; announce it like any final state."""
-        principal = as_principal(caller)
-        self.get(principal, job_id, Action.JOB_CANCEL)
+        """Cancel a job that has not finished; announce it like any final state.
+
+        A repeated cancel (a client's retry, or two racing) answers the cancelled job as
+        the first did; a job that ended otherwise is refused as already final.
+        """
+        job = self.get(as_principal(caller), job_id, Action.JOB_CANCEL)
         with job_context(job_id):
-            job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
-            log.info("job cancelled")
+            if job.status is not JobStatus.CANCELLED:
+                now = self._clock.now()
+                # A racing cancel may have got there first: its job is left as it is.
+                job = self._store.update(
+                    job_id, lambda j: j if j.status is JobStatus.CANCELLED else j.cancel(now)
+                )
+                log.info("job cancelled")
             return announce(job, self._store, self._publisher, self._clock, self._on_final)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +37,7 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
 from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
 from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
+from shared.codecs.csv_cells import csv_line
 from shared.domain.authorization import (
     SCHOOL_SETTINGS,
     Action,
@@ -237,7 +236,7 @@ def _grades_csv(principal: Principal, assignment_id: str) -> Response:
     criteria = criteria_of(assignment.rubric.rubric)
 
     def rows() -> Iterator[str]:
-        yield _csv_line(
+        yield csv_line(
             [
                 "submission_id",
                 "job_id",
@@ -253,7 +252,7 @@ def _grades_csv(principal: Principal, assignment_id: str) -> Response:
             ]
         )
         for job in service.all_grades(assignment):
-            yield _csv_line(_row(job, len(criteria)))
+            yield csv_line(_row(job, len(criteria)))
 
     response = Response(stream_with_context(rows()), mimetype=CSV)
     response.headers["Content-Disposition"] = f'attachment; filename="{assignment.id}.csv"'
@@ -301,12 +300,6 @@ def _review_cells(job: Job) -> list[object]:
         latest.at.isoformat(),
         latest.reason,
     ]
-
-
-def _csv_line(values: list[object]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerow(values)
-    return buffer.getvalue()
 
 
 def submit_to_assignment(principal: Principal, payload: object) -> Submission | None:
