@@ -88,6 +88,8 @@ resource "google_bigquery_table" "events_v1" {
         JSON_VALUE(data, '$.error.message') AS error_message,
         JSON_VALUE(data, '$.model') AS model,
         JSON_VALUE(data, '$.lane') AS lane,
+        COALESCE(JSON_VALUE(data, '$.author'), 'server') AS author,
+        COALESCE(SAFE_CAST(JSON_VALUE(data, '$.practice') AS BOOL), FALSE) AS practice,
         SAFE_CAST(JSON_VALUE(data, '$.usage.input_tokens') AS INT64) AS input_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.output_tokens') AS INT64) AS output_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.total_tokens') AS INT64) AS total_tokens,

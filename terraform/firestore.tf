@@ -474,3 +474,31 @@ resource "google_firestore_index" "jobs_client_assignment_review_held" {
 
   depends_on = [google_firestore_index.jobs_client_review_held]
 }
+
+# A student's own jobs (GET /v1/grading-jobs by a signed-in student, FirestoreJobStore.
+# list_jobs with an author): author == U beside the client's filters above, OR the
+# user's scope in client_id (jobs stored before authors: the jobs_client_* indexes).
+# Firestore merges this index with the jobs_client_* ones (equal created_at, __name__
+# suffix), so one index serves every combination of the optional filters.
+resource "google_firestore_index" "jobs_author_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "author"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_assignment_review_held]
+}

@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     # Review rules of jobs without an assignment, per client: a JSON object of client id
     # to policy (docs/review.md), e.g. {"school-a": {"sample_rate": 0.05}}.
     client_review_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Schools whose signed-in students may send practice jobs of their own (a rubric of
+    # their own, no assignment; never the school's webhook or gradebook), comma-separated.
+    practice_clients: str = ""
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)
@@ -452,6 +455,10 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
             mapping[key] = name
         return mapping
+
+    def practice_client_set(self) -> frozenset[str]:
+        """The schools allowing students' practice jobs (GRADEQ_PRACTICE_CLIENTS)."""
+        return frozenset(c.strip() for c in self.practice_clients.split(",") if c.strip())
 
     def reviewer_key_map(self) -> dict[str, tuple[str, str]]:
         """Return {key or "sha256:<hex>": (client id, reviewer name)} from GRADEQ_REVIEWER_KEYS."""
