@@ -36,6 +36,8 @@ class JobQuery:
     submission_id: str | None = None
     #: (created_at, id) of the last job of the previous page.
     after: tuple[datetime, str] | None = None
+    #: Only the jobs of this author within the school (None: every author's).
+    author: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
 CHECK_MARKS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
+
+
+def id_column(header: str) -> Column:
+    """A column of ids, copied into the next command: kept whole on one line.
+
+    The table's other columns wrap first; only a console narrower than the ids
+    themselves cuts them.
+    """
+    return Column(header, no_wrap=True)
+
+
+def text_column(header: str) -> Column:
+    """A column of text that wraps onto more lines rather than being cut short."""
+    return Column(header, overflow="fold")
 
 
 def seconds(ms: int | None) -> str:

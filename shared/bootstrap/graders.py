@@ -136,7 +136,7 @@ def gemini_client(settings: Settings) -> Any:
         client = genai.Client(
             vertexai=True,
             project=settings.project_id,
-            location=settings.grader_location,
+            location=settings.grader_vertex_location,
             http_options=http_options,
         )
     else:

@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # Review rules of jobs without an assignment, per client: a JSON object of client id
     # to policy (docs/review.md), e.g. {"school-a": {"sample_rate": 0.05}}.
     client_review_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Schools whose signed-in students may send practice jobs of their own (a rubric of
+    # their own, no assignment; never the school's webhook or gradebook), comma-separated.
+    practice_clients: str = ""
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)
@@ -162,7 +165,9 @@ class Settings(BaseSettings):
     # Model graders (GRADEQ_GRADER=gemini|openai); see docs/graders.md.
     grader_model: str = ""
     grader_gemini_api: GeminiApi = GeminiApi.VERTEX
-    grader_location: str = "global"  # Vertex AI location serving the model
+    # Vertex AI location serving the model; empty: the deployment's region (`location`),
+    # so student work is processed where it is stored. "global" only when chosen.
+    grader_location: str = ""
     grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
     grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
     grader_prompt_version: str = "grading-v1"
@@ -357,6 +362,11 @@ class Settings(BaseSettings):
             )
 
     @property
+    def grader_vertex_location(self) -> str:
+        """Where Gemini on Vertex AI processes requests: the chosen location or the region."""
+        return self.grader_location or self.location
+
+    @property
     def grader_model_name(self) -> str:
         """The configured model, or the grader's default one."""
         return self.grader_model or DEFAULT_MODELS.get(self.grader, "")
@@ -451,6 +461,10 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_OPERATOR_KEYS must look like 'alice=key,bob=sha256:...'")
             mapping[key] = name
         return mapping
+
+    def practice_client_set(self) -> frozenset[str]:
+        """The schools allowing students' practice jobs (GRADEQ_PRACTICE_CLIENTS)."""
+        return frozenset(c.strip() for c in self.practice_clients.split(",") if c.strip())
 
     def reviewer_key_map(self) -> dict[str, tuple[str, str]]:
         """Return {key or "sha256:<hex>": (client id, reviewer name)} from GRADEQ_REVIEWER_KEYS."""
