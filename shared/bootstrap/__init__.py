@@ -23,6 +23,7 @@ from shared.ports import (
     JobBatchWriter,
     JobEraser,
     JobStore,
+    LtiStore,
     ProcessedEvents,
     ReviewQueue,
     TaskQueue,
@@ -49,6 +50,8 @@ class AdapterFamily(Protocol):
     def api_key_store(self) -> ApiKeyStore: ...
 
     def webhook_secret_store(self) -> WebhookSecretStore: ...
+
+    def lti_store(self) -> LtiStore: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 
