@@ -108,7 +108,8 @@ class LtiToolKeys:
         return opened
 
     def jwks(self) -> dict[str, Any]:
-        """The JWKS Gradeq serves: every key published now."""
+        """The JWKS Gradeq serves: every key published now (the first made if none is)."""
+        self.ensure()
         now = self._clock.now()
         return {"keys": [k.public_jwk for k in self._store.tool_keys() if k.published_at(now)]}
 
