@@ -20,7 +20,7 @@ from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
-from shared.domain.lti import LtiRegistration, ToolKey
+from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
 from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -484,6 +484,15 @@ class LtiStore(Protocol):
     def expire_key(self, kid: str, at: datetime) -> ToolKey:
         """Publish the key until `at` (an earlier expiry stays); raise ToolKeyNotFound if
         unknown."""
+        ...
+
+    def put_link(self, link: AssignmentLink) -> None:
+        """Store where an assignment lives in its LMS, replacing the former record; a line
+        item already known stays when `link` names none."""
+        ...
+
+    def link(self, school: str, assignment_id: str) -> AssignmentLink | None:
+        """Where the assignment lives in its LMS, if a launch told."""
         ...
 
 

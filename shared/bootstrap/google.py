@@ -161,6 +161,7 @@ class GoogleFamily:
             self._firestore,
             s.lti_registrations_collection,
             s.lti_keys_collection,
+            s.lti_links_collection,
             s.firestore_deadline_s,
         )
 

@@ -275,6 +275,7 @@ class Settings(BaseSettings):
     webhook_secrets_collection: str = "webhook_secrets"
     lti_registrations_collection: str = "lti_registrations"
     lti_keys_collection: str = "lti_tool_keys"
+    lti_links_collection: str = "lti_assignment_links"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"

@@ -172,6 +172,46 @@ class ToolKey:
         }
 
 
+@dataclass(frozen=True)
+class AssignmentLink:
+    """Where a Gradeq assignment lives in a school's LMS, as its launches tell: the
+    platform (registration), the course (context) and its AGS and NRPS endpoints. The
+    line item is the one the LMS linked to the resource link, or the one Gradeq created
+    (by the assignment id as `resourceId`) once known."""
+
+    school: str
+    assignment_id: str
+    issuer: str
+    client_id: str
+    context_id: str
+    lineitems_url: str
+    memberships_url: str | None = None
+    lineitem_url: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> AssignmentLink:
+        return cls(
+            school=record["school"],
+            assignment_id=record["assignment_id"],
+            issuer=record["issuer"],
+            client_id=record["client_id"],
+            context_id=record["context_id"],
+            lineitems_url=record["lineitems_url"],
+            memberships_url=record.get("memberships_url"),
+            lineitem_url=record.get("lineitem_url"),
+        )
+
+    def with_line_item(self, url: str) -> AssignmentLink:
+        return dataclasses.replace(self, lineitem_url=url)
+
+
+def link_id(school: str, assignment_id: str) -> str:
+    return hashlib.sha256(f"{school}\n{assignment_id}".encode()).hexdigest()[:32]
+
+
 def role_of(lti_roles: Iterable[str]) -> Role | None:
     """The policy's role for a launch's roles claim, or None (no role Gradeq serves).
 

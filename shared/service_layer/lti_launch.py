@@ -30,7 +30,15 @@ import jwt
 
 from shared.domain.authorization import Forbidden, Principal, Role
 from shared.domain.errors import GradeqError
-from shared.domain.lti import LTI_CLAIM, LtiRegistration, role_of, student_id_of
+from shared.domain.lti import (
+    AGS_CLAIM,
+    LTI_CLAIM,
+    NRPS_CLAIM,
+    AssignmentLink,
+    LtiRegistration,
+    role_of,
+    student_id_of,
+)
 from shared.ports import Clock, LtiStore, ProcessedEvents
 from shared.service_layer.lti_keys import LtiToolKeys
 
@@ -259,6 +267,7 @@ class LtiLaunches:
             {"issuer": registration.issuer, "at": self._clock.now().isoformat()},
         ):
             raise LtiLaunchRefused("the nonce was already used")
+        self._remember_link(registration, assignment_id, claims)
         sub = str(claims["sub"])
         if role is Role.STUDENT:
             lis = claims.get(LTI_CLAIM + "lis") or {}
@@ -280,6 +289,28 @@ class LtiLaunches:
         )
         return Launched(
             principal, assignment_id, destination, token, int(SESSION_TTL.total_seconds())
+        )
+
+    def _remember_link(
+        self, registration: LtiRegistration, assignment_id: str, claims: dict[str, Any]
+    ) -> None:
+        """Where the assignment's grades go: the launch's AGS and NRPS endpoints."""
+        ags = claims.get(AGS_CLAIM) or {}
+        context = claims.get(LTI_CLAIM + "context") or {}
+        if not ags.get("lineitems") or not context.get("id"):
+            return  # the platform offers no gradebook to this link
+        nrps = claims.get(NRPS_CLAIM) or {}
+        self._store.put_link(
+            AssignmentLink(
+                school=registration.school,
+                assignment_id=assignment_id,
+                issuer=registration.issuer,
+                client_id=registration.client_id,
+                context_id=str(context["id"]),
+                lineitems_url=str(ags["lineitems"]),
+                memberships_url=nrps.get("context_memberships_url"),
+                lineitem_url=ags.get("lineitem"),
+            )
         )
 
     # --- 3. the session ------------------------------------------------------------------

@@ -14,7 +14,7 @@ from services.notification.sealing import Sealer, new_sealing_key
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.lti import LtiRegistration, ToolKey, ToolKeyNotFound
+from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey, ToolKeyNotFound
 from shared.ports import LtiStore
 from shared.service_layer.lti_keys import LtiToolKeys
 
@@ -113,3 +113,36 @@ def test_the_store_never_holds_a_private_key_in_plain_text(lti_store: LtiStore) 
     reopened = LtiToolKeys(lti_store, Sealer.from_setting(new_sealing_key()), FrozenClock(T0))
     with pytest.raises(Exception, match="not configured"):
         reopened.signing_key()
+
+
+def link(assignment: str = "a-1", context: str = "course-1", **kw: Any) -> AssignmentLink:
+    return AssignmentLink(
+        "school-a",
+        assignment,
+        "https://lms.a.test",
+        "c-1",
+        context,
+        f"https://lms.a.test/{context}/lineitems",
+        f"https://lms.a.test/{context}/members",
+        **kw,
+    )
+
+
+def test_an_assignment_link_round_trips_per_school_and_assignment(lti_store: LtiStore) -> None:
+    lti_store.put_link(link())
+    assert lti_store.link("school-a", "a-1") == link()
+    assert lti_store.link("school-a", "a-2") is None
+    assert lti_store.link("school-b", "a-1") is None
+
+
+def test_a_known_line_item_stays_when_a_launch_names_none(lti_store: LtiStore) -> None:
+    created = link().with_line_item("https://lms.a.test/course-1/lineitems/9")
+    lti_store.put_link(created)
+    lti_store.put_link(link())
+    assert lti_store.link("school-a", "a-1") == created
+
+
+def test_a_link_moved_to_another_course_forgets_the_line_item(lti_store: LtiStore) -> None:
+    lti_store.put_link(link().with_line_item("https://lms.a.test/course-1/lineitems/9"))
+    lti_store.put_link(link(context="course-2"))
+    assert lti_store.link("school-a", "a-1") == link(context="course-2")

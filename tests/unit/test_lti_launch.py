@@ -32,7 +32,8 @@ from services.notification.sealing import new_sealing_key
 from shared.bootstrap import Adapters, adapter_family
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
-from shared.domain.lti import LtiRegistration
+from shared.domain.lti import AssignmentLink, LtiRegistration
+from shared.ports import LtiStore
 from shared.service_layer.lti_launch import state_cookie
 
 TOOL = "http://localhost"
@@ -45,6 +46,7 @@ class Rig:
     platform: PlatformState
     app: Flask
     clock: FrozenClock
+    store: LtiStore
 
     def browser(self) -> FlaskClient:
         return self.app.test_client()
@@ -112,7 +114,7 @@ def rig(settings: Settings, adapters: Adapters) -> Iterator[Rig]:
             )
         )
         app = create_app(configured, adapters, clock, family=family)
-        yield Rig(platform, app, clock)
+        yield Rig(platform, app, clock, family.lti_store())
 
 
 def launched(answer: Any) -> tuple[str, dict[str, list[str]], str]:
@@ -155,6 +157,21 @@ def test_a_student_lands_on_their_grade_as_a_student(rig: Rig) -> None:
     )
     reviews = rig.browser().get("/v1/reviews", headers={"Authorization": f"Bearer {session}"})
     assert reviews.status_code == 403
+
+
+def test_a_launch_tells_where_the_assignments_grades_go(rig: Rig) -> None:
+    browser = rig.browser()
+    launched(browser.post("/lti/launch", data=rig.start(browser, "t-1")))
+    link = rig.store.link("client-a", "a-1")
+    assert link == AssignmentLink(
+        "client-a",
+        "a-1",
+        rig.platform.issuer,
+        CLIENT,
+        "course-1",
+        rig.platform.lineitems_url("course-1"),
+        rig.platform.memberships_url("course-1"),
+    )
 
 
 def test_a_session_expires(rig: Rig) -> None:

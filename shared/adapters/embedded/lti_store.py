@@ -7,7 +7,14 @@ import sqlite3
 from datetime import datetime
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
-from shared.domain.lti import LtiRegistration, ToolKey, ToolKeyNotFound, registration_id
+from shared.domain.lti import (
+    AssignmentLink,
+    LtiRegistration,
+    ToolKey,
+    ToolKeyNotFound,
+    link_id,
+    registration_id,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS lti_registrations (
@@ -26,6 +33,10 @@ CREATE TABLE IF NOT EXISTS lti_tool_keys (
     created_at TEXT NOT NULL,
     signs_from TEXT NOT NULL,
     expires_at TEXT
+);
+CREATE TABLE IF NOT EXISTS lti_assignment_links (
+    link_id TEXT PRIMARY KEY,
+    record TEXT NOT NULL
 )
 """
 
@@ -125,3 +136,35 @@ class SqliteLtiStore:
                 (expired.expires_at.isoformat(), kid),
             )
         return expired
+
+    def put_link(self, link: AssignmentLink) -> None:
+        key = link_id(link.school, link.assignment_id)
+        with unavailable_on_error("store LTI assignment link"), self._db.transaction() as conn:
+            row = conn.execute(
+                "SELECT record FROM lti_assignment_links WHERE link_id = ?", (key,)
+            ).fetchone()
+            if row is not None and link.lineitem_url is None:
+                known = AssignmentLink.from_record(json.loads(row["record"]))
+                if (known.issuer, known.client_id, known.context_id) == (
+                    link.issuer,
+                    link.client_id,
+                    link.context_id,
+                ) and known.lineitem_url:
+                    link = link.with_line_item(known.lineitem_url)
+            conn.execute(
+                "INSERT INTO lti_assignment_links (link_id, record) VALUES (?, ?)"
+                " ON CONFLICT (link_id) DO UPDATE SET record = excluded.record",
+                (key, json.dumps(link.to_record())),
+            )
+
+    def link(self, school: str, assignment_id: str) -> AssignmentLink | None:
+        with unavailable_on_error("read LTI assignment link"):
+            row = (
+                self._db.connection()
+                .execute(
+                    "SELECT record FROM lti_assignment_links WHERE link_id = ?",
+                    (link_id(school, assignment_id),),
+                )
+                .fetchone()
+            )
+        return AssignmentLink.from_record(json.loads(row["record"])) if row else None

@@ -13,7 +13,14 @@ from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import with_plain_datetimes
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.lti import LtiRegistration, ToolKey, ToolKeyNotFound, registration_id
+from shared.domain.lti import (
+    AssignmentLink,
+    LtiRegistration,
+    ToolKey,
+    ToolKeyNotFound,
+    link_id,
+    registration_id,
+)
 
 _DATETIMES = ("created_at", "signs_from", "expires_at")
 
@@ -30,11 +37,13 @@ class FirestoreLtiStore:
         client: firestore.Client,
         registrations: str = "lti_registrations",
         keys: str = "lti_tool_keys",
+        links: str = "lti_assignment_links",
         deadline_s: float = DEFAULT_DEADLINE_S,
     ) -> None:
         self._client = client
         self._registrations = client.collection(registrations)
         self._keys = client.collection(keys)
+        self._links = client.collection(links)
         self._retry = bounded_retry(deadline_s)
         self._deadline_s = deadline_s
         self.meter = metering.Meter()
@@ -110,3 +119,37 @@ class FirestoreLtiStore:
             raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_WRITES)
         return result
+
+    def put_link(self, link: AssignmentLink) -> None:
+        ref = self._links.document(link_id(link.school, link.assignment_id))
+
+        @firestore.transactional
+        def apply(transaction: firestore.Transaction) -> None:
+            snapshot = ref.get(transaction=transaction, retry=self._retry, timeout=self._deadline_s)
+            stored = link
+            if snapshot.exists and link.lineitem_url is None:
+                known = AssignmentLink.from_record(snapshot.to_dict() or {})
+                same = (known.issuer, known.client_id, known.context_id) == (
+                    link.issuer,
+                    link.client_id,
+                    link.context_id,
+                )
+                if same and known.lineitem_url:
+                    stored = link.with_line_item(known.lineitem_url)
+            transaction.set(ref, stored.to_record())
+
+        try:
+            apply(self._client.transaction())
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore write failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_WRITES)
+
+    def link(self, school: str, assignment_id: str) -> AssignmentLink | None:
+        self.meter.add(metering.FIRESTORE_READS)
+        try:
+            snapshot = self._links.document(link_id(school, assignment_id)).get(
+                retry=self._retry, timeout=self._deadline_s
+            )
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore read failed: {exc}") from exc
+        return AssignmentLink.from_record(snapshot.to_dict() or {}) if snapshot.exists else None
