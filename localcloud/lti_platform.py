@@ -65,6 +65,8 @@ RESULTS_TYPE = "application/vnd.ims.lis.v2.resultcontainer+json"
 MEMBERSHIPS_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
 ACTIVITY_PROGRESS = frozenset({"Initialized", "Started", "InProgress", "Submitted", "Completed"})
 GRADING_PROGRESS = frozenset({"FullyGraded", "Pending", "PendingManual", "Failed", "NotReady"})
+#: How far a tool's clock may run ahead of the platform's.
+CLOCK_SKEW_S = 60
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 
@@ -412,7 +414,11 @@ def create_platform_app(state: PlatformState) -> Flask:
                 signing_key.key,
                 algorithms=["RS256"],
                 audience=state.token_url,
-                options={"verify_exp": False, "require": ["exp", "iat", "jti", "aud"]},
+                options={
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "require": ["exp", "iat", "jti", "aud"],
+                },
             )
         except jwt.InvalidAudienceError:
             return _oauth_error("invalid_client", "aud is not this token endpoint")
@@ -420,6 +426,8 @@ def create_platform_app(state: PlatformState) -> Flask:
             return _oauth_error("invalid_client", f"client_assertion refused: {exc}")
         if float(claims["exp"]) <= state.now():
             return _oauth_error("invalid_client", "client_assertion has expired")
+        if float(claims["iat"]) > state.now() + CLOCK_SKEW_S:
+            return _oauth_error("invalid_client", "client_assertion was issued in the future")
         with state.lock:
             if claims["jti"] in state.used_jtis:
                 return _oauth_error("invalid_client", "client_assertion jti was already used")

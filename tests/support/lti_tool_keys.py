@@ -6,7 +6,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,13 +55,14 @@ class ToolKey:
 
 
 @contextmanager
-def served_jwks(key: ToolKey) -> Iterator[str]:
-    """Serve the key's JWKS on loopback; yields its URL."""
+def served_jwks(key: ToolKey | Callable[[], dict[str, Any]]) -> Iterator[str]:
+    """Serve a key's JWKS (or what `key` returns) on loopback; yields its URL."""
     app = Flask(__name__)
+    source = key.jwks if isinstance(key, ToolKey) else key
 
     @app.get("/jwks")
     def jwks() -> Response:
-        return jsonify(key.jwks())
+        return jsonify(source())
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)

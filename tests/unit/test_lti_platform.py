@@ -133,6 +133,15 @@ def test_an_expired_assertion_is_refused(setup: Setup) -> None:
     assert "expired" in answer.json()["error_description"]
 
 
+def test_an_assertion_from_the_future_is_refused(setup: Setup) -> None:
+    form = setup.tool.grant_form(
+        CLIENT, setup.platform.token_url, SCOPE_SCORE, iat=int(setup.clock.at) + 120
+    )
+    answer = requests.post(setup.platform.token_url, data=form, timeout=5)
+    assert answer.status_code == 400
+    assert "future" in answer.json()["error_description"]
+
+
 def test_a_reused_assertion_is_refused(setup: Setup) -> None:
     form = setup.tool.grant_form(CLIENT, setup.platform.token_url, SCOPE_SCORE)
     assert requests.post(setup.platform.token_url, data=form, timeout=5).status_code == 200
