@@ -67,6 +67,8 @@ def grade(student: str = "s-1", **overrides: Any) -> PostedGrade:
         "feedback": "Clear argument; cite sources.",
         "grading_progress": "FullyGraded",
         "posted_at": POSTED,
+        "reason": None,
+        "lms_user_id": None,
     }
     fields.update(overrides)
     return PostedGrade(**fields)
