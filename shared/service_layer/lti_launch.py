@@ -52,8 +52,8 @@ NONCE_SUBSCRIBER = "lti-launch-nonce"
 LOGIN_PATH = "/lti/login"
 LAUNCH_PATH = "/lti/launch"
 JWKS_PATH = "/lti/jwks.json"
-GRADE_PATH = "/lti/grade"
-REVIEW_PATH = "/review"
+GRADE_PATH = "/lti/grade/"
+REVIEW_PATH = "/review/"
 #: The custom parameter of the LMS link that names the Gradeq assignment.
 ASSIGNMENT_PARAMETER = "assignment_id"
 

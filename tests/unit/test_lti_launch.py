@@ -135,7 +135,7 @@ def test_a_teacher_lands_on_the_review_page_signed_in_as_staff(rig: Rig) -> None
     browser = rig.browser()
     form = rig.start(browser, "t-1")
     path, query, session = launched(browser.post("/lti/launch", data=form))
-    assert (path, query) == ("/review", {"assignment_id": ["a-1"]})
+    assert (path, query) == ("/review/", {"assignment_id": ["a-1"]})
     reviews = rig.browser().get(
         "/v1/reviews",
         query_string={"assignment_id": "a-1"},
@@ -148,7 +148,7 @@ def test_a_student_lands_on_their_grade_as_a_student(rig: Rig) -> None:
     browser = rig.browser()
     form = rig.start(browser, "u-1")
     path, query, session = launched(browser.post("/lti/launch", data=form))
-    assert (path, query) == ("/lti/grade", {"assignment_id": ["a-1"]})
+    assert (path, query) == ("/lti/grade/", {"assignment_id": ["a-1"]})
     principal = rig.app.extensions["gradeq.lti_launches"].principal_for(session)
     assert (principal.school, principal.author, principal.role.value) == (
         "client-a",
@@ -294,3 +294,13 @@ def test_the_routes_are_absent_where_lti_is_not_configured(
     app = create_app(settings, adapters, FrozenClock())
     assert app.test_client().get("/lti/jwks.json").status_code == 404
     assert "lti" not in app.blueprints
+
+
+def test_both_landing_pages_are_served_under_the_page_policies(rig: Rig) -> None:
+    browser = rig.browser()
+    for page in ("/review/", "/lti/grade/", "/lti/grade/static/grade.js"):
+        with browser.get(page) as answer:
+            assert answer.status_code == 200, page
+            assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]
+            text = answer.get_data(as_text=True)
+    assert "lti_session" in text and "history.replaceState" in text

@@ -16,6 +16,7 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, redirect, re
 from werkzeug.wrappers import Response as BaseResponse
 
 from shared.service_layer.lti_keys import LtiToolKeys
+from services.intake.lti.page import page as grade_page
 from shared.service_layer.lti_launch import (
     JWKS_PATH,
     LAUNCH_PATH,
@@ -35,6 +36,7 @@ def init_app(app: Flask, launches: LtiLaunches, keys: LtiToolKeys, secure_cookie
     app.extensions["gradeq.lti_keys"] = keys
     app.config["LTI_SECURE_COOKIE"] = secure_cookie
     app.register_blueprint(bp)
+    app.register_blueprint(grade_page)
 
 
 def _launches() -> LtiLaunches:
