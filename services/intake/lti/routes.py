@@ -15,8 +15,8 @@ from typing import cast
 from flask import Blueprint, Flask, Response, current_app, jsonify, redirect, request
 from werkzeug.wrappers import Response as BaseResponse
 
-from shared.service_layer.lti_keys import LtiToolKeys
 from services.intake.lti.page import page as grade_page
+from shared.service_layer.lti_keys import LtiToolKeys
 from shared.service_layer.lti_launch import (
     JWKS_PATH,
     LAUNCH_PATH,
