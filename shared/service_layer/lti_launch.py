@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 
@@ -81,6 +81,19 @@ class Launched:
     destination: str
     session_token: str
     expires_in_s: int
+
+
+def assignment_of(claims: dict[str, Any]) -> str:
+    """The Gradeq assignment a launch opens: the link's custom parameter (Moodle's
+    activity settings), else the `assignment_id` query parameter of the link's URL (the
+    URL a Canvas assignment names)."""
+    custom = claims.get(LTI_CLAIM + "custom") or {}
+    named = str(custom.get(ASSIGNMENT_PARAMETER) or "").strip()
+    if named:
+        return named
+    target = str(claims.get(LTI_CLAIM + "target_link_uri") or "")
+    found = parse_qs(urlsplit(target).query).get(ASSIGNMENT_PARAMETER, [""])
+    return found[0].strip()
 
 
 def state_cookie(state: str) -> str:
@@ -252,10 +265,11 @@ class LtiLaunches:
             raise LtiLaunchRefused("only resource link launches are served")
         if not (claims.get(LTI_CLAIM + "resource_link") or {}).get("id"):
             raise LtiLaunchRefused("the launch names no resource link")
-        assignment_id = str((claims.get(LTI_CLAIM + "custom") or {}).get(ASSIGNMENT_PARAMETER, ""))
-        if not assignment_id.strip():
+        assignment_id = assignment_of(claims)
+        if not assignment_id:
             raise LtiLaunchRefused(
-                f"the link names no Gradeq assignment (custom parameter {ASSIGNMENT_PARAMETER})"
+                f"the link names no Gradeq assignment (custom parameter {ASSIGNMENT_PARAMETER}"
+                f" or ?{ASSIGNMENT_PARAMETER}= in its URL)"
             )
         role = role_of(claims.get(LTI_CLAIM + "roles") or [])
         if role is None:

@@ -56,6 +56,7 @@ class Rig:
         browser: FlaskClient,
         user: str,
         custom: dict[str, str] | None = None,
+        target: str = TOOL + "/lti/launch",
     ) -> dict[str, str]:
         """Login initiation through the platform's form post: what reaches /lti/launch."""
         params = self.platform.login_initiation(
@@ -63,7 +64,7 @@ class Rig:
             user,
             "course-1",
             "rl-1",
-            TOOL + "/lti/launch",
+            target,
             {"assignment_id": "a-1"} if custom is None else custom,
         )
         login = browser.post("/lti/login", data=params)
@@ -262,6 +263,13 @@ def test_a_role_gradeq_does_not_serve_is_forbidden(rig: Rig) -> None:
     answer = browser.post("/lti/launch", data=rig.start(browser, "m-1"))
     assert answer.status_code == 403
     assert answer.get_json()["type"].endswith("/forbidden")
+
+
+def test_a_link_may_name_its_assignment_in_its_url(rig: Rig) -> None:
+    browser = rig.browser()
+    form = rig.start(browser, "t-1", custom={}, target=TOOL + "/lti/launch?assignment_id=a-7")
+    path, query, _ = launched(browser.post("/lti/launch", data=form))
+    assert (path, query) == ("/review/", {"assignment_id": ["a-7"]})
 
 
 def test_a_link_without_an_assignment_is_refused(rig: Rig) -> None:
