@@ -27,9 +27,7 @@ from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGra
 from services.notification.sealing import Sealer, new_sealing_key
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.adapters.lti.ags import AgsClient, scores_url
-from shared.adapters.lti.nrps import NrpsClient
-from shared.adapters.lti.tokens import LtiTokens
+from shared.adapters.lti.ags import scores_url
 from shared.clock import FrozenClock
 from shared.domain.lti import AssignmentLink, LtiRegistration
 from shared.service_layer.lti_keys import LtiToolKeys
@@ -109,8 +107,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             platform.memberships_url("course-1"),
         )
         store.put_link(link)
-        tokens = LtiTokens(keys, clock)
-        writer = LtiAgsWriter(store, AgsClient(tokens), NrpsClient(tokens))
+        writer = LtiAgsWriter.on(store, keys, clock)
         yield Rig(platform, store, writer, clock, link)
 
 

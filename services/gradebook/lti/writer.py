@@ -16,13 +16,17 @@ import logging
 from datetime import UTC
 from typing import Any
 
+import requests
+
 from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from shared.adapters.lti.ags import AgsClient
 from shared.adapters.lti.errors import LtiBusy, LtiRefused
 from shared.adapters.lti.nrps import NrpsClient
+from shared.adapters.lti.tokens import LtiTokens
 from shared.domain.lti import AssignmentLink, LtiRegistration
 from shared.logs import job_context
-from shared.ports import LtiStore
+from shared.ports import Clock, LtiStore
+from shared.service_layer.lti_keys import LtiToolKeys
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,13 @@ class LtiAgsWriter:
         self._nrps = nrps
         #: memberships URL -> student id -> LMS user id (read again on a miss).
         self._rosters: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    def on(cls, store: LtiStore, keys: LtiToolKeys, clock: Clock) -> LtiAgsWriter:
+        """The writer with its clients sharing one token cache and one HTTP session."""
+        session = requests.Session()
+        tokens = LtiTokens(keys, clock, session)
+        return cls(store, AgsClient(tokens, session), NrpsClient(tokens, session))
 
     def write(self, grade: PostedGrade) -> None:
         try:
