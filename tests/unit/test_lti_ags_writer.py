@@ -28,6 +28,8 @@ from services.notification.sealing import Sealer, new_sealing_key
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.lti.ags import scores_url
+from shared.adapters.lti.nrps import NrpsClient
+from shared.adapters.lti.tokens import LtiTokens
 from shared.clock import FrozenClock
 from shared.domain.lti import AssignmentLink, LtiRegistration
 from shared.service_layer.lti_keys import LtiToolKeys
@@ -44,6 +46,7 @@ class Rig:
     writer: LtiAgsWriter
     clock: FrozenClock
     link: AssignmentLink
+    sealer: Sealer
 
     def line_item(self) -> str:
         stored = self.store.link("school-a", "a-1")
@@ -76,7 +79,8 @@ def grade(student: str = "s-1", **overrides: Any) -> PostedGrade:
 def rig(tmp_path: Path) -> Iterator[Rig]:
     clock = FrozenClock(datetime.now(UTC))
     store = SqliteLtiStore(SqliteDatabase(tmp_path / "lti.sqlite3"))
-    keys = LtiToolKeys(store, Sealer.from_setting(new_sealing_key()), clock)
+    sealer = Sealer.from_setting(new_sealing_key())
+    keys = LtiToolKeys(store, sealer, clock)
     with (
         served_jwks(keys.jwks) as jwks_url,
         running_platform(PlatformState(now=lambda: clock.now().timestamp())) as platform,
@@ -108,7 +112,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         )
         store.put_link(link)
         writer = LtiAgsWriter.on(store, keys, clock)
-        yield Rig(platform, store, writer, clock, link)
+        yield Rig(platform, store, writer, clock, link, sealer)
 
 
 def test_a_posted_grade_lands_on_a_line_item_made_for_the_assignment(rig: Rig) -> None:
@@ -193,6 +197,18 @@ def test_a_token_the_platform_dropped_is_replaced_once(rig: Rig) -> None:
     rig.platform.tokens.clear()
     rig.writer.write(grade("s-2"))
     assert set(rig.platform.results(rig.line_item())) == {"u-1", "u-2"}
+
+
+def test_the_roster_is_read_in_pages_with_a_token_renewed_once(rig: Rig) -> None:
+    tokens = LtiTokens(LtiToolKeys(rig.store, rig.sealer, rig.clock), rig.clock)
+    roster = NrpsClient(tokens)
+    registration = rig.store.registration(rig.platform.issuer, CLIENT)
+    assert registration is not None
+    url = rig.platform.memberships_url("course-1") + "?limit=2"
+    assert roster.students(registration, url) == {"s-1": "u-1", "s-2": "u-2", "u-3": "u-3"}
+    rig.platform.tokens.clear()
+    assert [m.user_id for m in roster.roster(registration, url)] == ["t-1", "u-1", "u-2", "u-3"]
+    assert rig.platform.token_requests == 2
 
 
 @pytest.mark.parametrize(

@@ -46,14 +46,7 @@ class NrpsClient:
         members: list[RosterMember] = []
         following: str | None = memberships_url
         while following:
-            token = self._tokens.token(registration, NRPS_SCOPES)
-            send = partial(
-                self._session.get,
-                following,
-                headers={"Authorization": f"Bearer {token}", "Accept": MEMBERSHIPS_TYPE},
-                timeout=self._timeout_s,
-            )
-            answer = call("roster", send)
+            answer = self._get(registration, following)
             body = answer.json()
             if not isinstance(body, dict) or not isinstance(body.get("members"), list):
                 raise LtiRefused("the roster answer has no members list", answer.status_code)
@@ -68,6 +61,24 @@ class NrpsClient:
                 )
             following = answer.links.get("next", {}).get("url")
         return members
+
+    def _get(self, registration: LtiRegistration, url: str) -> requests.Response:
+        """GET with a bearer token; a 401 drops the token and tries once with a new one."""
+        for attempt in (1, 2):
+            token = self._tokens.token(registration, NRPS_SCOPES)
+            send = partial(
+                self._session.get,
+                url,
+                headers={"Authorization": f"Bearer {token}", "Accept": MEMBERSHIPS_TYPE},
+                timeout=self._timeout_s,
+            )
+            try:
+                return call("roster", send)
+            except LtiRefused as exc:
+                if exc.status != 401 or attempt == 2:
+                    raise
+                self._tokens.forget(registration, NRPS_SCOPES)
+        raise AssertionError("unreachable")
 
     def students(self, registration: LtiRegistration, memberships_url: str) -> dict[str, str]:
         """Gradeq student id -> LMS user id, for the course's active learners."""
