@@ -257,6 +257,13 @@ class Settings(BaseSettings):
     # public roots: for a client whose endpoint has a private CA's certificate.
     webhook_ca_bundle: Path | None = None
 
+    # LTI 1.3 Advantage (docs/gradebook.md). The intake serves the tool's login, launch and
+    # JWKS routes only when both are set: the intake's public base URL as the LMS reaches
+    # it (https://...), and the key-encryption key that seals Gradeq's LTI private keys
+    # (base64 of 32 bytes; several, comma-separated, while it is rotated).
+    lti_tool_url: str = ""
+    lti_secrets_key: SecretStr = SecretStr("")
+
     # Google Cloud.
     project_id: str = ""
     location: str = "europe-west1"
@@ -272,6 +279,9 @@ class Settings(BaseSettings):
     # Clients' webhook secrets (sealed), managed with
     # `python -m services.notification.webhook_secrets`.
     webhook_secrets_collection: str = "webhook_secrets"
+    lti_registrations_collection: str = "lti_registrations"
+    lti_keys_collection: str = "lti_tool_keys"
+    lti_links_collection: str = "lti_assignment_links"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"
@@ -496,3 +506,7 @@ class Settings(BaseSettings):
     @property
     def database_path(self) -> Path:
         return self.data_dir / "gradeq.sqlite3"
+
+    def lti_configured(self) -> bool:
+        """Whether the intake serves LTI launches (tool URL and sealing key set)."""
+        return bool(self.lti_tool_url.strip() and self.lti_secrets_key.get_secret_value())
