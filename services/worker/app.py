@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask import Flask
 
 from services.worker.routes import build_blueprint
@@ -13,6 +15,7 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
+from shared.bootstrap.graders import batch_grader_for
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
@@ -24,6 +27,7 @@ from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.lanes import LaneService
+from shared.service_layer.provider_batches import BatchPolicy, BatchService, ProviderBatchGrader
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewPolicies, ReviewService
@@ -35,6 +39,7 @@ def create_app(
     adapters: Adapters | None = None,
     grader: Grader | None = None,
     clock: Clock | None = None,
+    batch_grader: ProviderBatchGrader | None = None,
 ) -> Flask:
     """Build the worker app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
@@ -68,6 +73,7 @@ def create_app(
         lane_retries={q.name: q.retry_config for q in settings.queues().values()},
     )
     app.extensions["gradeq.worker"] = worker
+    batches = _batches(settings, adapters, clock, worker, batch_grader)
     app.extensions["gradeq.recovery"] = RecoveryService(
         store=adapters.store,
         queue=adapters.queue,
@@ -76,6 +82,7 @@ def create_app(
         budget=budget,
         assignments=completion,
         regrades=regrader.resume_waiting if regrader else None,
+        batches=batches.tick if batches else None,
         reviews=ReviewService(
             adapters.store,
             adapter_family(settings).review_queue(),
@@ -97,6 +104,37 @@ def create_app(
     register_health(app, [("store", adapters.store.ping), ("bus", adapters.publisher.ping)])
     app.register_blueprint(build_blueprint(require_push_token(build_verifier(settings))))
     return app
+
+
+def _batches(
+    settings: Settings,
+    adapters: Adapters,
+    clock: Clock,
+    worker: WorkerService,
+    grader: ProviderBatchGrader | None,
+) -> BatchService | None:
+    """Batch mode (docs/graders.md#batch-mode): the worker gathers, the sweep's tick sends."""
+    if not settings.batch_mode:
+        return None
+    grader = grader or batch_grader_for(settings)
+    assert grader is not None
+    policy = BatchPolicy(
+        lanes=settings.batch_lane_set(),
+        regrades=settings.batch_regrades,
+        max_size=settings.batch_max_size,
+        window=timedelta(seconds=settings.batch_window_s),
+    )
+    service = BatchService(
+        adapters.store,
+        adapters.queue,
+        clock,
+        grader,
+        policy,
+        worker.record_batch_answer,
+        uow=adapters.uow,
+    )
+    worker.batches = service
+    return service
 
 
 def _regrader(settings: Settings, adapters: Adapters, clock: Clock) -> Regrader | None:

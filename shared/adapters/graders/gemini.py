@@ -81,12 +81,17 @@ class GeminiChat:
     ) -> None:
         self.model = model
         self._client = client
+        #: The SDK client (its batch endpoints serve batch mode).
+        self.client = client
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
         self._thinking = thinking_config(model, thinking_level, thinking_budget)
 
-    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
-        config = types.GenerateContentConfig(
+    def config(
+        self, prompt: RenderedPrompt, timeout_s: float | None
+    ) -> types.GenerateContentConfig:
+        """The request's config (`timeout_s` None: a batch's request, which has no timeout)."""
+        return types.GenerateContentConfig(
             system_instruction=prompt.system,
             response_mime_type="application/json",
             response_json_schema=prompt.schema,
@@ -94,8 +99,13 @@ class GeminiChat:
             temperature=self._temperature,
             max_output_tokens=self._max_output_tokens,
             thinking_config=self._thinking,
-            http_options=types.HttpOptions(timeout=max(1, int(timeout_s * 1000))),
+            http_options=types.HttpOptions(timeout=max(1, int(timeout_s * 1000)))
+            if timeout_s is not None
+            else None,
         )
+
+    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        config = self.config(prompt, timeout_s)
         response = _call(
             lambda: self._client.models.generate_content(
                 model=self.model,
@@ -104,6 +114,10 @@ class GeminiChat:
             ),
             timeout_s,
         )
+        return self.read(response)
+
+    def read(self, response: types.GenerateContentResponse) -> Completion:
+        """The answer of one response; a block, a refusal or a cut answer raises."""
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             raise GradingRefused(f"{self.model} blocked the request ({feedback.block_reason})")
