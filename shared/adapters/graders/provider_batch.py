@@ -90,6 +90,11 @@ class BatchGrader:
         self._client = client
         self.provider = client.provider
 
+    @property
+    def model(self) -> ModelGrader:
+        """The model grader whose prompt and answer check the batch shares."""
+        return self._grader
+
     def render(self, request: GradingRequest) -> object:
         """One job's request (PromptTooLarge, a permanent error, past the input bound)."""
         return self._client.request(self._grader.render(request))
@@ -119,6 +124,8 @@ _OPENAI_ENDED = {
     "cancelled": BatchState.CANCELLED,
 }
 OPENAI_ENDPOINT = "/v1/chat/completions"
+#: Error-file codes of requests the batch never ran (it expired or was cancelled first).
+_UNSENT = frozenset({"batch_expired", "batch_cancelled"})
 
 
 class OpenAIBatchClient:
@@ -181,6 +188,9 @@ class OpenAIBatchClient:
             status = int(response.get("status_code") or 0)
             if item.get("error") or status != 200:
                 code = (item.get("error") or {}).get("code") or _body_code(response.get("body"))
+                if code in _UNSENT:
+                    continue  # never sent: the batch's own end says why
+
                 answers[key] = error_for_status(self.provider, status or 500, None, code)
                 continue
             try:
