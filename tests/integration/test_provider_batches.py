@@ -66,7 +66,6 @@ def settings(tmp_path: Path) -> Settings:
         grader_timeout_s=5,
         lease_s=1,
         heartbeat_s=0.3,
-        batch_mode=False,  # the app is handed its batch grader below
         batch_window_s=WINDOW_S,
         batch_max_size=3,
     )
@@ -113,9 +112,8 @@ def grader(provider: FakeOpenAIServer | FakeGeminiServer) -> Iterator[BatchGrade
 def worker(
     settings: Settings, adapters: Adapters, clock: FrozenClock, grader: BatchGrader
 ) -> FlaskClient:
-    on = settings.model_copy(update={"batch_mode": True})
     one_by_one = grader.model  # for the jobs a batch hands back
-    return create_app(on, adapters, one_by_one, clock, batch_grader=grader).test_client()
+    return create_app(settings, adapters, one_by_one, clock, batch_grader=grader).test_client()
 
 
 def submit(adapters: Adapters, clock: FrozenClock, key: str, **request: Any) -> str:
