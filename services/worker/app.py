@@ -125,6 +125,7 @@ def _batches(
         regrades=settings.batch_regrades,
         max_size=settings.batch_max_size,
         window=timedelta(seconds=settings.batch_window_s),
+        tick=timedelta(seconds=settings.batch_tick_s),
     )
     service = BatchService(
         adapters.store,

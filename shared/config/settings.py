@@ -187,6 +187,7 @@ class Settings(BaseSettings):
     batch_regrades: bool = True  # an assignment's regrades may wait
     batch_max_size: int = Field(default=1000, ge=1, le=50_000)
     batch_window_s: float = Field(default=600.0, gt=0)
+    batch_tick_s: float = Field(default=300.0, gt=0)  # the recovery sweep's period
     worker_max_instances: int = Field(default=1, ge=1)
 
     # The attempt's lease, renewed every heartbeat while it grades.

@@ -81,7 +81,7 @@ class BatchPolicy:
     max_size: int = 1000
     window: timedelta = timedelta(minutes=10)
     #: How often the tick comes (the recovery sweep's schedule): a gathered job's lease
-    #: covers the window and two ticks.
+    #: covers the window and three ticks.
     tick: timedelta = timedelta(minutes=5)
 
     def accepts(self, job: Job) -> bool:
@@ -96,7 +96,7 @@ class BatchPolicy:
 
     @property
     def gather_lease(self) -> timedelta:
-        return self.window + 2 * self.tick + timedelta(minutes=1)
+        return self.window + 3 * self.tick
 
 
 @dataclass
