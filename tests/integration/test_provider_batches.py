@@ -184,6 +184,7 @@ def test_a_full_batch_grades_each_job_once_with_one_event(
         assert done.status is JobStatus.SUCCEEDED and done.attempts == 1
         assert done.result is not None and done.result.score == 10
         assert done.result.usage["requests"] == 1 and done.event_published
+        assert done.result.usage["batch_requests"] == 1  # billed at the batch price
     assert sorted(events(adapters)) == sorted(ids)
     tick(client)  # the ended batch is not read again: the jobs no longer wait in it
     assert sorted(events(adapters)) == sorted(ids)
@@ -245,6 +246,7 @@ def test_a_failed_or_expired_batch_hands_its_jobs_back_to_one_by_one_grading(
         assert deliver(client, back.id, task.name) == 200
         done = job(adapters, back.id)
         assert done.status is JobStatus.SUCCEEDED and done.attempts == 2
+        assert done.result is not None and "batch_requests" not in done.result.usage
     assert provider.graded == len(returned)  # one request each, no second batch
     assert sorted(events(adapters)) == sorted(ids)
 

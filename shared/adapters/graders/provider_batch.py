@@ -9,6 +9,7 @@ is an error for that job alone.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -110,7 +111,10 @@ class BatchGrader:
         if isinstance(answer, GradingError):
             raise answer
         assert isinstance(answer, Completion)
-        return self._grader.result_of(request, self._grader.render(request), answer)
+        result = self._grader.result_of(request, self._grader.render(request), answer)
+        # Billed at the batch price: the usage says how many of its requests were.
+        usage = {**result.usage, "batch_requests": answer.usage.requests}
+        return dataclasses.replace(result, usage=usage)
 
 
 # --- OpenAI --------------------------------------------------------------------------------
