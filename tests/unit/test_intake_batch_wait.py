@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
+import requests
 from flask.testing import FlaskClient
 
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from tests.unit.conftest import API_KEY
+from tests.unit.test_cli import OPERATOR_KEY, gradeq, request_file, submitted, url
 from tests.unit.test_intake_api import BODY, assert_problem, client, post
 
-__all__ = ["client"]  # the fixture, imported for these tests
+__all__ = ["client", "request_file", "url"]  # the fixtures, imported for these tests
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -59,5 +62,29 @@ def test_the_view_shows_the_provider_batch_the_job_waits_in(
         "kind": "provider-batch",
         "provider": "openai-compatible",
         "batch_id": "batch_abc",
+        "since": now.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def test_gradeq_status_and_the_admin_view_show_the_wait(
+    url: str, request_file: Path, adapters: Adapters, clock: FrozenClock
+) -> None:
+    job_id = submitted(url, request_file, "batched")
+    now = clock.now()
+    lease = timedelta(minutes=30)
+    adapters.store.update(
+        job_id,
+        lambda j: j.start_attempt("w", now, lease, 3).enter_batch("w", "gemini", now, lease),
+    )
+    shown = gradeq(url, "status", job_id)
+    assert shown.exit_code == 0, shown.output
+    assert "waiting" in shown.stdout and "gemini batch the next batch" in shown.stdout
+    operator = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+    admin = requests.get(f"{url}/admin/v1/jobs/{job_id}", headers=operator, timeout=10)
+    assert admin.status_code == 200
+    assert admin.json()["waiting"] == {
+        "kind": "provider-batch",
+        "provider": "gemini",
+        "batch_id": None,
         "since": now.isoformat().replace("+00:00", "Z"),
     }
