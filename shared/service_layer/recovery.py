@@ -126,7 +126,10 @@ class RecoveryService:
             except GradeqError:
                 log.warning("waiting regrades not resumed; the next sweep tries again")
         if self._batches is not None:
-            self._batches()
+            try:
+                self._batches()
+            except GradeqError:
+                log.warning("provider batches not ticked; the next sweep tries again")
         return report
 
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:

@@ -215,3 +215,26 @@ def test_which_jobs_may_wait() -> None:
         replace(base, request=regrade)
     )
     assert not policy.accepts(replace(base, lane="bulk", batch_returned=True))
+
+
+def test_a_provider_that_cannot_be_asked_leaves_the_jobs_waiting_for_the_next_tick(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    batches = ScriptedBatches()
+    client = app(settings, adapters, clock, batches)
+    [job_id] = gathered(client, adapters, clock, 1)
+    tick(client)
+    asked = batches.status
+
+    def unreachable(batch_id: str) -> BatchStatus:
+        raise ProviderUnavailable("scripted: the provider could not be reached")
+
+    batches.status = unreachable  # type: ignore[method-assign]
+    tick(client)  # the sweep still answers 200
+    waiting = job(adapters, job_id)
+    assert waiting.waits_in_batch and waiting.provider_batch is not None
+    assert waiting.provider_batch.batch_id == "batch-1"
+    batches.status = asked  # type: ignore[method-assign]
+    tick(client)
+    assert job(adapters, job_id).status is JobStatus.SUCCEEDED
+    assert events(adapters) == [job_id]
