@@ -484,7 +484,8 @@ class Soak:
         return [
             (job_id, int(r["attempts"]))
             for job_id, r in self.observer.jobs().items()
-            if r["status"] == "RUNNING"
+            # A job waiting in a provider batch is held by its batch, not by a worker.
+            if r["status"] == "RUNNING" and not r.get("provider_batch")
         ]
 
     def _lane_fault(self) -> None:
