@@ -716,8 +716,8 @@ class Soak:
     def _grader_calls(self) -> Counter[str]:
         calls: Counter[str] = Counter()
         for line in self.stack.lines("worker"):
-            # A job handed to a provider batch is graded there: one call, like an attempt.
-            if '"grading started"' in line or '"job gathered for a provider batch"' in line:
+            # A job handed to a provider batch started its attempt too: the batch grades it.
+            if '"grading started"' in line:
                 try:
                     calls[json.loads(line)["job_id"]] += 1
                 except (ValueError, KeyError):

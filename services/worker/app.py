@@ -15,7 +15,7 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
-from shared.bootstrap.graders import batch_grader_for
+from shared.bootstrap.batches import batch_grader_for
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health

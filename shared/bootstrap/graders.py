@@ -7,7 +7,6 @@ time), with the SDKs' own retries off: the queue owns retries.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
 from shared.adapters.graders.lanes import LaneGraders
@@ -20,9 +19,6 @@ from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
 from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.ports import Clock, Grader
-
-if TYPE_CHECKING:
-    from shared.adapters.graders.provider_batch import BatchGrader
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +77,9 @@ def _watched(grader: Grader, settings: Settings, clock: Clock) -> RetirementWatc
     return watch
 
 
-def _model_grader(settings: Settings, chat: ChatModel | None = None) -> ModelGrader:
+def _model_grader(settings: Settings) -> ModelGrader:
     """The model grader of the settings' model, its quota shared by the lanes by priority."""
-    if chat is None:
-        chat = (
-            gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
-        )
+    chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
     queues = settings.queues().values()
     return ModelGrader(
         chat,
@@ -124,29 +117,6 @@ def quota_share(settings: Settings) -> QuotaShare:
         settings.worker_max_instances,
         settings.grader_quota_headroom,
     )
-
-
-def batch_grader_for(settings: Settings) -> BatchGrader | None:
-    """The provider batches of the configured model, when batch mode is on."""
-    if not settings.batch_mode:
-        return None
-    from shared.adapters.graders.gemini import GeminiChat
-    from shared.adapters.graders.openai_compat import OpenAICompatChat
-    from shared.adapters.graders.provider_batch import (
-        BatchClient,
-        BatchGrader,
-        GeminiBatchClient,
-        OpenAIBatchClient,
-    )
-
-    chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
-    client: BatchClient
-    if isinstance(chat, GeminiChat):
-        client = GeminiBatchClient(chat.client, chat)
-    else:
-        assert isinstance(chat, OpenAICompatChat)
-        client = OpenAIBatchClient(chat.client, chat)
-    return BatchGrader(_model_grader(settings, chat), client)
 
 
 def gemini_chat(settings: Settings) -> ChatModel:

@@ -346,9 +346,10 @@ class WorkerService:
         return self._store_outcome(job.id, succeed, announce=True)
 
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
-        if self.batches is not None and self.batches.accepts(job):
-            return DeliveryResult(Verdict.DONE, self.batches.gather(job, owner))
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
+        if self.batches is not None and self.batches.accepts(job):
+            # The attempt's grading is the batch's: the delivery is acknowledged now.
+            return DeliveryResult(Verdict.DONE, self.batches.gather(job, owner))
         try:
             # The quota limiter and a lane's own model read the job's lane from the context.
             with lane_context(job.lane):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.adapters.graders.answer import ParsedGrade, UnusableAnswer, parse_answer
+from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import QuotaLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
 from shared.domain.errors import (
@@ -218,16 +218,6 @@ class ModelGrader:
             parsed = parse_answer(completion.text, rendered)
         except UnusableAnswer as exc:
             raise MalformedModelAnswer(f"the model's answer was unusable: {exc}") from None
-        return self._result(request, rendered, parsed, completion.usage, 0)
-
-    def _result(
-        self,
-        request: GradingRequest,
-        rendered: RenderedPrompt,
-        parsed: ParsedGrade,
-        usage: Usage,
-        format_retries: int,
-    ) -> GradeResult:
         return GradeResult(
             score=parsed.score,
             max_score=request.max_score,
@@ -236,9 +226,8 @@ class ModelGrader:
             grader=self.name,
             model=self._chat.model,
             prompt_version=rendered.version,
-            usage=usage.as_dict(),
+            usage=completion.usage.as_dict(),
             confidence=parsed.confidence,
-            format_retries=format_retries,
         )
 
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
@@ -290,5 +279,16 @@ class ModelGrader:
                 "model answer accepted",
                 extra={"model": self._chat.model, "ask": ask, **usage.as_dict()},
             )
-            return self._result(request, rendered, parsed, usage, ask - 1)
+            return GradeResult(
+                score=parsed.score,
+                max_score=request.max_score,
+                feedback=parsed.feedback,
+                criteria=parsed.criteria,
+                grader=self.name,
+                model=self._chat.model,
+                prompt_version=rendered.version,
+                usage=usage.as_dict(),
+                confidence=parsed.confidence,
+                format_retries=ask - 1,
+            )
         raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")
