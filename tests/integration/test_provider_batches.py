@@ -255,3 +255,34 @@ def _in_lane(job: Job, lane: str) -> Job:
     import dataclasses
 
     return dataclasses.replace(job, lane=lane)
+
+
+def test_a_request_the_batch_refused_is_graded_one_by_one_and_fails_there(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    with FakeOpenAIServer() as server:
+        sdk = openai.OpenAI(base_url=server.url, api_key="sk-test", max_retries=0)
+        chat = OpenAICompatChat(sdk, "fake-grader", max_output_tokens=512)
+        model = ModelGrader(
+            chat, RollingLimiter(QuotaShare(600, 0)), GradingPrompt.load(), max_output_tokens=512
+        )
+        client = worker(settings, adapters, clock, BatchGrader(model, OpenAIBatchClient(sdk, chat)))
+        refused = job_id_for("client-a", "refused")
+        request = GradingRequest("s-refused", GOOD + " #status=400", RUBRIC, 10)
+        adapters.store.create(Job.new(refused, "client-a", request, "fp", clock.now(), lane="bulk"))
+        ok = submit(adapters, clock, "ok")
+        for job_id in (refused, ok):
+            deliver(client, job_id)
+        clock.advance(timedelta(seconds=WINDOW_S))
+        for _ in range(3):
+            tick(client)
+        assert job(adapters, ok).status is JobStatus.SUCCEEDED
+        back = job(adapters, refused)
+        assert back.status is JobStatus.RETRYING and back.error is not None
+        assert back.error.type == "grading-provider-rejected"
+        assert deliver(client, refused, back.task_name) == 200
+        failed = job(adapters, refused)
+        assert failed.status is JobStatus.FAILED and failed.error is not None
+        assert failed.error.type == "grading-provider-rejected" and failed.attempts == 2
+        assert sorted(events(adapters)) == sorted([refused, ok])
+        sdk.close()
