@@ -314,10 +314,11 @@ class BatchService:
 
     @staticmethod
     def _try(job: Job, report: BatchReport, action: Callable[[Job], Job]) -> Job | None:
-        try:
-            return action(job)
-        except GradeqError as exc:
-            # The job moved on meanwhile (answered, cancelled, taken over): fine.
-            log.info("batch step skipped the job", extra={"reason": exc.detail})
-            report.errors.append(job.id)
-            return None
+        with job_context(job.id):
+            try:
+                return action(job)
+            except GradeqError as exc:
+                # The job moved on meanwhile (answered, cancelled, taken over): fine.
+                log.info("batch step skipped the job", extra={"reason": exc.detail})
+                report.errors.append(job.id)
+                return None
