@@ -70,6 +70,9 @@ class GradingRequest:
     not_before: str | None = None
     #: The lane the client asked for; None: its default lane.
     lane: str | None = None
+    #: How long the client lets the grading take: "hours" allows a provider batch
+    #: (docs/graders.md#batch-mode); None: as soon as possible.
+    deadline: str | None = None
     #: Set when the rubric came from an assignment: its version, the assignment's prompt
     #: version and grading round (0: first grading, n: the n-th regrade).
     rubric_version: int | None = None
@@ -79,9 +82,6 @@ class GradingRequest:
     files: tuple[FileRef, ...] = ()
     #: The client's own id of the student, by which all of a student's work is erased.
     student_id: str | None = None
-    #: How long the client lets the grading take: "hours" allows a provider batch
-    #: (docs/graders.md#batch-mode); None: as soon as possible.
-    deadline: str | None = None
 
     @property
     def tallied(self) -> bool:
@@ -108,6 +108,8 @@ class GradingRequest:
             data["not_before"] = self.not_before
         if self.lane is not None:  # likewise for a request naming no lane
             data["lane"] = self.lane
+        if self.deadline is not None:  # likewise for a request naming no deadline
+            data["deadline"] = self.deadline
         if self.rubric_version is not None:  # likewise of a request without an assignment
             data["rubric_version"] = self.rubric_version
             data["prompt_version"] = self.prompt_version
@@ -116,8 +118,6 @@ class GradingRequest:
             data["files"] = [f.to_dict() for f in self.files]
         if self.student_id is not None:  # likewise for a request without a student id
             data["student_id"] = self.student_id
-        if self.deadline is not None:  # likewise for a request naming no deadline
-            data["deadline"] = self.deadline
         return data
 
     @classmethod
@@ -133,12 +133,12 @@ class GradingRequest:
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
             lane=data.get("lane"),
+            deadline=data.get("deadline"),
             rubric_version=data.get("rubric_version"),
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
             student_id=data.get("student_id"),
-            deadline=data.get("deadline"),
         )
 
 
@@ -320,16 +320,16 @@ class Job:
     queued_at: datetime | None = None
     # Deliveries of this generation handed on to a later task (no provider quota).
     deferrals: int = 0
-    # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
-    # service's default queue (jobs stored before lanes existed).
-    lane: str | None = None
-    # Set when the grade was held for a teacher (see shared.domain.review).
-    review: ReviewState | None = None
     # Set while the job's attempt waits in a provider batch (status RUNNING, the lease
     # held for the batch).
     provider_batch: ProviderBatchWait | None = None
     # A provider batch gave this generation back: it is graded one request at a time.
     batch_returned: bool = False
+    # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
+    # service's default queue (jobs stored before lanes existed).
+    lane: str | None = None
+    # Set when the grade was held for a teacher (see shared.domain.review).
+    review: ReviewState | None = None
 
     @classmethod
     def new(
@@ -763,12 +763,12 @@ class Job:
             "replays": [r.to_dict() for r in self.replays],
             "queued_at": self.queued_at,
             "deferrals": self.deferrals,
-            "lane": self.lane,
-            "review": self.review.to_dict() if self.review is not None else None,
             "provider_batch": self.provider_batch.to_dict()
             if self.provider_batch is not None
             else None,
             "batch_returned": self.batch_returned,
+            "lane": self.lane,
+            "review": self.review.to_dict() if self.review is not None else None,
         }
 
     @classmethod
@@ -801,12 +801,12 @@ class Job:
             replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
             queued_at=record.get("queued_at"),
             deferrals=int(record.get("deferrals", 0)),
-            lane=record.get("lane"),
-            review=ReviewState.from_dict(review) if review else None,
             provider_batch=ProviderBatchWait.from_dict(record["provider_batch"])
             if record.get("provider_batch")
             else None,
             batch_returned=bool(record.get("batch_returned", False)),
+            lane=record.get("lane"),
+            review=ReviewState.from_dict(review) if review else None,
         )
 
 
