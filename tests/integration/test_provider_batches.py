@@ -3,7 +3,7 @@
 The worker app runs in-process on the embedded store; the provider is reached over real
 HTTP through the official SDKs: OpenAI's `/v1/files` and `/v1/batches`
 (tests/support/fake_openai.py) and the Gemini API's `batchGenerateContent` and
-`batches/{name}` (tests/support/fake_gemini.py). Deliveries gather jobs, the recovery
+`batches/{name}` (tests/support/fake_gemini_batches.py). Deliveries gather jobs, the recovery
 sweep's ticks submit and poll, and each job ends once with one event; a failed and an
 expired batch hand their jobs back to one-by-one grading.
 """
@@ -43,7 +43,7 @@ from shared.domain.ids import job_id_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
 from tests.fakes import FakePublisher, FakeTaskQueue
-from tests.support.fake_gemini import FakeGeminiServer
+from tests.support.fake_gemini_batches import FakeGeminiBatchServer
 from tests.support.fake_openai import FakeOpenAIServer
 
 PUSH_TOKEN = "local-push-secret"
@@ -78,15 +78,15 @@ def adapters(settings: Settings) -> Adapters:
 
 
 @pytest.fixture(params=["openai", "gemini"])
-def provider(request: pytest.FixtureRequest) -> Iterator[FakeOpenAIServer | FakeGeminiServer]:
-    server: FakeOpenAIServer | FakeGeminiServer
-    server = FakeOpenAIServer() if request.param == "openai" else FakeGeminiServer(0)
+def provider(request: pytest.FixtureRequest) -> Iterator[FakeOpenAIServer | FakeGeminiBatchServer]:
+    server: FakeOpenAIServer | FakeGeminiBatchServer
+    server = FakeOpenAIServer() if request.param == "openai" else FakeGeminiBatchServer()
     with server:
         yield server
 
 
 @pytest.fixture
-def grader(provider: FakeOpenAIServer | FakeGeminiServer) -> Iterator[BatchGrader]:
+def grader(provider: FakeOpenAIServer | FakeGeminiBatchServer) -> Iterator[BatchGrader]:
     """The provider's batch grader through its official SDK; the SDK client closed after."""
     chat: ChatModel
     client: BatchClient
@@ -149,7 +149,7 @@ def events(adapters: Adapters) -> list[str]:
     return [e.job_id for e in adapters.publisher.events if isinstance(e, GradingCompleted)]
 
 
-def set_outcome(server: FakeOpenAIServer | FakeGeminiServer, outcome: str) -> None:
+def set_outcome(server: FakeOpenAIServer | FakeGeminiBatchServer, outcome: str) -> None:
     server.batch_outcome = outcome
 
 
@@ -157,7 +157,7 @@ def test_a_full_batch_grades_each_job_once_with_one_event(
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    provider: FakeOpenAIServer | FakeGeminiServer,
+    provider: FakeOpenAIServer | FakeGeminiBatchServer,
     grader: BatchGrader,
 ) -> None:
     client = worker(settings, adapters, clock, grader)
@@ -195,7 +195,7 @@ def test_a_partial_batch_waits_for_its_window(
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    provider: FakeOpenAIServer | FakeGeminiServer,
+    provider: FakeOpenAIServer | FakeGeminiBatchServer,
     grader: BatchGrader,
 ) -> None:
     client = worker(settings, adapters, clock, grader)
@@ -219,7 +219,7 @@ def test_a_failed_or_expired_batch_hands_its_jobs_back_to_one_by_one_grading(
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    provider: FakeOpenAIServer | FakeGeminiServer,
+    provider: FakeOpenAIServer | FakeGeminiBatchServer,
     grader: BatchGrader,
     outcome: str,
 ) -> None:

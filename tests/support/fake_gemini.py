@@ -7,14 +7,6 @@ do: the model thinks before answering and its thinking counts against
 reason MAX_TOKENS and no parts. Thinking takes the request's `thinkingBudget`, a fixed
 amount per `thinkingLevel`, or, with no thinking config, `dynamic_thinking` tokens.
 
-Batch mode (`models/{model}:batchGenerateContent` with inline requests, then
-`batches/{name}`) answers as the Gemini API's batch reference shows: a long-running
-operation whose `metadata` (a GenerateContentBatch) holds the state
-(`BATCH_STATE_PENDING`, `_RUNNING`, then `batch_outcome`: `SUCCEEDED`, `FAILED`, `EXPIRED`
-or `CANCELLED` after `batch_polls` reads) and, once it ended, `output.inlinedResponses`
-with each request's response or error and its `metadata`. An expired batch answers its
-first `expired_answers` requests only.
-
 `refusal` makes every request (model lookups included) answer one of the error bodies
 below, shaped as the Gemini API returns them (google.rpc.Status with details).
 """
@@ -32,11 +24,6 @@ from tests.support.fake_openai import grade_document
 from tests.support.loopback import LoopbackServer
 
 _GENERATE = re.compile(r"^/[^/]+/models/([^/:]+):generateContent$")
-_TYPES = "type.googleapis.com/google.ai.generativelanguage.v1beta."
-#: The outcomes the OpenAI fake names, as Gemini's batch states.
-_GEMINI_STATES = {"completed": "SUCCEEDED"}
-_BATCH_CREATE = re.compile(r"^/[^/]+/models/([^/:]+):batchGenerateContent$")
-_BATCH_GET = re.compile(r"^/[^/]+/(batches/[^/:?]+)$")
 _MODEL = re.compile(r"^/[^/]+/models/([^/:?]+)$")
 #: Thinking tokens per thinkingLevel.
 LEVEL_TOKENS = {"MINIMAL": 0, "LOW": 256, "MEDIUM": 1024, "HIGH": 4096}
@@ -119,25 +106,15 @@ class FakeGeminiServer(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         self.lookups: list[int] = []
         self._lock = threading.Lock()
-        #: generateContent requests answered one at a time (not in a batch).
-        self.graded = 0
-        self.batch_outcome = "completed"
-        self.batch_polls = 2
-        self.expired_answers = 0
-        self.batches: dict[str, dict[str, Any]] = {}
-        self._reads: dict[str, int] = {}
         super().__init__(self._handler_class())
 
     @property
     def url(self) -> str:
         return self.base_url
 
-    def generate(
-        self, model: str, body: dict[str, Any], batched: bool = False
-    ) -> tuple[int, dict[str, str], Any]:
+    def generate(self, model: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
         with self._lock:
             self.requests.append(body)
-            self.graded += 0 if batched else 1
         if self.refusal is not None:
             return self._refused()
         config = body.get("generationConfig") or {}
@@ -175,78 +152,6 @@ class FakeGeminiServer(LoopbackServer):
                 "responseId": "fake-response-id",
             },
         )
-
-    def create_batch(self, model: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
-        """`batchGenerateContent`: the operation of a new batch, pending."""
-        batch = body.get("batch") or {}
-        requests = ((batch.get("inputConfig") or {}).get("requests") or {}).get("requests")
-        if not requests:
-            error = {"code": 400, "message": "no requests", "status": "INVALID_ARGUMENT"}
-            return 400, {}, {"error": error}
-        with self._lock:
-            name = f"batches/fake{len(self.batches) + 1:06d}"
-            self.batches[name] = {
-                "name": name,
-                "metadata": {
-                    "@type": _TYPES + "GenerateContentBatch",
-                    "model": f"models/{model}",
-                    "displayName": batch.get("displayName", ""),
-                    "createTime": "2026-12-01T00:00:00Z",
-                    "updateTime": "2026-12-01T00:00:00Z",
-                    "batchStats": {"requestCount": str(len(requests))},
-                    "state": "BATCH_STATE_PENDING",
-                    "name": name,
-                },
-                "_requests": requests,
-                "_model": model,
-            }
-            self._reads[name] = 0
-        return 200, {}, self._public(self.batches[name])
-
-    def get_batch(self, name: str) -> tuple[int, dict[str, str], Any]:
-        """`batches/{name}`: the batch's operation, a step further on each read."""
-        batch = self.batches.get(name)
-        if batch is None:
-            return 404, {}, {"error": MODEL_NOT_FOUND.error}
-        with self._lock:
-            self._reads[name] += 1
-            n = self._reads[name]
-        meta = batch["metadata"]
-        if meta["state"] in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
-            if n < self.batch_polls:
-                meta["state"] = "BATCH_STATE_RUNNING"
-            else:
-                self._end(batch)
-        return 200, {}, self._public(batch)
-
-    def _end(self, batch: dict[str, Any]) -> None:
-        meta = batch["metadata"]
-        outcome = self.batch_outcome
-        meta["state"] = "BATCH_STATE_" + _GEMINI_STATES.get(outcome, outcome.upper())
-        meta["endTime"] = "2026-12-01T01:00:00Z"
-        batch["done"] = True
-        if outcome == "failed":
-            batch["error"] = {"code": 3, "message": "fake: the batch failed"}
-            return
-        requests = batch["_requests"]
-        answered = requests if outcome == "completed" else requests[: self.expired_answers]
-        responses = []
-        for item in answered:
-            status, _, payload = self.generate(batch["_model"], item["request"], batched=True)
-            if status == 200:
-                responses.append({"response": payload, "metadata": item.get("metadata")})
-            else:
-                responses.append({"error": payload["error"], "metadata": item.get("metadata")})
-        output = {"inlinedResponses": {"inlinedResponses": responses}}
-        meta["output"] = output
-        batch["response"] = {
-            "@type": _TYPES + "GenerateContentBatchOutput",
-            **output,
-        }
-
-    @staticmethod
-    def _public(batch: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in batch.items() if not k.startswith("_")}
 
     def lookup(self, model: str) -> tuple[int, dict[str, str], Any]:
         refused = self.refusal is not None
@@ -292,12 +197,7 @@ class FakeGeminiServer(LoopbackServer):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length))
-                path = self.path.split("?")[0]
-                batch = _BATCH_CREATE.match(path)
-                if batch is not None:
-                    self._send(*server.create_batch(batch.group(1), body))
-                    return
-                match = _GENERATE.match(path)
+                match = _GENERATE.match(self.path.split("?")[0])
                 if match is None:
                     self._send(404, {}, {"error": MODEL_NOT_FOUND.error})
                     return
@@ -308,10 +208,6 @@ class FakeGeminiServer(LoopbackServer):
                     self._send(400, {}, {"error": error})
 
             def do_GET(self) -> None:
-                batch = _BATCH_GET.match(self.path.split("?")[0])
-                if batch is not None:
-                    self._send(*server.get_batch(batch.group(1)))
-                    return
                 match = _MODEL.match(self.path.split("?")[0])
                 if match is None:
                     self._send(404, {}, {"error": MODEL_NOT_FOUND.error})

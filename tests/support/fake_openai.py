@@ -12,6 +12,13 @@ so concurrent jobs can each ask for their own failure:
 - `#slowxN=S`: the first N requests take S seconds before answering.
 - `#malformedxN`: the first N requests answer text that is not JSON.
 
+The Batch API (`/v1/files` and `/v1/batches`) grades a batch's lines as
+`/v1/chat/completions` would answer them; `batch_outcome` says how its batches end
+(`completed`, `failed`, `expired`, `cancelled`), after `batch_polls` retrievals answered
+`validating`, then `in_progress`. An expired batch answers only its first
+`expired_answers` requests (the others go to the error file with code `batch_expired`,
+as OpenAI's batch guide describes).
+
 Server-wide settings act like the provider's side of a deployment:
 - `refusal`: every request (the model lookup included) answers this error, e.g.
   `REVOKED_KEY` or `UNKNOWN_MODEL`, shaped as OpenAI's API reference shows them.
@@ -19,13 +26,6 @@ Server-wide settings act like the provider's side of a deployment:
   do: it refuses `max_tokens` and any `temperature` but 1 (400), counts its reasoning in
   `completion_tokens` (`completion_tokens_details.reasoning_tokens`), and ends with
   `finish_reason` "length" and no content when `max_completion_tokens` leaves no room.
-
-The Batch API (`/v1/files` and `/v1/batches`) grades a batch's lines as
-`/v1/chat/completions` would answer them; `batch_outcome` says how its batches end
-(`completed`, `failed`, `expired`, `cancelled`), after `batch_polls` retrievals answered
-`validating`, then `in_progress`. An expired batch answers only its first
-`expired_answers` requests (the others go to the error file with code `batch_expired`,
-as OpenAI's batch guide describes).
 """
 
 from __future__ import annotations

@@ -87,11 +87,8 @@ class GeminiChat:
         self._temperature = temperature
         self._thinking = thinking_config(model, thinking_level, thinking_budget)
 
-    def config(
-        self, prompt: RenderedPrompt, timeout_s: float | None
-    ) -> types.GenerateContentConfig:
-        """The request's config (`timeout_s` None: a batch's request, which has no timeout)."""
-        return types.GenerateContentConfig(
+    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        config = types.GenerateContentConfig(
             system_instruction=prompt.system,
             response_mime_type="application/json",
             response_json_schema=prompt.schema,
@@ -99,13 +96,8 @@ class GeminiChat:
             temperature=self._temperature,
             max_output_tokens=self._max_output_tokens,
             thinking_config=self._thinking,
-            http_options=types.HttpOptions(timeout=max(1, int(timeout_s * 1000)))
-            if timeout_s is not None
-            else None,
+            http_options=types.HttpOptions(timeout=max(1, int(timeout_s * 1000))),
         )
-
-    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
-        config = self.config(prompt, timeout_s)
         response = _call(
             lambda: self._client.models.generate_content(
                 model=self.model,
@@ -114,10 +106,6 @@ class GeminiChat:
             ),
             timeout_s,
         )
-        return self.read(response)
-
-    def read(self, response: types.GenerateContentResponse) -> Completion:
-        """The answer of one response; a block, a refusal or a cut answer raises."""
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             raise GradingRefused(f"{self.model} blocked the request ({feedback.block_reason})")
@@ -206,3 +194,36 @@ def _retry_info(details: Any) -> float | None:
             if match:
                 return float(match.group(1))
     return None
+
+
+# --- batch mode (shared/adapters/graders/provider_batch.py) -------------------------------
+
+
+def batch_config(chat: GeminiChat, prompt: RenderedPrompt) -> types.GenerateContentConfig:
+    """A batch request's config: the one-by-one request's, without a timeout."""
+    return types.GenerateContentConfig(
+        system_instruction=prompt.system,
+        response_mime_type="application/json",
+        response_json_schema=prompt.schema,
+        temperature=chat._temperature,
+        max_output_tokens=chat._max_output_tokens,
+        thinking_config=chat._thinking,
+    )
+
+
+def batch_completion(chat: GeminiChat, response: types.GenerateContentResponse) -> Completion:
+    """A batch's answer to one request, checked as `GeminiChat.complete` checks its own."""
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason is not None:
+        raise GradingRefused(f"{chat.model} blocked the request ({feedback.block_reason})")
+    candidate = response.candidates[0] if response.candidates else None
+    if candidate is not None and candidate.finish_reason in _REFUSED:
+        raise GradingRefused(f"{chat.model} stopped answering ({candidate.finish_reason})")
+    if candidate is not None and candidate.finish_reason == types.FinishReason.MAX_TOKENS:
+        raise ModelAnswerTruncated(
+            f"{chat.model} reached max_output_tokens ({chat._max_output_tokens}) before "
+            "finishing its answer: raise GRADEQ_GRADER_MAX_OUTPUT_TOKENS or lower the thinking"
+        )
+    parts = candidate.content.parts if candidate and candidate.content else None
+    text = "".join(p.text for p in parts or [] if p.text and not p.thought)
+    return Completion(text=text, usage=_usage(response.usage_metadata))

@@ -22,7 +22,7 @@ import openai
 from google.genai import Client, types
 from openai.types.chat import ChatCompletion
 
-from shared.adapters.graders.gemini import GeminiChat
+from shared.adapters.graders.gemini import GeminiChat, batch_completion, batch_config
 from shared.adapters.graders.gemini import _call as _gemini_call
 from shared.adapters.graders.llm import Completion, ModelGrader, error_for_status
 from shared.adapters.graders.openai_compat import OpenAICompatChat
@@ -248,7 +248,7 @@ class GeminiBatchClient:
         return types.InlinedRequest(
             model=self._chat.model,
             contents=gemini_contents(prompt.user, prompt.attachments),
-            config=self._chat.config(prompt, None),
+            config=batch_config(self._chat, prompt),
         )
 
     def submit(self, prompts: dict[str, object], name: str) -> str:
@@ -288,7 +288,7 @@ class GeminiBatchClient:
                 answers[key] = error_for_status(self.provider, int(code or 500), None)
                 continue
             try:
-                answers[key] = self._chat.read(inlined.response)
+                answers[key] = batch_completion(self._chat, inlined.response)
             except GradingError as exc:
                 answers[key] = exc
         return BatchStatus(state, answers)
