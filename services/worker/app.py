@@ -15,7 +15,6 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
-from shared.bootstrap.batches import batch_grader_for
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
@@ -117,6 +116,8 @@ def _batches(
 
     On when GRADEQ_BATCH_MODE is, or when the app is handed a batch grader (tests).
     """
+    from shared.bootstrap.batches import batch_grader_for
+
     grader = grader or batch_grader_for(settings)
     if grader is None:
         return None
