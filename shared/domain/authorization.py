@@ -64,6 +64,7 @@ class Action(StrEnum):
     JOB_ERASE = "job.erase"
     STUDENT_ERASE = "student.erase"  # every submission of one student id
     UPLOAD_CREATE = "upload.create"
+    UPLOAD_ATTACH = "upload.attach"  # name an upload among a submission's files
     ASSIGNMENT_CREATE = "assignment.create"
     ASSIGNMENT_READ = "assignment.read"
     ASSIGNMENT_LIST = "assignment.list"
@@ -98,6 +99,7 @@ _REVIEWER: dict[Action, frozenset[Relation]] = {
         Action.JOB_SUBMIT,
         Action.JOB_CONFIGURE,
         Action.UPLOAD_CREATE,
+        Action.UPLOAD_ATTACH,
         Action.ASSIGNMENT_CREATE,
         Action.ASSIGNMENT_EDIT,
         Action.ASSIGNMENT_BATCH,
@@ -110,6 +112,7 @@ _STUDENT: dict[Action, frozenset[Relation]] = {
     Action.JOB_READ: _OWN,
     Action.JOB_CANCEL: _OWN,
     Action.UPLOAD_CREATE: _SCHOOL,
+    Action.UPLOAD_ATTACH: _OWN,  # their own uploads only, never one made for the school
 }
 
 #: role -> action -> the relations for which it is allowed (absent: never).

@@ -32,6 +32,7 @@ from shared.domain.ids import assignment_id_for, submission_job_id, task_name_fo
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
 from shared.domain.status import JobStatus
+from shared.domain.uploads import FileRef
 from shared.ports import (
     AssignmentStore,
     Clock,
@@ -62,6 +63,8 @@ class Answer:
     metadata: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
     student_id: str | None = None
+    #: Uploads graded beside or instead of the answer, as sent (checked before storing).
+    files: tuple[FileRef, ...] = ()
 
     def fingerprint(self) -> str:
         """Hash of what the client sent for this submission (not the assignment's rubric)."""
@@ -73,6 +76,8 @@ class Answer:
         }
         if self.student_id is not None:  # the fingerprint of an answer without one is unchanged
             sent["student_id"] = self.student_id
+        if self.files:  # likewise for an answer without files
+            sent["files"] = [[f.upload_id, f.content_type, f.size, f.name] for f in self.files]
         canonical = json.dumps(
             sent,
             sort_keys=True,
@@ -282,6 +287,7 @@ class AssignmentService:
             callback_url=answer.callback_url,
             metadata=answer.metadata,
             student_id=answer.student_id,
+            files=answer.files,
             rubric_version=assignment.rubric.version,
             prompt_version=assignment.prompt_version,
             assignment_round=assignment.round,

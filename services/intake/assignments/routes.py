@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +38,7 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
 from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
 from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
+from services.intake.uploads.routes import uploads_service
 from shared.codecs.csv_cells import csv_line
 from shared.domain.authorization import (
     SCHOOL_SETTINGS,
@@ -177,6 +179,7 @@ def submit_batch(assignment_id: str) -> Response:
         try:
             if item.callback_url is not None:
                 guard.check(item.callback_url)
+            item = _with_checked_files(principal, item)
         except GradeqError as error:
             refused[index] = (item.submission_id, error)
             continue
@@ -302,6 +305,15 @@ def _review_cells(job: Job) -> list[object]:
     ]
 
 
+def _with_checked_files(principal: Principal, answer: Answer) -> Answer:
+    """The answer with its files checked as a job's are (docs/uploads.md): present, the
+    school's, as declared, within the limits, and the caller's to attach."""
+    if not answer.files:
+        return answer
+    checked = uploads_service().verify(principal.school, answer.files, answer.student_id, principal)
+    return dataclasses.replace(answer, files=checked)
+
+
 def submit_to_assignment(principal: Principal, payload: object) -> Submission | None:
     """Submit a single job's body that names one of the school's assignments.
 
@@ -333,7 +345,8 @@ def submit_to_assignment(principal: Principal, payload: object) -> Submission | 
     if body.callback_url is not None:
         guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
         guard.check(body.callback_url)
-    [result] = service.submit_batch(principal, assignment_id, [body.to_answer()], Action.JOB_SUBMIT)
+    answer = _with_checked_files(principal, body.to_answer())
+    [result] = service.submit_batch(principal, assignment_id, [answer], Action.JOB_SUBMIT)
     if result.problem is not None:
         raise result.problem
     assert result.job is not None

@@ -14,11 +14,12 @@ from pydantic import (
     field_validator,
 )
 
-from services.intake.jobs.schemas import GradingJobIn, Text, _failed
+from services.intake.jobs.schemas import FileIn, GradingJobIn, Text, _failed
 from shared.adapters.graders.prompt import DEFAULT_PROMPT_VERSION, GradingPrompt
 from shared.domain.assignment import Rubric
 from shared.domain.errors import ValidationFailed
 from shared.domain.rubric import criteria_of
+from shared.domain.uploads import FileRef
 from shared.service_layer.assignments import MAX_BATCH, Answer
 
 RubricIn = GradingJobIn.model_fields["rubric"].annotation
@@ -94,10 +95,26 @@ class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     submission_id: Text
-    answer: str = Field(min_length=1)
+    files: list[FileIn] = Field(
+        default_factory=list,
+        max_length=100,
+        description="uploads (POST /v1/uploads) graded beside or instead of the answer",
+    )
+    answer: str = Field(
+        default="",
+        validate_default=True,
+        description="the text answer; may be empty with files",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     student_id: Text | None = None
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_or_files(cls, value: str, info: ValidationInfo) -> str:
+        if not value and not info.data.get("files"):
+            raise ValueError("give an answer, files, or both")
+        return value
 
     @field_validator("answer", "metadata", "callback_url")
     @classmethod
@@ -107,7 +124,12 @@ class AnswerIn(BaseModel):
 
     def to_answer(self) -> Answer:
         return Answer(
-            self.submission_id, self.answer, self.metadata, self.callback_url, self.student_id
+            self.submission_id,
+            self.answer,
+            self.metadata,
+            self.callback_url,
+            self.student_id,
+            tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
         )
 
 
