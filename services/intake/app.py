@@ -17,6 +17,7 @@ from services.intake.limits.body import check_request_head
 from services.intake.limits.rate_limit import SubmissionRateLimiter
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.reviews import page as review_page
+from services.intake.reviews import requests as regrade_requests
 from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
@@ -36,6 +37,7 @@ from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.regrade_requests import RegradeRequests
 from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
 
@@ -136,7 +138,11 @@ def create_app(
     app.extensions["gradeq.reviews"] = ReviewService(
         adapters.store, review_queue, adapters.publisher, clock
     )
+    app.extensions["gradeq.regrade_requests"] = RegradeRequests(
+        adapters.store, adapters.assignments, app.extensions["gradeq.reviews"], clock
+    )
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(regrade_requests.bp)
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)

@@ -75,6 +75,8 @@ class Action(StrEnum):
     REVIEW_LIST = "review.list"
     REVIEW_READ = "review.read"
     REVIEW_DECIDE = "review.decide"  # accept or override a held grade
+    REGRADE_REQUEST = "regrade.request"  # a student asks for a second look at a grade
+    REGRADE_ANSWER = "regrade.answer"  # keep or change a grade a student asked about
     OPERATE = "operate"  # the operator's admin API, over every school
 
 
@@ -87,7 +89,8 @@ _NONE: frozenset[Relation] = frozenset()
 _STAFF: dict[Action, frozenset[Relation]] = {
     action: _SCHOOL
     for action in Action
-    if action not in (Action.OPERATE, Action.JOB_PRACTICE)  # staff set their jobs up
+    # Staff set their jobs up; a regrade request is a student's own.
+    if action not in (Action.OPERATE, Action.JOB_PRACTICE, Action.REGRADE_REQUEST)
 }
 #: Reviewers see, review, regrade and erase every submission; they submit nothing and
 #: set up no assignments.
@@ -113,6 +116,7 @@ _STUDENT: dict[Action, frozenset[Relation]] = {
     Action.JOB_CANCEL: _OWN,
     Action.UPLOAD_CREATE: _SCHOOL,
     Action.UPLOAD_ATTACH: _OWN,  # their own uploads only, never one made for the school
+    Action.REGRADE_REQUEST: _OWN,  # on their own grades
 }
 
 #: role -> action -> the relations for which it is allowed (absent: never).

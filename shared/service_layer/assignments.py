@@ -8,6 +8,7 @@ creates nothing twice, and a batch cut off half way is completed by sending it a
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
@@ -45,6 +46,7 @@ from shared.ports import (
     UnitOfWork,
 )
 from shared.service_layer.intake import decode_cursor, encode_cursor
+from shared.service_layer.regrade_requests import REQUESTS_UNTIL
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +243,17 @@ class AssignmentService:
         self.get(principal, assignment_id, Action.ASSIGNMENT_EDIT)
         now = self._clock.now()
         return self._assignments.update(assignment_id, lambda a: a.revise(rubric, now))
+
+    def set_requests_until(
+        self, caller: Principal | str, assignment_id: str, until: datetime
+    ) -> Assignment:
+        """Set until when students may ask for a regrade of their grades."""
+        principal = as_principal(caller)
+        self.get(principal, assignment_id, Action.ASSIGNMENT_EDIT)
+        setting = {REQUESTS_UNTIL: until.isoformat()}
+        return self._assignments.update(
+            assignment_id, lambda a: dataclasses.replace(a, settings={**a.settings, **setting})
+        )
 
     def progress(self, caller: Principal | str, assignment_id: str) -> Progress:
         """The assignment and its current round's counters: two reads plus the tally's."""

@@ -99,6 +99,12 @@ class GradeNotHeld(GradeqError):
     status = 409
 
 
+class RegradeRequestOpen(GradeqError):
+    slug = "regrade-request-open"
+    title = "The student's regrade request is answered keep or change, with a reason"
+    status = 409
+
+
 @dataclass(frozen=True)
 class ReviewPage:
     """One page of the held grades, oldest first, and the cursor of the next."""
@@ -188,6 +194,10 @@ class ReviewService:
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
                 raise GradeNotHeld(f"grading job {job.id} has no grade held for review")
+            if job.regrade_request is not None and job.regrade_request.is_open:
+                raise RegradeRequestOpen(
+                    f"answer the regrade request: POST /v1/reviews/{job.id}/request"
+                )
             now = self._clock.now()
             number = len(job.review.reviews) + 1
             if override is not None and override.score > job.request.max_score:

@@ -157,6 +157,22 @@ ROUTES = [
         200,
         {"decision": "accept", "reason": "fair"},
     ),
+    # The seeded jobs are in no assignment: a request the policy allows is refused by the
+    # assignment's deadline (none), an answer by there being no request (409 each).
+    Route(
+        "POST",
+        "/v1/grading-jobs/{job}/regrade-request",
+        Action.REGRADE_REQUEST,
+        409,
+        {"reason": "I named it"},
+    ),
+    Route(
+        "POST",
+        "/v1/reviews/{job}/request",
+        Action.REGRADE_ANSWER,
+        409,
+        {"answer": "keep", "reason": "fair"},
+    ),
     _assignment_route("GET", "", Action.ASSIGNMENT_READ, 200),
     _assignment_route("PATCH", "", Action.ASSIGNMENT_EDIT, 200, {"rubric": "a new rubric"}),
     _assignment_route(

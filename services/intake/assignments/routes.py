@@ -153,7 +153,15 @@ def revise_assignment(assignment_id: str) -> Response:
     principal = _principal()
     _service().get(principal, assignment_id, Action.ASSIGNMENT_EDIT)  # 404/403 before the body
     body: RubricRevisionIn = parse(RubricRevisionIn, _json_body())
-    return _json(assignment_view(_service().revise(principal, assignment_id, body.rubric_value())))
+    service = _service()
+    revised = None
+    if body.regrade_requests_until is not None:
+        revised = service.set_requests_until(principal, assignment_id, body.regrade_requests_until)
+    rubric = body.rubric_value()
+    if rubric is not None:
+        revised = service.revise(principal, assignment_id, rubric)
+    assert revised is not None
+    return _json(assignment_view(revised))
 
 
 @bp.post("/<assignment_id>/submissions:batch")

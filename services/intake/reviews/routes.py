@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from services.intake.assignments.schemas import parse
 from services.intake.auth.clients import ClientAuthenticator
-from services.intake.jobs.views import Result, _iso
+from services.intake.jobs.views import RegradeRequestView, Result, _iso, regrade_request_view
 from services.intake.limits.body import read_json_body
 from shared.domain.agreement import Agreement
 from shared.domain.authorization import Action, Principal
@@ -79,6 +79,8 @@ class HeldGradeView(BaseModel):
     model_score: float | None
     max_score: float
     confidence: float | None
+    #: The student's regrade request that put the grade in the queue (null: none).
+    regrade_request: RegradeRequestView | None = None
 
 
 class ReviewQueueView(BaseModel):
@@ -137,6 +139,7 @@ def held_view(job: Job) -> HeldGradeView:
         model_score=job.result.score if job.result else None,
         max_score=job.request.max_score,
         confidence=job.result.confidence if job.result else None,
+        regrade_request=regrade_request_view(job),
     )
 
 
