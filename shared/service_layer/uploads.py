@@ -182,6 +182,15 @@ class UploadService:
     def _named_by_a_job(self, client_id: str, name: str) -> bool:
         return self._references is not None and self._references.named_by_a_job(client_id, name)
 
+    def read(self, ref: FileRef) -> bytes | None:
+        """A job's file as it was checked at submit (None: gone, erased or expired)."""
+        if not ref.object:
+            return None
+        try:
+            return self._blobs.read(ref.object, ref.size)
+        except KeyError:
+            return None
+
     def delete(self, files: tuple[FileRef, ...]) -> None:
         """Remove a job's files (erasure, expiry)."""
         self._blobs.delete([f.object for f in files if f.object])

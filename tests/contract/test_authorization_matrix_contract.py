@@ -150,6 +150,8 @@ ROUTES = [
     Route("POST", "/v1/grading-jobs/{job}/cancel", Action.JOB_CANCEL, 409),
     Route("DELETE", "/v1/grading-jobs/{job}", Action.JOB_ERASE, 200),
     Route("GET", "/v1/reviews/{job}", Action.REVIEW_READ, 200),
+    # The seeded jobs have no files: a read the policy allows finds none (404).
+    Route("GET", "/v1/reviews/{job}/files/0", Action.REVIEW_READ, 404),
     Route(
         "POST",
         "/v1/reviews/{job}",

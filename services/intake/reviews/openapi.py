@@ -12,6 +12,7 @@ from services.intake.reviews.routes import (
     AgreementQuery,
     AgreementView,
     ReviewDetailView,
+    ReviewFileNotFound,
     ReviewIn,
     ReviewQueueQuery,
     ReviewQueueView,
@@ -120,6 +121,29 @@ def review_paths(
                     ),
                 },
             },
+        },
+        "/v1/reviews/{job_id}/files/{index}": {
+            "get": {
+                "operationId": "getHeldGradeFile",
+                "summary": "One file of a held or reviewed answer, its bytes (never a public URL)",
+                "security": secured,
+                "parameters": [
+                    job_id,
+                    {
+                        "name": "index",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "integer"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The file as checked at submit, with its content type",
+                        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                    },
+                    **problems((*reviewer, JobNotFound, ReviewFileNotFound)),
+                },
+            }
         },
         "/v1/reviews/{job_id}/request": {
             "post": {
