@@ -57,7 +57,13 @@ def show(ctx: typer.Context, job_id: str, as_json: JsonFlag = False) -> None:
         return
     model = body["model_result"]
     out.print(f"[bold]{body['submission_id']}[/] ({body['status']}: {', '.join(body['reasons'])})")
+    request = body.get("regrade_request")
+    if request:
+        answered = f"answered {request['answer']}" if request["answer"] else "open"
+        out.print(f"regrade request ({answered}): {request['reason']}", markup=False)
     out.print(body["answer"], markup=False)
+    for file in body.get("attachments", []):
+        out.print(f"file {file['index']}: {file['name']} ({file['content_type']})", markup=False)
     out.print(
         f"model: {model['score']:g}/{model['max_score']:g}  {model['feedback']}", markup=False
     )

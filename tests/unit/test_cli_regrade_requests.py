@@ -80,6 +80,9 @@ def test_a_student_asks_and_a_reviewer_changes_the_grade(
     assert asked["regrade_request"]["reason"] == "see p.2"
     listed = _as(url, REVIEWER_KEY, "reviews", "list", "--json")
     assert [(r["job_id"], r["reasons"]) for r in listed] == [("job-1", ["regrade-request"])]
+    env = {"GRADEQ_URL": url, "GRADEQ_API_KEY": REVIEWER_KEY, "GRADEQ_CONFIG": "/nonexistent"}
+    shown = CliRunner().invoke(app, ["reviews", "show", "job-1"], env=env)
+    assert shown.exit_code == 0 and "regrade request (open): see p.2" in shown.output
     answered = _as(
         url,
         REVIEWER_KEY,
