@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flask import (
@@ -61,6 +62,7 @@ from shared.service_layer.assignments import (
 )
 from shared.service_layer.intake import Submission
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.uploads import UploadService
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
 
@@ -71,6 +73,8 @@ MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
 #: body is decoded: what decoding builds stays within a small multiple of the body's size.
 MAX_BATCH_TOKENS = 100 * MAX_BATCH
 CSV = "text/csv"
+#: A batch's answers whose files are checked at once (each check reads its objects).
+FILE_CHECKS_IN_FLIGHT = 16
 
 
 def _service() -> AssignmentService:
@@ -178,7 +182,7 @@ def submit_batch(assignment_id: str) -> Response:
         for item in parsed
         if not isinstance(item, tuple) and item.callback_url is not None
     )
-    answers: list[Answer] = []
+    valid: dict[int, Answer] = {}
     refused: dict[int, tuple[str | None, GradeqError]] = {}
     for index, item in enumerate(parsed):
         if isinstance(item, tuple):
@@ -187,11 +191,16 @@ def submit_batch(assignment_id: str) -> Response:
         try:
             if item.callback_url is not None:
                 guard.check(item.callback_url)
-            item = _with_checked_files(principal, item)
         except GradeqError as error:
             refused[index] = (item.submission_id, error)
             continue
-        answers.append(item)
+        valid[index] = item
+    for index, checked in _check_files(principal, valid).items():
+        if isinstance(checked, GradeqError):
+            refused[index] = (valid.pop(index).submission_id, checked)
+        else:
+            valid[index] = checked
+    answers = [valid[i] for i in sorted(valid)]
     if not answers:
         raise NoValidAnswer(
             "no answer of the batch is valid: see each item's problem",
@@ -313,12 +322,35 @@ def _review_cells(job: Job) -> list[object]:
     ]
 
 
-def _with_checked_files(principal: Principal, answer: Answer) -> Answer:
+def _check_files(
+    principal: Principal, answers: dict[int, Answer]
+) -> dict[int, Answer | GradeqError]:
+    """Each answer with files, checked (or why it is refused), by index. The checks read
+    the stored objects (Cloud Storage on Google Cloud): they run side by side."""
+    with_files = {i: a for i, a in answers.items() if a.files}
+    uploads = uploads_service()
+
+    def one(answer: Answer) -> Answer | GradeqError:
+        try:
+            return _with_checked_files(principal, answer, uploads)
+        except GradeqError as error:
+            return error
+
+    if len(with_files) <= 1:
+        return {i: one(a) for i, a in with_files.items()}
+    with ThreadPoolExecutor(max_workers=min(FILE_CHECKS_IN_FLIGHT, len(with_files))) as pool:
+        return dict(zip(with_files, pool.map(one, with_files.values()), strict=True))
+
+
+def _with_checked_files(
+    principal: Principal, answer: Answer, uploads: UploadService | None = None
+) -> Answer:
     """The answer with its files checked as a job's are (docs/uploads.md): present, the
     school's, as declared, within the limits, and the caller's to attach."""
     if not answer.files:
         return answer
-    checked = uploads_service().verify(principal.school, answer.files, answer.student_id, principal)
+    uploads = uploads or uploads_service()
+    checked = uploads.verify(principal.school, answer.files, answer.student_id, principal)
     return dataclasses.replace(answer, files=checked)
 
 
