@@ -80,9 +80,10 @@ def test_nobody_else_reads_it_and_a_missing_file_is_a_404(
     assert own.status_code == 403 and own.get_json()["type"] == PROBLEM_BASE + "forbidden"
     other = intake.get(url, headers=OTHER_STUDENT)
     assert other.status_code == 404 and other.get_json()["type"] == PROBLEM_BASE + "job-not-found"
-    beyond = intake.get(f"/v1/reviews/{job_id}/files/1", headers=TEACHER)
-    assert beyond.status_code == 404
-    assert beyond.get_json()["type"] == PROBLEM_BASE + "review-file-not-found"
+    for index in ("1", "-1", "x", "00000001", "\u0661"):  # beyond, or no index at all
+        beyond = intake.get(f"/v1/reviews/{job_id}/files/{index}", headers=TEACHER)
+        assert beyond.status_code == 404, index
+        assert beyond.get_json()["type"] == PROBLEM_BASE + "review-file-not-found"
 
 
 def test_the_review_page_may_show_an_image_the_script_fetched() -> None:

@@ -133,7 +133,7 @@ def review_paths(
                         "name": "index",
                         "in": "path",
                         "required": True,
-                        "schema": {"type": "integer"},
+                        "schema": {"type": "integer", "minimum": 0},
                     },
                 ],
                 "responses": {

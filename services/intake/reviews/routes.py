@@ -221,15 +221,17 @@ FILE_POLICIES = {
 }
 
 
-@bp.get("/<job_id>/files/<int:index>")
-def review_file(job_id: str, index: int) -> Response:
+@bp.get("/<job_id>/files/<index>")
+def review_file(job_id: str, index: str) -> Response:
     """The bytes of one file of a held or reviewed answer, for the school's reviewers."""
     job = _service().get(_reviewer(), job_id)
     files = job.request.files
-    data = uploads_service().read(files[index]) if 0 <= index < len(files) else None
+    # The file's place in the answer: 0, 1, ... (anything else names no file).
+    at = int(index) if index.isascii() and index.isdigit() and len(index) <= 4 else -1
+    data = uploads_service().read(files[at]) if 0 <= at < len(files) else None
     if data is None:
-        raise ReviewFileNotFound(f"job {job_id} has no file {index}")
-    ref = files[index]
+        raise ReviewFileNotFound(f"job {job_id} has no file {index!r}")
+    ref = files[at]
     response = Response(data, mimetype=ref.content_type)
     response.headers.update(FILE_POLICIES)
     response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(ref.name)}"
