@@ -51,7 +51,7 @@ def _held_photo(
     return intake, str(sent.get_json()["id"])
 
 
-def test_a_reviewer_reads_the_photo_of_a_held_answer(
+def test_a_reviewer_reads_the_photo_of_a_held_answer_and_grades_it(
     settings: Settings, adapters: Adapters, clock: FrozenClock
 ) -> None:
     intake, job_id = _held_photo(settings, adapters, clock)
@@ -66,6 +66,11 @@ def test_a_reviewer_reads_the_photo_of_a_held_answer(
     assert got.headers["X-Content-Type-Options"] == "nosniff"
     assert got.headers["Cache-Control"] == "private, no-store"
     assert got.headers["Content-Disposition"] == "attachment; filename*=UTF-8''page%201.png"
+    # Reviewed like a text answer, it counts in the agreement of model and teachers.
+    body = {"decision": "override", "score": 8, "reason": "the photo shows glycolysis"}
+    assert intake.post(f"/v1/reviews/{job_id}", json=body, headers=TEACHER).status_code == 200
+    agreement = intake.get("/v1/reviews:agreement", headers=TEACHER).get_json()
+    assert agreement["reviewed"] == 1 and agreement["pairs"] == [[6.0, 8.0]]
 
 
 def test_nobody_else_reads_it_and_a_missing_file_is_a_404(
