@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from shared.domain.authorization import Action, Principal, as_principal, authorize
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
@@ -65,71 +64,6 @@ class NoOpenRegradeRequest(GradeqError):
 
 
 @dataclass(frozen=True)
-class GradePostedChange:
-    """A new version of a posted grade, with the data of `dev.gradeq.grade.posted.v1`
-    (the `GradePosted` event of the grade's life: school, assignment, student,
-    submission, job, version, final score, source, feedback, progress, when, why)."""
-
-    school: str
-    assignment_id: str | None
-    student_id: str | None
-    submission_id: str
-    job_id: str
-    version: int
-    score: float
-    max_score: float
-    source: Literal["model", "teacher"]
-    feedback: str
-    grading_progress: Literal["FullyGraded", "PendingManual"]
-    posted_at: datetime
-    reason: str
-
-    def data(self) -> dict[str, Any]:
-        """The event's data, as the contract spells it."""
-        data = dataclasses.asdict(self)
-        data["posted_at"] = self.posted_at.isoformat()
-        return data
-
-
-#: Publishes a new version of a posted grade (the grade's life owns the event).
-PostGradeChange = Callable[[GradePostedChange], None]
-
-
-def posted_change(job: Job, reason: str, now: datetime) -> GradePostedChange:
-    """The posted grade's new version after a teacher changed it: version 1 was the grade
-    as first released, each change a version more."""
-    assert job.review is not None
-    result = job.effective_result
-    assert result is not None
-    changes = sum(1 for r in job.review.reviews if r.decision is ReviewDecision.OVERRIDE)
-    return GradePostedChange(
-        school=job.client_id,
-        assignment_id=job.request.assignment_id,
-        student_id=job.request.student_id,
-        submission_id=job.request.submission_id,
-        job_id=job.id,
-        version=1 + changes,
-        score=result.score,
-        max_score=job.request.max_score,
-        source="teacher",
-        feedback=result.feedback,
-        grading_progress="FullyGraded",
-        posted_at=now,
-        reason=reason,
-    )
-
-
-def log_grade_change(change: GradePostedChange) -> None:
-    """Record a changed posted grade's version in the logs (ids and score, never the
-    feedback); used where no publisher of posted grades is wired."""
-    with job_context(change.job_id):
-        log.info(
-            "posted grade changed",
-            extra={"event": "grade_posted", "version": change.version, "score": change.score},
-        )
-
-
-@dataclass(frozen=True)
 class Change:
     """The teacher's new grade: the score, and optionally criteria and feedback."""
 
@@ -147,13 +81,11 @@ class RegradeRequests:
         assignments: AssignmentStore | None,
         reviews: ReviewService,
         clock: Clock,
-        post_change: PostGradeChange = log_grade_change,
     ) -> None:
         self._store = store
         self._assignments = assignments
         self._reviews = reviews
         self._clock = clock
-        self._post_change = post_change
 
     def job(self, caller: Principal | str, job_id: str, action: Action) -> Job:
         """The job, if the policy lets the caller `action` it: 404 for one it may not read
@@ -259,12 +191,8 @@ class RegradeRequests:
             )
 
         answered = self._store.update(job_id, decide)
-        announced = self._reviews.announce_pending(answered)
-        if answer is RequestAnswer.CHANGE:
-            request = announced.regrade_request
-            assert request is not None and request.answered_at is not None
-            self._post_change(posted_change(announced, reason, request.answered_at))
-        return announced
+        # GradeReviewed and, for a change, the posted grade's new version.
+        return self._reviews.announce_pending(answered)
 
 
 def _changed(current: GradeResult, change: Change, by: str) -> GradeResult:

@@ -18,7 +18,9 @@ from shared.domain.errors import PROBLEM_BASE
 from shared.domain.events import GradeReviewed
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest
-from shared.service_layer.regrade_requests import GradePostedChange, RegradeRequests
+from shared.service_layer.posted_changes import GradePostedChange
+from shared.service_layer.regrade_requests import RegradeRequests
+from shared.service_layer.review import ReviewService
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.test_assignment_flow import deliver_all
 from tests.unit.test_school_policy import OTHER_STUDENT, SERVER, STUDENT, TEACHER, intake_of
@@ -45,8 +47,16 @@ def intake(
     client = intake_of(settings, adapters, clock)
     app: Any = client.application
     # The posted grade's versions, recorded where the grade's publisher is called.
+    reviews = ReviewService(
+        adapters.store,
+        app.extensions["gradeq.review_queue"],
+        adapters.publisher,
+        clock,
+        posted.append,
+    )
+    app.extensions["gradeq.reviews"] = reviews
     app.extensions["gradeq.regrade_requests"] = RegradeRequests(
-        adapters.store, adapters.assignments, app.extensions["gradeq.reviews"], clock, posted.append
+        adapters.store, adapters.assignments, reviews, clock
     )
     return client
 
@@ -260,3 +270,26 @@ def test_an_answer_needs_a_reason_and_a_change_a_score(
         refused = _answer(intake, job_id, body)
         assert refused.status_code == 400, (body, refused.get_json())
         assert refused.get_json()["type"] == PROBLEM_BASE + "validation-error"
+
+
+def test_a_change_whose_announcement_was_cut_off_is_posted_on_the_next_look_once(
+    intake: FlaskClient,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    posted: list[GradePostedChange],
+) -> None:
+    assignment_id = _assignment(intake, clock, **_open_until(clock))
+    job_id = _graded(intake, settings, adapters, clock, assignment_id)
+    assert _ask(intake, job_id).status_code == 201
+    publisher = adapters.publisher
+    assert isinstance(publisher, FakePublisher)
+    publisher.failures = 1  # the bus is down when the answer is announced
+    body = {"answer": "change", "score": 6, "reason": "see the second line"}
+    _problem(_answer(intake, job_id, body), 503, "dependency-unavailable")
+    assert posted == []
+    # The change is recorded; the next look at it announces it, with the same version.
+    shown = intake.get(f"/v1/reviews/{job_id}", headers=TEACHER)
+    assert shown.status_code == 200 and shown.get_json()["result"]["score"] == 6
+    intake.get(f"/v1/reviews/{job_id}", headers=TEACHER)
+    assert [(p.version, p.score, p.reason) for p in posted] == [(2, 6.0, "see the second line")]
