@@ -18,6 +18,7 @@ from services.intake.limits.rate_limit import SubmissionRateLimiter
 from services.intake.lti import init_app as init_lti
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.reviews import page as review_page
+from services.intake.reviews import requests as regrade_requests
 from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
@@ -41,6 +42,7 @@ from shared.service_layer.intake import IntakeService
 from shared.service_layer.lti_keys import LtiToolKeys
 from shared.service_layer.lti_launch import LtiLaunches
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.regrade_requests import RegradeRequests
 from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
 
@@ -148,7 +150,11 @@ def create_app(
     app.extensions["gradeq.reviews"] = ReviewService(
         adapters.store, review_queue, adapters.publisher, clock
     )
+    app.extensions["gradeq.regrade_requests"] = RegradeRequests(
+        adapters.store, adapters.assignments, app.extensions["gradeq.reviews"], clock
+    )
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(regrade_requests.bp)
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)

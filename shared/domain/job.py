@@ -17,7 +17,7 @@ from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.review import Review, ReviewState
+from shared.domain.review import RegradeRequest, Review, ReviewState
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
 
@@ -336,6 +336,8 @@ class Job:
     lane: str | None = None
     # Set when the grade was held for a teacher (see shared.domain.review).
     review: ReviewState | None = None
+    # A student's request to look at the grade again, and its answer (once per grade).
+    regrade_request: RegradeRequest | None = None
     # Who in the school (`client_id`) made the job: its server, or a signed-in user's id.
     author: str = SERVER
 
@@ -785,6 +787,12 @@ class Job:
             "lane": self.lane,
             "review": self.review.to_dict() if self.review is not None else None,
             "author": self.author,
+            # Only on jobs with a request: the records of others keep their shape.
+            **(
+                {"regrade_request": self.regrade_request.to_dict()}
+                if self.regrade_request is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -794,6 +802,7 @@ class Job:
         result = record.get("result")
         error = record.get("error")
         review = record.get("review")
+        regrade_request = record.get("regrade_request")
         # A user's job stored before jobs had an author names the user in its client id.
         owner = owner_of(record["client_id"], record.get("author"))
         return cls(
@@ -826,6 +835,8 @@ class Job:
             batch_returned=bool(record.get("batch_returned", False)),
             lane=record.get("lane"),
             review=ReviewState.from_dict(review) if review else None,
+            # Jobs stored before regrade requests existed have none.
+            regrade_request=RegradeRequest.from_dict(regrade_request) if regrade_request else None,
         )
 
 

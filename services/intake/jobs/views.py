@@ -79,6 +79,34 @@ class BatchWaitView(BaseModel):
     since: str
 
 
+class RegradeRequestView(BaseModel):
+    """A student's regrade request (docs/review.md) and the teacher's answer (null while
+    open)."""
+
+    by: str
+    at: str
+    reason: str
+    answer: str | None
+    answered_by: str | None
+    answered_at: str | None
+    answer_reason: str
+
+
+def regrade_request_view(job: Job) -> RegradeRequestView | None:
+    asked = job.regrade_request
+    if asked is None:
+        return None
+    return RegradeRequestView(
+        by=asked.by,
+        at=_iso(asked.at) or "",
+        reason=asked.reason,
+        answer=asked.answer.value if asked.answer is not None else None,
+        answered_by=asked.answered_by,
+        answered_at=_iso(asked.answered_at),
+        answer_reason=asked.answer_reason,
+    )
+
+
 class JobView(BaseModel):
     """A grading job as its client sees it."""
 
@@ -121,6 +149,7 @@ class JobView(BaseModel):
     result: Result | None = None
     error: JobErrorView | None = None
     review: ReviewSummary | None = None
+    regrade_request: RegradeRequestView | None = None
 
 
 class JobPage(BaseModel):
@@ -181,6 +210,7 @@ def job_model(job: Job) -> JobView:
         result=_result(job),
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
         review=_review(job),
+        regrade_request=regrade_request_view(job),
     )
 
 
@@ -216,7 +246,7 @@ def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
     optionals = ("result", "error", "not_before", "lane", "files", "review", "student_id")
-    for optional in (*optionals, "deadline", "waiting"):
+    for optional in (*optionals, "deadline", "waiting", "regrade_request"):
         if view[optional] is None:
             del view[optional]
     return view
