@@ -450,13 +450,17 @@ class GradeqClient:
         assignment_id: str,
         rubric: str | list[str] | None = None,
         prompt_version: str | None = None,
+        reopen_reviewed: bool = False,
     ) -> dict[str, Any]:
-        """Grade every final submission again in a new round (or finish one cut off)."""
+        """Grade every final submission again in a new round (or finish one cut off);
+        `reopen_reviewed` puts the grades teachers reviewed back in their queue."""
         body: dict[str, Any] = {}
         if rubric is not None:
             body["rubric"] = rubric
         if prompt_version is not None:
             body["prompt_version"] = prompt_version
+        if reopen_reviewed:
+            body["reopen_reviewed"] = True
         return self.request("POST", f"/v1/assignments/{assignment_id}/regrade", json=body).body
 
     def regrade_report(self, assignment_id: str, threshold: float = 1.0) -> dict[str, Any]:

@@ -164,9 +164,17 @@ def regrade(
     prompt_version: Annotated[str | None, typer.Option(help="Grade with this prompt.")] = None,
     report: Annotated[bool, typer.Option(help="Show the report of the last regrade.")] = False,
     threshold: Annotated[float, typer.Option(help="A changed score moves more.")] = 1.0,
+    reopen_reviewed: Annotated[
+        bool,
+        typer.Option(
+            "--reopen-reviewed",
+            help="Put the grades teachers reviewed back in their queue (they stay final).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Grade every final submission again in a new round; --report shows how scores moved."""
+    """Grade every final submission again in a new round; --report compares, per student,
+    the final grade (the teacher's where one decided) and the model's before and after."""
     client = client_of(ctx)
     if report:
         body = client.regrade_report(assignment_id, threshold)
@@ -179,7 +187,8 @@ def regrade(
             f"round {body['round']}: {body['compared']} compared,"
             f" mean shift {'-' if shift is None else f'{shift:+.2f}'},"
             f" {body['changed']} moved more than {body['threshold']:g},"
-            f" kappa {'-' if kappa is None else f'{kappa:.3f}'}"
+            f" kappa {'-' if kappa is None else f'{kappa:.3f}'},"
+            f" {body.get('flagged', 0)} back in the teacher's queue"
         )
         out.print(_changes_table(body["changes"]))
         return
@@ -191,7 +200,7 @@ def regrade(
         except ValueError:
             parsed = text
         new_rubric = parsed if isinstance(parsed, list) else text
-    body = client.regrade(assignment_id, new_rubric, prompt_version)
+    body = client.regrade(assignment_id, new_rubric, prompt_version, reopen_reviewed)
     if as_json:
         emit(body)
     else:
@@ -267,17 +276,29 @@ def agreement(ctx: typer.Context, assignment_id: str, as_json: JsonFlag = False)
     out.print(table)
 
 
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def _changes_table(changes: list[dict[str, Any]]) -> Table:
-    """Per submission of the regraded round: the old and new score and the change."""
-    table = Table(*map(text_column, ("submission", "old", "new", "change", "status")))
+    """Per submission of the regraded round: the final grade before and after (what the
+    student sees), its change and source, and the model's grades before -> after; the
+    student's id first when the submissions name one."""
+    students = any(c.get("student_id") for c in changes)
+    columns = ("submission", "old", "new", "change", "source", "model", "status")
+    table = Table(*map(text_column, (("student",) if students else ()) + columns))
     for change in changes:
         old, new = change["old"], change["new"]
         moved = "-" if old is None or new is None else f"{new - old:+g}"
-        table.add_row(
+        model = f"{_score(change.get('old_model'))}->{_score(change.get('new_model'))}"
+        cells = [
             change["submission_id"],
-            "-" if old is None else f"{old:g}",
-            "-" if new is None else f"{new:g}",
+            _score(old),
+            _score(new),
             moved,
-            change["status"],
-        )
+            change.get("source") or "model",
+            model,
+            change["status"] + (" flagged" if change.get("flagged") else ""),
+        ]
+        table.add_row(*([change.get("student_id") or "-"] if students else []), *cells)
     return table

@@ -80,6 +80,8 @@ class Assignment:
     #: The current round's regrade has submissions still to move, waiting for room under
     #: the ceilings of jobs not yet final: the recovery sweep resumes it.
     regrade_waiting: bool = False
+    #: The teacher chose, on the current round's regrade, to reopen reviewed grades.
+    reopen_reviewed: bool = False
     #: Who in the school (`client_id`) made it: its server, or a signed-in user's id.
     author: str = SERVER
 
@@ -135,15 +137,21 @@ class Assignment:
         return dataclasses.replace(self, rubrics=kept, updated_at=now)
 
     def start_round(
-        self, now: datetime, expected: int, prompt_version: str | None = None
+        self,
+        now: datetime,
+        expected: int,
+        prompt_version: str | None = None,
+        reopen_reviewed: bool = False,
     ) -> Assignment:
-        """Open the next grading round (a regrade) of `expected` submissions."""
+        """Open the next grading round (a regrade) of `expected` submissions; whether it
+        reopens the grades teachers reviewed is recorded on the round."""
         return dataclasses.replace(
             self,
             round=self.round + 1,
             expected=expected,
             prompt_version=prompt_version or self.prompt_version,
             updated_at=now,
+            reopen_reviewed=reopen_reviewed,
         )
 
     def with_regrade_waiting(self, waiting: bool) -> Assignment:
@@ -164,6 +172,7 @@ class Assignment:
             "settings": dict(self.settings),
             "expected": self.expected,
             "regrade_waiting": self.regrade_waiting,
+            "reopen_reviewed": self.reopen_reviewed,
             "author": self.author,
         }
 
@@ -185,6 +194,7 @@ class Assignment:
             settings=dict(data.get("settings") or {}),
             expected=int(data.get("expected", 0)),
             regrade_waiting=bool(data.get("regrade_waiting", False)),
+            reopen_reviewed=bool(data.get("reopen_reviewed", False)),
         )
 
 

@@ -516,12 +516,15 @@ class Job:
         request: GradingRequest,
         by: str = REGRADE_BY,
         lane: str | None = None,
+        reopen: bool = False,
     ) -> Job:
         """Grade a final job again under `request` (a new rubric, prompt or round).
 
         Like an operator's replay, a new generation with its own attempt budget and its
         own event id; the result it replaces is kept in the replay record. `lane`: the
-        lane the new generation is graded in (None: the job's own).
+        lane the new generation is graded in (None: the job's own). A teacher's reviews
+        stay on the job (the teacher's grade stays the final grade); `reopen` asks to put
+        reviewed grades back in the teacher's queue once the new model grade is in.
         """
         if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
@@ -542,7 +545,7 @@ class Job:
             replay,
             request=request,
             result=None,
-            review=None,
+            review=self.review.carried(reopen) if self.review and self.review.reviews else None,
             lane=self.lane if lane is None else lane,
         )
 
@@ -586,6 +589,29 @@ class Job:
         """The grade the student sees: the newest review's, else the model's."""
         latest = self.review.latest if self.review is not None else None
         return latest.result if latest is not None else self.result
+
+    @property
+    def teacher_result(self) -> GradeResult | None:
+        """The teacher's grade: the newest review's (None: no teacher decided on it)."""
+        latest = self.review.latest if self.review is not None else None
+        return latest.result if latest is not None else None
+
+    @property
+    def final_source(self) -> str:
+        """Whose grade the final grade is: "teacher" where a teacher decided, else "model"."""
+        return "teacher" if self.teacher_result is not None else "model"
+
+    def model_grades(self) -> list[tuple[int, int | None, GradeResult]]:
+        """The model's grade of each generation kept: (generation, rubric version, grade),
+        oldest first; the current generation's last once it is graded."""
+        grades = [
+            (record.generation - 1, record.rubric_version, record.result)
+            for record in self.replays
+            if record.by == REGRADE_BY and record.result is not None
+        ]
+        if self.result is not None:
+            grades.append((self.generation, self.request.rubric_version, self.result))
+        return grades
 
     @property
     def withheld(self) -> bool:

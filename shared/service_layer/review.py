@@ -199,7 +199,9 @@ class ReviewService:
                 decision, result = ReviewDecision.ACCEPT, job.result
             else:
                 decision, result = ReviewDecision.OVERRIDE, _overridden(job.result, override, by)
-            return job.record_review(Review(number, by, now, decision, reason, result), now)
+            return job.record_review(
+                Review(number, by, now, decision, reason, result, job.generation), now
+            )
 
         reviewed = self._store.update(job_id, review)
         return self.announce_pending(reviewed)

@@ -41,7 +41,7 @@ from shared.domain.errors import (
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job, JobError
 from shared.domain.lanes import lane_context
-from shared.domain.review import ReviewPolicy, hold_state
+from shared.domain.review import ReviewPolicy, after_regrade, hold_state, regrade_threshold
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
@@ -345,6 +345,12 @@ class WorkerService:
         def succeed(current: Job) -> Job:
             now = self._clock.now()
             done = current.succeed(owner, result, now)
+            if current.teacher_result is not None and current.review is not None:
+                # A regrade of a grade a teacher decided: the teacher's grade stays final.
+                threshold = regrade_threshold(policy, current.request.max_score)
+                return done.hold(
+                    after_regrade(current.review, result, threshold, done.generation, now)
+                )
             held = hold_state(policy, done.id, done.generation, result, now)
             return done.hold(held) if held is not None else done
 

@@ -102,4 +102,4 @@ def test_regrade_prints_its_round_and_the_report_lists_each_student(
     assert len(rows) == 2
     for n, row in enumerate(rows):
         cells = [c.strip() for c in row.strip("│ ").split("│")]
-        assert cells[:5] == [f"student-{n:02}", "7", "4", "-3", "SUCCEEDED"]
+        assert cells == [f"student-{n:02}", "7", "4", "-3", "model", "7->4", "SUCCEEDED"]

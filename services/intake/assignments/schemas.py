@@ -38,6 +38,9 @@ class ReviewPolicyIn(BaseModel):
     format_failures: bool = False
     sample_rate: float = Field(default=0.0, ge=0, le=1)
     release: Literal["immediately", "after_review"] = "immediately"
+    #: Points a regrade's model grade may move from a teacher's grade before the grade
+    #: goes back to the teacher's queue flagged; null: a tenth of the max score.
+    regrade_threshold: float | None = Field(default=None, ge=0)
 
 
 class AssignmentIn(BaseModel):
@@ -142,6 +145,9 @@ class RegradeIn(BaseModel):
 
     rubric: RubricIn | None = None  # type: ignore[valid-type]
     prompt_version: Text | None = None
+    #: Put every grade a teacher reviewed back in the teacher's queue once regraded (the
+    #: teacher's grade stays final until the teacher decides again); recorded on the round.
+    reopen_reviewed: bool = False
 
     @field_validator("prompt_version")
     @classmethod
