@@ -35,6 +35,7 @@ from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
@@ -129,6 +130,9 @@ def create_app(
             adapters.enqueue_parallelism,
             lane=settings.regrade_lane(),
             limits=limits,
+        )
+        app.extensions["gradeq.posting"] = PostingService(
+            assignments, adapters.store, adapters.publisher, clock
         )
         app.register_blueprint(assignments_bp)
     review_queue = family.review_queue()

@@ -31,7 +31,7 @@ from shared.domain.authorization import (
     same_school,
 )
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
-from shared.domain.events import GradeReviewed, GradingCompleted
+from shared.domain.events import GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.review import (
@@ -199,8 +199,15 @@ class ReviewService:
                 decision, result = ReviewDecision.ACCEPT, job.result
             else:
                 decision, result = ReviewDecision.OVERRIDE, _overridden(job.result, override, by)
-            return job.record_review(
+            reviewed = job.record_review(
                 Review(number, by, now, decision, reason, result, job.generation), now
+            )
+            # A teacher's decision on a posted grade is a new version at once; posting
+            # automatically, the first one is posted with it.
+            return (
+                reviewed.post(now, by)
+                if job.posted is not None
+                else reviewed.post_if_automatic(now)
             )
 
         reviewed = self._store.update(job_id, review)
@@ -224,13 +231,18 @@ class ReviewService:
             return job
         event = GradeReviewed.from_job(job)
         self._publisher.publish(event)
-        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1:
+        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1 and not job.withheld:
             # The grade was withheld: its completion goes out now, with its usual id.
             self._publisher.publish(GradingCompleted.from_job(job))
+        if job.posted is not None and not job.post_announced:
+            self._publisher.publish(GradePosted.from_job(job))
+
+        version = job.posted.version if job.posted is not None else 0
 
         def mark(current: Job) -> Job:
             assert current.review is not None
-            return dataclasses.replace(current, review=current.review.mark_announced())
+            marked = dataclasses.replace(current, review=current.review.mark_announced())
+            return marked.mark_post_announced(version)
 
         announced = self._store.update(job.id, mark)
         with job_context(job.id):

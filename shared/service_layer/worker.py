@@ -348,11 +348,10 @@ class WorkerService:
             if current.teacher_result is not None and current.review is not None:
                 # A regrade of a grade a teacher decided: the teacher's grade stays final.
                 threshold = regrade_threshold(policy, current.request.max_score)
-                return done.hold(
-                    after_regrade(current.review, result, threshold, done.generation, now)
-                )
+                carried = after_regrade(current.review, result, threshold, done.generation, now)
+                return done.hold(carried).post_if_automatic(now)
             held = hold_state(policy, done.id, done.generation, result, now)
-            return done.hold(held) if held is not None else done
+            return (done.hold(held) if held is not None else done).post_if_automatic(now)
 
         done = self._store_outcome(job.id, succeed, announce=True)
         if done.review is not None:

@@ -20,6 +20,7 @@ from services.intake.assignments.schemas import (
     AssignmentIn,
     AssignmentJobIn,
     PageQuery,
+    PostIn,
     RegradeIn,
     ReportQuery,
     RubricRevisionIn,
@@ -30,6 +31,7 @@ from services.intake.assignments.views import (
     AssignmentPageView,
     GradePageView,
     GradeRowView,
+    PostReportView,
     assignment_view,
     batch_view,
     report_view,
@@ -61,6 +63,7 @@ from shared.service_layer.assignments import (
     ItemStatus,
 )
 from shared.service_layer.intake import Submission
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
@@ -218,6 +221,20 @@ def regrade_report(assignment_id: str) -> Response:
     query: ReportQuery = parse(ReportQuery, request.args.to_dict(), "invalid query parameters")
     regrader: Regrader = current_app.extensions["gradeq.regrader"]
     return _json(report_view(regrader.report(principal, assignment_id, query.threshold)))
+
+
+@bp.post("/<assignment_id>/grades:post")
+def post_grades(assignment_id: str) -> Response:
+    """Post the assignment's final grades (or the chosen submissions') to students and
+    downstream systems: each changed grade is a new version with its own event."""
+    principal = _principal()
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_POST)  # before the body
+    body: PostIn = parse(PostIn, _json_body())
+    posting: PostingService = current_app.extensions["gradeq.posting"]
+    report = posting.post(principal, assignment_id, body.submission_ids)
+    return _json(
+        PostReportView(posted=report.posted, unchanged=report.unchanged, not_ready=report.not_ready)
+    )
 
 
 @bp.get("/<assignment_id>/grades")

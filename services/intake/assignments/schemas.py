@@ -53,6 +53,9 @@ class AssignmentIn(BaseModel):
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     prompt_version: Text = DEFAULT_PROMPT_VERSION
     review: ReviewPolicyIn | None = None
+    #: Whether grades reach students and downstream systems once final ("automatic"), or
+    #: when the teacher posts them ("manual").
+    posting: Literal["automatic", "manual"] = "automatic"
 
     @field_validator("prompt_version")
     @classmethod
@@ -66,8 +69,14 @@ class AssignmentIn(BaseModel):
         return _with_criteria(value)
 
     def settings(self) -> dict[str, Any]:
-        """The assignment's settings: its review rules, when it has any."""
-        return {"review": self.review.model_dump()} if self.review is not None else {}
+        """The assignment's settings: its review rules when it has any, and its posting
+        policy when it posts manually."""
+        settings: dict[str, Any] = {}
+        if self.review is not None:
+            settings["review"] = self.review.model_dump()
+        if self.posting == "manual":
+            settings["posting"] = self.posting
+        return settings
 
     def rubric_value(self) -> Rubric:
         rubric: str | list[str] = self.rubric
@@ -162,6 +171,14 @@ class RegradeIn(BaseModel):
     def rubric_value(self) -> Rubric | None:
         rubric: str | list[str] | None = self.rubric
         return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class PostIn(BaseModel):
+    """POST /v1/assignments/{id}/grades:post body: the submissions to post (all: null)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    submission_ids: list[Text] | None = Field(default=None, max_length=10_000)
 
 
 class ReportQuery(BaseModel):

@@ -11,7 +11,7 @@ from services.intake.jobs.views import JobView, _iso
 from shared.domain.assignment import Assignment, RubricVersion, Tally
 from shared.domain.errors import GradeqError
 from shared.domain.grade_sheet import ClassStatistics
-from shared.domain.job import Job
+from shared.domain.job import Job, posting_of
 from shared.domain.status import JobStatus
 from shared.service_layer.assignments import ItemResult, ItemStatus
 from shared.service_layer.regrade import RegradeReport
@@ -57,6 +57,8 @@ class AssignmentView(BaseModel):
     progress: ProgressView | None = None
     #: The review rules (docs/review.md); null when no grade of it is held for review.
     review: dict[str, Any] | None = None
+    #: "automatic": each grade reaches students once final; "manual": when posted.
+    posting: Literal["automatic", "manual"] = "automatic"
 
 
 class AssignmentPageView(BaseModel):
@@ -188,6 +190,7 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
         updated_at=updated_at,
         progress=progress,
         review=assignment.settings.get("review"),
+        posting=posting_of(assignment.settings).value,
     )
 
 
@@ -276,3 +279,12 @@ def report_view(report: RegradeReport) -> RegradeReportView:
         flagged=report.flagged,
         reopen_reviewed=report.reopen_reviewed,
     )
+
+
+class PostReportView(BaseModel):
+    """What a post did, by submission id: new versions posted, grades already posted as
+    they are, and those with no grade to post yet (not graded, or held for a first review)."""
+
+    posted: list[str]
+    unchanged: list[str]
+    not_ready: list[str]
