@@ -138,19 +138,47 @@ def grades(
         for line in client.grades_csv(assignment_id):
             typer.echo(line)
         return
-    jobs = client.grades(assignment_id)
     if as_json:
-        for job in jobs:
+        for job in client.grades(assignment_id):
             emit(job.data)
         return
-    table = Table(*map(text_column, ("submission", "status", "score")), id_column("job"))
-    for job in jobs:
-        result = job.result or {}
-        score = result.get("score")
+    # The final grade (the teacher's where one decided, else the model's; the status while
+    # there is none) and whose it is.
+    table = Table(*map(text_column, ("submission", "final", "by")), id_column("job"))
+    for row in client.grade_sheet(assignment_id):
+        final = row["final_score"]
         table.add_row(
-            job.data["submission_id"], job.status, "-" if score is None else str(score), job.id
+            row["submission_id"],
+            row["status"] if final is None else _score(final),
+            row["final_source"] or "-",
+            row["job_id"],
         )
     out.print(table)
+
+
+@app.command()
+@reported
+def post(
+    ctx: typer.Context,
+    assignment_id: str,
+    submission: Annotated[
+        list[str] | None,
+        typer.Option("--submission", help="Post only this submission's grade (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Post the final grades to students and downstream systems (an assignment that posts
+    manually); each changed grade becomes a new posted version."""
+    body = client_of(ctx).post_grades(assignment_id, submission or None)
+    if as_json:
+        emit(body)
+        return
+    out.print(
+        f"posted {len(body['posted'])}, already posted {len(body['unchanged'])},"
+        f" not ready {len(body['not_ready'])}"
+    )
+    for submission_id in body["not_ready"]:
+        err.print(f"not ready: {submission_id} (not graded, or held for a first review)")
 
 
 @app.command()
