@@ -86,7 +86,13 @@ def test_a_regrade_keeps_the_teachers_override_and_flags_a_model_grade_far_from_
     assert job.review.status is ReviewStatus.HELD
     assert job.review.reasons == (HoldReason.REGRADE_MOVED,)
     queued = intake.get("/v1/reviews", headers=REVIEWER).get_json()["reviews"]
-    assert [r["job_id"] for r in queued] == [job_id]
+    assert [(r["job_id"], r["teacher_score"]) for r in queued] == [(job_id, 8.0)]
+    detail = intake.get(f"/v1/reviews/{job_id}", headers=REVIEWER).get_json()
+    assert [(g["generation"], g["rubric_version"]) for g in detail["model_grades"]] == [
+        (0, 1),
+        (1, 2),
+    ]
+    assert detail["result"]["score"] == 8.0 and detail["reviews"][0]["generation"] == 0
 
 
 def test_a_regrade_close_to_the_teachers_grade_keeps_it_reviewed(

@@ -79,6 +79,8 @@ class HeldGradeView(BaseModel):
     model_score: float | None
     max_score: float
     confidence: float | None
+    #: The teacher's grade where a teacher decided before (a grade a regrade flagged).
+    teacher_score: float | None = None
 
 
 class ReviewQueueView(BaseModel):
@@ -97,6 +99,17 @@ class ReviewRecordView(BaseModel):
     decision: str
     reason: str
     result: Result
+    #: The job's generation whose model grade the teacher saw (null: not recorded).
+    generation: int | None = None
+
+
+class ModelGradeView(BaseModel):
+    """The model's grade of one generation of the job (each regrade makes one)."""
+
+    generation: int
+    rubric_version: int | None
+    score: float
+    feedback: str
 
 
 class ReviewDetailView(HeldGradeView):
@@ -108,6 +121,8 @@ class ReviewDetailView(HeldGradeView):
     model_result: Result
     result: Result
     reviews: list[ReviewRecordView]
+    #: The model's grade of each generation kept, oldest first.
+    model_grades: list[ModelGradeView] = []
 
 
 def _service() -> ReviewService:
@@ -137,6 +152,7 @@ def held_view(job: Job) -> HeldGradeView:
         model_score=job.result.score if job.result else None,
         max_score=job.request.max_score,
         confidence=job.result.confidence if job.result else None,
+        teacher_score=job.teacher_result.score if job.teacher_result else None,
     )
 
 
@@ -159,8 +175,18 @@ def detail_view(job: Job) -> ReviewDetailView:
                 decision=r.decision.value,
                 reason=r.reason,
                 result=_result(r.result),
+                generation=r.generation,
             )
             for r in job.review.reviews
+        ],
+        model_grades=[
+            ModelGradeView(
+                generation=generation,
+                rubric_version=rubric_version,
+                score=grade.score,
+                feedback=grade.feedback,
+            )
+            for generation, rubric_version, grade in job.model_grades()
         ],
     )
 
