@@ -70,6 +70,9 @@ class PostingService:
             if not job.postable:
                 report.not_ready.append(submission)
                 continue
+            if job.post_announced and job.post(self._clock.now(), by) is job:
+                report.unchanged.append(submission)  # posted as it is: nothing to write
+                continue
             previous, after = self._post_one(job.id, by)
             if after.posted == previous.posted and after.post_announced:
                 report.unchanged.append(submission)
