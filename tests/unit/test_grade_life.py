@@ -212,3 +212,34 @@ def test_grades_stored_before_the_history_read_as_they_were() -> None:
     record = Assignment.new("a", "c", "t", "r", 8.0, "v1", at).to_record()
     del record["reopen_reviewed"]
     assert Assignment.from_record(record).reopen_reviewed is False
+
+
+def test_after_regrade_flags_past_the_threshold_only_and_keeps_every_review() -> None:
+    from datetime import UTC, datetime
+
+    from shared.domain.grade import GradeResult
+    from shared.domain.review import (
+        Release,
+        Review,
+        ReviewDecision,
+        ReviewPolicy,
+        ReviewState,
+        after_regrade,
+        regrade_threshold,
+    )
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    teacher = Review(1, "key:ms", at, ReviewDecision.OVERRIDE, "r", GradeResult(6, 8, "t"), 0)
+    state = ReviewState(
+        ReviewStatus.REVIEWED, (HoldReason.SAMPLED,), Release.AFTER_REVIEW, at, 0, (teacher,)
+    ).carried(reopen=False)
+    assert regrade_threshold(None, 8) == 0.8
+    assert regrade_threshold(ReviewPolicy(regrade_threshold=2.5), 8) == 2.5
+    within = after_regrade(state, GradeResult(6.8, 8, "m"), 0.8, 1, at)
+    assert within.status is ReviewStatus.REVIEWED and within.reviews == (teacher,)
+    moved = after_regrade(state, GradeResult(4, 8, "m"), 0.8, 1, at)
+    assert moved.status is ReviewStatus.HELD and moved.reasons == (HoldReason.REGRADE_MOVED,)
+    assert moved.reviews == (teacher,) and moved.flagged and not moved.withheld
+    both = after_regrade(state.carried(reopen=True), GradeResult(4, 8, "m"), 0.8, 1, at)
+    assert both.reasons == (HoldReason.REOPENED, HoldReason.REGRADE_MOVED)
+    assert not both.reopen  # the choice was spent on this regrade
