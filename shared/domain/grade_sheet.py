@@ -40,7 +40,7 @@ def grade_row(job: Job) -> dict[str, Any]:
     teacher = job.teacher_result
     latest = job.review.latest if job.review is not None else None
     final = job.effective_result if job.status is JobStatus.SUCCEEDED else None
-    posted = getattr(job, "posted", None)
+    posted = job.posted
     return {
         "student_id": job.request.student_id,
         "submission_id": job.request.submission_id,
