@@ -26,6 +26,7 @@ import requests
 from localcloud.emulators import missing_reason
 from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 from tests.e2e.fast_stack import fast_env
+from tests.e2e.test_cli_stack import gradeq
 from tests.support.tls import PrivateCa, Received, make_private_ca, tls_receiver
 
 pytestmark = pytest.mark.e2e
@@ -220,6 +221,17 @@ def test_a_class_keeps_its_teachers_grades_through_a_regrade_and_posting(
             assert change["new"] == float(after[student]["final_score"])
             assert change["new_model"] == float(after[student]["model_score"])
             assert change["old_model"] == float(before[student]["model_score"])
+
+        # The CLI's report shows the same per-student rows without --json.
+        table = gradeq(stack, "assignments", "regrade", assignment_id, "--report")
+        assert table.returncode == 0, table.stderr
+        rows = {
+            cells[0]: cells
+            for line in table.stdout.splitlines()
+            if (cells := [c.strip() for c in line.strip("│ ").split("│")])[0].startswith("student-")
+        }
+        assert len(rows) == len(jobs)
+        assert all(rows[s][5] == "teacher" and rows[s][3] == str(TEACHER_SCORE) for s in OVERRIDDEN)
 
         # The regrade is not posted yet: students see the posted grades, no webhook.
         time.sleep(1.5)
