@@ -160,8 +160,17 @@ def test_the_regrade_report_and_the_sheet_show_the_teachers_final_grade(
     )
     queue = adapters.queue
     assert isinstance(queue, FakeTaskQueue)
+
+    def progress() -> dict[str, Any]:
+        body = intake.get(f"/v1/assignments/{assignment_id}", headers=AUTH).get_json()
+        return dict(body["progress"])
+
+    # The class mean counts the teacher's grade, not the model's 5.
+    assert (progress()["mean_score"], progress()["histogram"][8]) == (8.0, 1)
+    assert progress()["histogram"][5] == 0
     regrade(intake, assignment_id, {"rubric": "light; chlorophyll; water"})
     deliver_all(worker, queue)
+    assert (progress()["round"], progress()["mean_score"]) == (1, 8.0)
     new_model = stored(adapters, job_id).result
     assert new_model is not None and new_model.score != 8.0
 
