@@ -43,6 +43,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.intake import decode_cursor, encode_cursor
 
 log = logging.getLogger(__name__)
@@ -143,9 +144,12 @@ class AssignmentService:
         uow: UnitOfWork | None = None,
         enqueue_parallelism: int = 1,
         lanes: LanePolicy | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
         # The school's lanes: its default one for every submission (None: the queue's).
         self._lanes = lanes
+        # Monthly budgets: past a hard limit a whole batch is refused (BudgetExhausted).
+        self._budgets = budgets
         self._assignments = assignments
         self._jobs = jobs
         self._batch = batch
@@ -308,6 +312,8 @@ class AssignmentService:
             )
         # A student submits one answer (`JOB_SUBMIT`) into an assignment it may not read.
         assignment = self.get(principal, assignment_id, action, read=action)
+        if self._budgets is not None:
+            self._budgets.admit(assignment.client_id, assignment.id)
         owner = principal.owner
         lane = self._lanes.resolve(assignment.client_id, None) if self._lanes else None
         now = self._clock.now()

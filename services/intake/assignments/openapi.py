@@ -30,6 +30,7 @@ from shared.domain.errors import (
     AssignmentBusy,
     AssignmentNotFound,
     BacklogFull,
+    BudgetExhausted,
     GradeqError,
     IdempotencyConflict,
     NoValidAnswer,
@@ -173,6 +174,7 @@ def assignment_paths(
                             RateLimited,
                             TooManyActiveJobs,
                             BacklogFull,
+                            BudgetExhausted,
                         )
                     ),
                 },
