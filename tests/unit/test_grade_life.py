@@ -252,3 +252,28 @@ def test_after_regrade_flags_past_the_threshold_only_and_keeps_every_review() ->
     both = after_regrade(state.carried(reopen=True), GradeResult(4, 8, "m"), 0.8, 1, at)
     assert both.reasons == (HoldReason.REOPENED, HoldReason.REGRADE_MOVED)
     assert not both.reopen  # the choice was spent on this regrade
+
+
+def test_every_way_a_grade_is_stored_keeps_the_teachers_grade_and_posts_it() -> None:
+    """`settled` is the one step after a grade is stored, one by one or from a provider
+    batch: a teacher's grade stays final through a regrade, and the grade is posted."""
+    from datetime import UTC, datetime, timedelta
+
+    from shared.domain.grade import GradeResult
+    from shared.domain.job import GradingRequest
+    from shared.domain.review import Release, Review, ReviewDecision, ReviewState
+    from shared.service_layer.worker import settled
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    request = GradingRequest("s", "a", "light", 8, assignment_id="a-1", rubric_version=1)
+    first = Job.new("j", "c", request, "fp", at).claim("w", at, timedelta(30))
+    graded = settled(first, first.succeed("w", GradeResult(4, 8, "m"), at), None, at)
+    assert graded.posted is not None and graded.posted.score == 4  # posted automatically
+    teacher = Review(1, "key:t", at, ReviewDecision.OVERRIDE, "r", GradeResult(6, 8, "t"), 0)
+    state = ReviewState(ReviewStatus.REVIEWED, (), Release.IMMEDIATELY, at, 0, (teacher,))
+    reviewed = graded.hold(state).post(at, "key:t").mark_event_published(at)
+    again = reviewed.regrade(at, request).claim("w", at, timedelta(30))
+    done = settled(again, again.succeed("w", GradeResult(4, 8, "m2"), at), None, at)
+    assert done.effective_result is not None and done.effective_result.score == 6
+    assert done.review is not None and done.review.reasons == (HoldReason.REGRADE_MOVED,)
+    assert done.posted is not None and done.posted.version == 2  # unchanged: no third
