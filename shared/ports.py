@@ -19,7 +19,7 @@ from shared.domain.assignment import Assignment, Tally
 from shared.domain.budgets import Budget, BudgetScope, Charge
 from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
@@ -296,7 +296,9 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
+    def publish(
+        self, event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted
+    ) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 

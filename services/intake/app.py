@@ -41,6 +41,7 @@ from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.lti_keys import LtiToolKeys
 from shared.service_layer.lti_launch import LtiLaunches
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.regrade_requests import RegradeRequests
 from shared.service_layer.review import ReviewService
@@ -143,6 +144,9 @@ def create_app(
             adapters.enqueue_parallelism,
             lane=settings.regrade_lane(),
             limits=limits,
+        )
+        app.extensions["gradeq.posting"] = PostingService(
+            assignments, adapters.store, adapters.publisher, clock
         )
         app.register_blueprint(assignments_bp)
     review_queue = family.review_queue()

@@ -72,6 +72,7 @@ class Action(StrEnum):
     ASSIGNMENT_BATCH = "assignment.submit-batch"
     ASSIGNMENT_GRADES = "assignment.grades"
     ASSIGNMENT_REGRADE = "assignment.regrade"
+    ASSIGNMENT_POST = "assignment.post"  # post grades to students and downstream
     REVIEW_LIST = "review.list"
     REVIEW_READ = "review.read"
     REVIEW_DECIDE = "review.decide"  # accept or override a held grade

@@ -17,7 +17,7 @@ from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.review import RegradeRequest, Review, ReviewState
+from shared.domain.review import RegradeRequest, Review, ReviewState, ReviewStatus
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
 
@@ -85,6 +85,8 @@ class GradingRequest:
     student_id: str | None = None
     #: A student's practice job: graded, never sent to the school's webhook or gradebook.
     practice: bool = False
+    #: The assignment posts grades when its teacher does (`Posting.MANUAL`).
+    post_manually: bool = False
 
     @property
     def tallied(self) -> bool:
@@ -123,6 +125,8 @@ class GradingRequest:
             data["student_id"] = self.student_id
         if self.practice:  # likewise for a job that is not practice
             data["practice"] = True
+        if self.post_manually:  # likewise for a job posted automatically
+            data["post_manually"] = True
         return data
 
     @classmethod
@@ -145,6 +149,7 @@ class GradingRequest:
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
             student_id=data.get("student_id"),
             practice=bool(data.get("practice", False)),
+            post_manually=bool(data.get("post_manually", False)),
         )
 
 
@@ -288,6 +293,81 @@ class ReplayRecord:
         )
 
 
+class Posting(StrEnum):
+    """How an assignment's grades reach students and downstream systems (as Canvas has it):
+    each final grade as soon as it is final, or when the teacher posts them."""
+
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+def posting_of(settings: dict[str, Any]) -> Posting:
+    """The posting policy kept in an assignment's settings (automatic when unset)."""
+    return Posting(settings.get("posting") or Posting.AUTOMATIC.value)
+
+
+@dataclass(frozen=True)
+class PostedGrade:
+    """The grade students and downstream systems see: one version of it, numbered from 1.
+
+    A new version is posted only when the final grade changed (its score, source or
+    feedback); each version is announced once by a `GradePosted` event.
+    """
+
+    version: int
+    score: float
+    max_score: float
+    #: "teacher" where a teacher decided, else "model".
+    source: str
+    feedback: str
+    at: datetime
+    #: Who posted: "auto" (the assignment posts automatically) or the teacher.
+    by: str
+    #: The teacher's reason where the version is a teacher's decision.
+    reason: str
+    #: "PendingManual" while a teacher must still review the grade, else "FullyGraded".
+    progress: str
+    generation: int
+
+    def same_grade(self, other: PostedGrade) -> bool:
+        return (self.score, self.source, self.feedback) == (
+            other.score,
+            other.source,
+            other.feedback,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "score": self.score,
+            "max_score": self.max_score,
+            "source": self.source,
+            "feedback": self.feedback,
+            "at": _iso(self.at),
+            "by": self.by,
+            "reason": self.reason,
+            "progress": self.progress,
+            "generation": self.generation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PostedGrade:
+        at = _parse(data["at"])
+        assert at is not None
+        return cls(
+            version=int(data["version"]),
+            score=float(data["score"]),
+            max_score=float(data["max_score"]),
+            source=data["source"],
+            feedback=data.get("feedback") or "",
+            at=at,
+            by=data.get("by") or "",
+            reason=data.get("reason") or "",
+            progress=data.get("progress") or "FullyGraded",
+            generation=int(data.get("generation") or 0),
+        )
+
+
 def _bounded(records: tuple[Any, ...]) -> tuple[Any, ...]:
     return records[-HISTORY_LIMIT:]
 
@@ -340,6 +420,10 @@ class Job:
     regrade_request: RegradeRequest | None = None
     # Who in the school (`client_id`) made the job: its server, or a signed-in user's id.
     author: str = SERVER
+    # The grade students and downstream systems see (None: not posted), and whether its
+    # GradePosted event reached the bus (False between the post's write and its event).
+    posted: PostedGrade | None = None
+    post_announced: bool = True
 
     @classmethod
     def new(
@@ -595,8 +679,14 @@ class Job:
     def mark_event_published(self, now: datetime) -> Job:
         if not self.status.is_final:
             raise IllegalTransition(self.id, self.status, self.status)
+        # The completion's announcement publishes the posted grade's event too.
         return dataclasses.replace(
-            self, event_published=True, updated_at=now, lease_owner=None, lease_expires_at=None
+            self,
+            event_published=True,
+            post_announced=True,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
         )
 
     def replay(self, now: datetime) -> Job:
@@ -632,12 +722,15 @@ class Job:
         request: GradingRequest,
         by: str = REGRADE_BY,
         lane: str | None = None,
+        reopen: bool = False,
     ) -> Job:
         """Grade a final job again under `request` (a new rubric, prompt or round).
 
         Like an operator's replay, a new generation with its own attempt budget and its
         own event id; the result it replaces is kept in the replay record. `lane`: the
-        lane the new generation is graded in (None: the job's own).
+        lane the new generation is graded in (None: the job's own). A teacher's reviews
+        stay on the job (the teacher's grade stays the final grade); `reopen` asks to put
+        reviewed grades back in the teacher's queue once the new model grade is in.
         """
         if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
@@ -658,7 +751,7 @@ class Job:
             replay,
             request=request,
             result=None,
-            review=None,
+            review=self.review.carried(reopen) if self.review and self.review.reviews else None,
             lane=self.lane if lane is None else lane,
         )
 
@@ -697,6 +790,64 @@ class Job:
             raise IllegalTransition(self.id, self.status, self.status)
         return dataclasses.replace(self, review=self.review.reviewed(review), updated_at=now)
 
+    # --- posting -----------------------------------------------------------------------
+
+    @property
+    def postable(self) -> bool:
+        """Whether the job's grade is one a student and downstream systems get posted: an
+        assignment's (not practice), graded, and not withheld for a first review."""
+        return (
+            self.request.tallied
+            and not self.request.practice
+            and self.status is JobStatus.SUCCEEDED
+            and self.effective_result is not None
+            and not (self.review is not None and self.review.withheld)
+        )
+
+    def post(self, now: datetime, by: str) -> Job:
+        """Post the final grade: a new version when it differs from the posted one (or
+        none was posted), else the job as it is. A grade not `postable` stays unposted."""
+        final = self.effective_result
+        if not self.postable or final is None:
+            return self
+        latest = self.review.latest if self.review is not None else None
+        pending = self.review is not None and self.review.status is ReviewStatus.HELD
+        posted = PostedGrade(
+            version=(self.posted.version if self.posted else 0) + 1,
+            score=final.score,
+            max_score=self.request.max_score,
+            source=self.final_source,
+            feedback=final.feedback,
+            at=now,
+            by=by,
+            reason=latest.reason if latest is not None else "",
+            progress="PendingManual" if pending else "FullyGraded",
+            generation=self.generation,
+        )
+        if self.posted is not None and self.posted.same_grade(posted):
+            return self
+        return dataclasses.replace(self, posted=posted, post_announced=False, updated_at=now)
+
+    def post_if_automatic(self, now: datetime) -> Job:
+        """Post where the assignment posts automatically, or where a grade was posted
+        before and a teacher changed it (each change after posting is its own version)."""
+        if self.request.post_manually:
+            return self
+        return self.post(now, "auto")
+
+    def mark_post_announced(self, version: int) -> Job:
+        """The GradePosted event of `version` reached the bus (a later version still waits)."""
+        if self.posted is None or self.posted.version != version:
+            return self
+        return dataclasses.replace(self, post_announced=True)
+
+    @property
+    def awaiting_post(self) -> bool:
+        """Whether the student and the webhook wait for the teacher to post this grade."""
+        return self.request.post_manually and (
+            self.posted is None or self.posted.generation != self.generation
+        )
+
     # --- derived views -----------------------------------------------------------------
 
     @property
@@ -706,9 +857,35 @@ class Job:
         return latest.result if latest is not None else self.result
 
     @property
+    def teacher_result(self) -> GradeResult | None:
+        """The teacher's grade: the newest review's (None: no teacher decided on it)."""
+        latest = self.review.latest if self.review is not None else None
+        return latest.result if latest is not None else None
+
+    @property
+    def final_source(self) -> str:
+        """Whose grade the final grade is: "teacher" where a teacher decided, else "model"."""
+        return "teacher" if self.teacher_result is not None else "model"
+
+    def model_grades(self) -> list[tuple[int, int | None, GradeResult]]:
+        """The model's grade of each generation kept: (generation, rubric version, grade),
+        oldest first; the current generation's last once it is graded."""
+        grades = [
+            (record.generation - 1, record.rubric_version, record.result)
+            for record in self.replays
+            if record.by == REGRADE_BY and record.result is not None
+        ]
+        if self.result is not None:
+            grades.append((self.generation, self.request.rubric_version, self.result))
+        return grades
+
+    @property
     def withheld(self) -> bool:
-        """Whether the grade waits for a teacher before the student or webhook hears of it."""
-        return self.review is not None and self.review.withheld
+        """Whether the grade waits for a teacher before the student or webhook hears of it:
+        a first review, or (posting manually) the teacher's post."""
+        if self.review is not None and self.review.withheld:
+            return True
+        return self.status is JobStatus.SUCCEEDED and self.awaiting_post
 
     @property
     def regraded_from(self) -> ReplayRecord | None:
@@ -787,6 +964,8 @@ class Job:
             "lane": self.lane,
             "review": self.review.to_dict() if self.review is not None else None,
             "author": self.author,
+            "posted": self.posted.to_dict() if self.posted is not None else None,
+            "post_announced": self.post_announced,
             # Only on jobs with a request: the records of others keep their shape.
             **(
                 {"regrade_request": self.regrade_request.to_dict()}
@@ -837,6 +1016,8 @@ class Job:
             review=ReviewState.from_dict(review) if review else None,
             # Jobs stored before regrade requests existed have none.
             regrade_request=RegradeRequest.from_dict(regrade_request) if regrade_request else None,
+            posted=PostedGrade.from_dict(record["posted"]) if record.get("posted") else None,
+            post_announced=bool(record.get("post_announced", True)),
         )
 
 

@@ -30,7 +30,7 @@ from shared.domain.errors import (
     ValidationFailed,
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
-from shared.domain.job import GradingRequest, Job
+from shared.domain.job import GradingRequest, Job, Posting, posting_of
 from shared.domain.lanes import LanePolicy
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
@@ -308,6 +308,7 @@ class AssignmentService:
             rubric_version=assignment.rubric.version,
             prompt_version=assignment.prompt_version,
             assignment_round=assignment.round,
+            post_manually=posting_of(assignment.settings) is Posting.MANUAL,
         )
 
     def submit_batch(

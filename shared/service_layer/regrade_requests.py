@@ -176,22 +176,29 @@ class RegradeRequests:
             now = self._clock.now()
             number = len(job.review.reviews) + 1
             if change is None:
-                review = Review(number, by, now, ReviewDecision.ACCEPT, reason, current)
+                decision, result = ReviewDecision.ACCEPT, current
             else:
                 if change.score > job.request.max_score:
                     raise ValidationFailed(
                         f"the score is above the job's max score {job.request.max_score:g}",
                         errors=[{"field": "score", "message": "above the max score"}],
                     )
-                new = _changed(current, change, by)
-                review = Review(number, by, now, ReviewDecision.OVERRIDE, reason, new)
-            answered = job.record_review(review, now)
-            return dataclasses.replace(
-                answered, regrade_request=asked.answered(answer, by, now, reason)
+                decision, result = ReviewDecision.OVERRIDE, _changed(current, change, by)
+            review = Review(number, by, now, decision, reason, result, job.generation)
+            answered = dataclasses.replace(
+                job.record_review(review, now),
+                regrade_request=asked.answered(answer, by, now, reason),
+            )
+            # Posted as a review's decision is (ReviewService.decide): on a posted grade,
+            # the next version at once where the grade changed; else as the assignment posts.
+            return (
+                answered.post(now, by)
+                if job.posted is not None
+                else answered.post_if_automatic(now)
             )
 
         answered = self._store.update(job_id, decide)
-        # GradeReviewed and, for a change, the posted grade's new version.
+        # GradeReviewed and, where the posted grade changed, its new version (GradePosted).
         return self._reviews.announce_pending(answered)
 
 

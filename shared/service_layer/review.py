@@ -31,12 +31,11 @@ from shared.domain.authorization import (
     same_school,
 )
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
-from shared.domain.events import GradeReviewed, GradingCompleted
+from shared.domain.events import GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.review import (
     Release,
-    RequestAnswer,
     Review,
     ReviewDecision,
     ReviewPolicy,
@@ -52,7 +51,6 @@ from shared.ports import (
     ReviewCursor,
     ReviewQueue,
 )
-from shared.service_layer.posted_changes import PostGradeChange, log_grade_change, posted_change
 
 log = logging.getLogger(__name__)
 
@@ -146,15 +144,11 @@ class ReviewService:
         queue: ReviewQueue,
         publisher: EventPublisher,
         clock: Clock,
-        post_change: PostGradeChange = log_grade_change,
     ) -> None:
-        """`post_change`: publishes a new version of a posted grade (a regrade request
-        answered with a change)."""
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
-        self._post_change = post_change
 
     def held(
         self,
@@ -219,7 +213,16 @@ class ReviewService:
                 decision, result = ReviewDecision.ACCEPT, job.result
             else:
                 decision, result = ReviewDecision.OVERRIDE, _overridden(job.result, override, by)
-            return job.record_review(Review(number, by, now, decision, reason, result), now)
+            reviewed = job.record_review(
+                Review(number, by, now, decision, reason, result, job.generation), now
+            )
+            # A teacher's decision on a posted grade is a new version at once; posting
+            # automatically, the first one is posted with it.
+            return (
+                reviewed.post(now, by)
+                if job.posted is not None
+                else reviewed.post_if_automatic(now)
+            )
 
         reviewed = self._store.update(job_id, review)
         return self.announce_pending(reviewed)
@@ -242,21 +245,18 @@ class ReviewService:
             return job
         event = GradeReviewed.from_job(job)
         self._publisher.publish(event)
-        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1:
+        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1 and not job.withheld:
             # The grade was withheld: its completion goes out now, with its usual id.
             self._publisher.publish(GradingCompleted.from_job(job))
-        asked = job.regrade_request
-        if (
-            asked is not None
-            and asked.answer is RequestAnswer.CHANGE
-            and asked.answered_at == state.latest.at
-        ):
-            # The student's request changed the released grade: its next posted version.
-            self._post_change(posted_change(job, asked.answer_reason, asked.answered_at))
+        if job.posted is not None and not job.post_announced:
+            self._publisher.publish(GradePosted.from_job(job))
+
+        version = job.posted.version if job.posted is not None else 0
 
         def mark(current: Job) -> Job:
             assert current.review is not None
-            return dataclasses.replace(current, review=current.review.mark_announced())
+            marked = dataclasses.replace(current, review=current.review.mark_announced())
+            return marked.mark_post_announced(version)
 
         announced = self._store.update(job.id, mark)
         with job_context(job.id):

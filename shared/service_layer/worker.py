@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from shared.config.budget import Budget
@@ -42,7 +42,7 @@ from shared.domain.errors import (
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job, JobError
 from shared.domain.lanes import lane_context
-from shared.domain.review import ReviewPolicy, hold_state
+from shared.domain.review import ReviewPolicy, after_regrade, hold_state, regrade_threshold
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
@@ -161,6 +161,23 @@ class _GraderCall:
             raise self._error
         assert self._result is not None
         return self._result
+
+
+def settled(current: Job, done: Job, policy: ReviewPolicy | None, now: datetime) -> Job:
+    """A job just graded (`done`, from `current`) with its review state and, where its
+    assignment posts automatically, its posted grade.
+
+    A regrade of a grade a teacher decided keeps the teacher's grade final; the grade goes
+    back to the teacher's queue when the new model grade moved past the threshold or the
+    regrade reopened it (shared.domain.review.after_regrade).
+    """
+    assert done.result is not None
+    if current.teacher_result is not None and current.review is not None:
+        threshold = regrade_threshold(policy, current.request.max_score)
+        carried = after_regrade(current.review, done.result, threshold, done.generation, now)
+        return done.hold(carried).post_if_automatic(now)
+    held = hold_state(policy, done.id, done.generation, done.result, now)
+    return (done.hold(held) if held is not None else done).post_if_automatic(now)
 
 
 class WorkerService:
@@ -344,9 +361,7 @@ class WorkerService:
 
         def succeed(current: Job) -> Job:
             now = self._clock.now()
-            done = current.batch_succeeded(batch_id, result, now)
-            held = hold_state(policy, done.id, done.generation, result, now)
-            return done.hold(held) if held is not None else done
+            return settled(current, current.batch_succeeded(batch_id, result, now), policy, now)
 
         return self._store_outcome(job.id, succeed, announce=True)
 
@@ -390,9 +405,7 @@ class WorkerService:
 
         def succeed(current: Job) -> Job:
             now = self._clock.now()
-            done = current.succeed(owner, result, now)
-            held = hold_state(policy, done.id, done.generation, result, now)
-            return done.hold(held) if held is not None else done
+            return settled(current, current.succeed(owner, result, now), policy, now)
 
         done = self._store_outcome(job.id, succeed, announce=True)
         if done.review is not None:

@@ -188,6 +188,7 @@ ROUTES = [
     # Nothing graded yet: a regrade the policy allows has nothing to regrade (400).
     _assignment_route("POST", "/regrade", Action.ASSIGNMENT_REGRADE, 400, {}),
     _assignment_route("GET", "/regrade", Action.ASSIGNMENT_GRADES, 200),
+    _assignment_route("POST", "/grades:post", Action.ASSIGNMENT_POST, 200, {}),
     # Every member of a school lists jobs: what each list shows is checked below.
     Route("GET", "/v1/reviews", Action.REVIEW_LIST, 200),
     Route("GET", "/v1/reviews:agreement", Action.REVIEW_LIST, 200),

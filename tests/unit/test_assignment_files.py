@@ -160,7 +160,8 @@ def test_a_batch_answer_of_a_photo_is_graded_counted_and_regraded_from_the_same_
     assert progress["done"] is True and progress["counts"]["SUCCEEDED"] == 2
     sheet = intake.get(f"{url}/grades", headers={**SERVER, "Accept": "text/csv"})
     rows = {r["submission_id"]: r for r in csv.DictReader(io.StringIO(sheet.get_data(True)))}
-    assert rows["ada"]["job_id"] == job_id and float(rows["ada"]["score"]) == GOOD["score"]
+    assert rows["ada"]["job_id"] == job_id
+    assert float(rows["ada"]["final_score"]) == float(rows["ada"]["model_score"]) == GOOD["score"]
 
     tasks_before = len(queue.tasks)
     assert intake.post(f"{url}/regrade", json={}, headers=SERVER).status_code == 202

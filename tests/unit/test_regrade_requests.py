@@ -1,6 +1,7 @@
 """Students' regrade requests: asked once per grade with a reason, before the assignment's
 deadline, into the teacher's queue; answered keep or change with a reason, a change being
-a teacher's grade beside the model's and a new version of the posted grade."""
+a teacher's grade beside the model's, posted as the next version of the posted grade
+(`GradePosted`, published once with the answer's review)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,9 @@ from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.errors import PROBLEM_BASE
-from shared.domain.events import GradeReviewed
+from shared.domain.events import GradePosted, GradeReviewed
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest
-from shared.service_layer.posted_changes import GradePostedChange
-from shared.service_layer.regrade_requests import RegradeRequests
-from shared.service_layer.review import ReviewService
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.test_assignment_flow import deliver_all
 from tests.unit.test_school_policy import OTHER_STUDENT, SERVER, STUDENT, TEACHER, intake_of
@@ -36,29 +34,15 @@ class FixedGrader:
 
 
 @pytest.fixture
-def posted() -> list[GradePostedChange]:
-    return []
+def intake(settings: Settings, adapters: Adapters, clock: FrozenClock) -> FlaskClient:
+    return intake_of(settings, adapters, clock)
 
 
-@pytest.fixture
-def intake(
-    settings: Settings, adapters: Adapters, clock: FrozenClock, posted: list[GradePostedChange]
-) -> FlaskClient:
-    client = intake_of(settings, adapters, clock)
-    app: Any = client.application
-    # The posted grade's versions, recorded where the grade's publisher is called.
-    reviews = ReviewService(
-        adapters.store,
-        app.extensions["gradeq.review_queue"],
-        adapters.publisher,
-        clock,
-        posted.append,
-    )
-    app.extensions["gradeq.reviews"] = reviews
-    app.extensions["gradeq.regrade_requests"] = RegradeRequests(
-        adapters.store, adapters.assignments, reviews, clock
-    )
-    return client
+def _posted(adapters: Adapters, job_id: str) -> list[GradePosted]:
+    """The posted grade's versions the app published (the job topic's `GradePosted`)."""
+    publisher = adapters.publisher
+    assert isinstance(publisher, FakePublisher)
+    return [e for e in publisher.events if isinstance(e, GradePosted) and e.job_id == job_id]
 
 
 def _assignment(intake: FlaskClient, clock: FrozenClock, **settings: Any) -> str:
@@ -114,13 +98,17 @@ def test_a_request_lands_in_the_teachers_queue_and_a_change_is_a_new_posted_vers
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    posted: list[GradePostedChange],
 ) -> None:
     assignment_id = _assignment(intake, clock, **_open_until(clock))
     job_id = _graded(intake, settings, adapters, clock, assignment_id)
+    # Posted automatically when graded: version 1, the model's grade.
+    assert [(p.version, p.score, p.source) for p in _posted(adapters, job_id)] == [
+        (1, 4.0, "model")
+    ]
 
     asked = _ask(intake, job_id)
     assert asked.status_code == 201, asked.get_json()
+    assert len(_posted(adapters, job_id)) == 1  # asking changes no posted grade
     request = asked.get_json()["regrade_request"]
     assert request["reason"] == "I did name chlorophyll, in the second line"
     assert request["by"] == "ada" and request["answer"] is None
@@ -153,7 +141,8 @@ def test_a_request_lands_in_the_teachers_queue_and_a_change_is_a_new_posted_vers
     mine = intake.get(f"/v1/grading-jobs/{job_id}", headers=STUDENT).get_json()
     assert mine["result"]["score"] == 7 and mine["regrade_request"]["answer"] == "change"
     assert intake.get("/v1/reviews", headers=TEACHER).get_json()["reviews"] == []
-    [version] = posted
+    [first, version] = _posted(adapters, job_id)
+    assert version.event_id != first.event_id
     assert version.data() == {
         "school": "client-a",
         "assignment_id": assignment_id,
@@ -182,12 +171,11 @@ def test_a_request_lands_in_the_teachers_queue_and_a_change_is_a_new_posted_vers
     )
 
 
-def test_a_kept_grade_stays_and_publishes_no_new_version(
+def test_a_kept_grade_keeps_its_score_and_is_posted_as_the_teachers(
     intake: FlaskClient,
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    posted: list[GradePostedChange],
 ) -> None:
     assignment_id = _assignment(intake, clock, **_open_until(clock))
     job_id = _graded(intake, settings, adapters, clock, assignment_id)
@@ -198,7 +186,14 @@ def test_a_kept_grade_stays_and_publishes_no_new_version(
     assert detail["result"]["score"] == 4
     assert [r["decision"] for r in detail["reviews"]] == ["accept"]
     assert detail["regrade_request"]["answer"] == "keep"
-    assert posted == []
+    # As a review's accept: the same score, now the teacher's grade, the next version.
+    assert [(p.version, p.score, p.source, p.reason) for p in _posted(adapters, job_id)] == [
+        (1, 4.0, "model", ""),
+        (2, 4.0, "teacher", "the rubric asks for both"),
+    ]
+    # Looking again publishes nothing more.
+    assert intake.get(f"/v1/reviews/{job_id}", headers=TEACHER).status_code == 200
+    assert len(_posted(adapters, job_id)) == 2
 
 
 def test_a_grade_is_asked_about_once(
@@ -277,7 +272,6 @@ def test_a_change_whose_announcement_was_cut_off_is_posted_on_the_next_look_once
     settings: Settings,
     adapters: Adapters,
     clock: FrozenClock,
-    posted: list[GradePostedChange],
 ) -> None:
     assignment_id = _assignment(intake, clock, **_open_until(clock))
     job_id = _graded(intake, settings, adapters, clock, assignment_id)
@@ -287,9 +281,12 @@ def test_a_change_whose_announcement_was_cut_off_is_posted_on_the_next_look_once
     publisher.failures = 1  # the bus is down when the answer is announced
     body = {"answer": "change", "score": 6, "reason": "see the second line"}
     _problem(_answer(intake, job_id, body), 503, "dependency-unavailable")
-    assert posted == []
+    assert [p.version for p in _posted(adapters, job_id)] == [1]
     # The change is recorded; the next look at it announces it, with the same version.
     shown = intake.get(f"/v1/reviews/{job_id}", headers=TEACHER)
     assert shown.status_code == 200 and shown.get_json()["result"]["score"] == 6
     intake.get(f"/v1/reviews/{job_id}", headers=TEACHER)
-    assert [(p.version, p.score, p.reason) for p in posted] == [(2, 6.0, "see the second line")]
+    assert [(p.version, p.score, p.reason) for p in _posted(adapters, job_id)] == [
+        (1, 4.0, ""),
+        (2, 6.0, "see the second line"),
+    ]

@@ -22,6 +22,7 @@ from services.intake.assignments.schemas import (
     AssignmentIn,
     AssignmentJobIn,
     PageQuery,
+    PostIn,
     RegradeIn,
     ReportQuery,
     RubricRevisionIn,
@@ -31,9 +32,12 @@ from services.intake.assignments.schemas import (
 from services.intake.assignments.views import (
     AssignmentPageView,
     GradePageView,
+    GradeRowView,
+    PostReportView,
     assignment_view,
     batch_view,
     report_view,
+    statistics_view,
 )
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
@@ -49,7 +53,8 @@ from shared.domain.authorization import (
     require,
 )
 from shared.domain.errors import AssignmentNotFound, GradeqError, NoValidAnswer
-from shared.domain.job import Job
+from shared.domain.grade_sheet import COLUMNS as SHEET_COLUMNS
+from shared.domain.grade_sheet import ClassStatistics, criteria_cells, grade_row
 from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
@@ -61,6 +66,7 @@ from shared.service_layer.assignments import (
     ItemStatus,
 )
 from shared.service_layer.intake import Submission
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.uploads import UploadService
 
@@ -220,7 +226,7 @@ def regrade(assignment_id: str) -> Response:
     body: RegradeIn = parse(RegradeIn, _json_body())
     regrader: Regrader = current_app.extensions["gradeq.regrader"]
     assignment = regrader.regrade(
-        principal, assignment_id, body.rubric_value(), body.prompt_version
+        principal, assignment_id, body.rubric_value(), body.prompt_version, body.reopen_reviewed
     )
     response = _json(assignment_view(assignment), 202)
     response.headers["Location"] = url_for(
@@ -237,15 +243,39 @@ def regrade_report(assignment_id: str) -> Response:
     return _json(report_view(regrader.report(principal, assignment_id, query.threshold)))
 
 
+@bp.post("/<assignment_id>/grades:post")
+def post_grades(assignment_id: str) -> Response:
+    """Post the assignment's final grades (or the chosen submissions') to students and
+    downstream systems: each changed grade is a new version with its own event."""
+    principal = _principal()
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_POST)  # before the body
+    body: PostIn = parse(PostIn, _json_body())
+    posting: PostingService = current_app.extensions["gradeq.posting"]
+    report = posting.post(principal, assignment_id, body.submission_ids)
+    return _json(
+        PostReportView(posted=report.posted, unchanged=report.unchanged, not_ready=report.not_ready)
+    )
+
+
 @bp.get("/<assignment_id>/grades")
 def grades(assignment_id: str) -> Response:
     principal = _principal()
     if request.accept_mimetypes.best_match(["application/json", CSV]) == CSV:
         return _grades_csv(principal, assignment_id)
     query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
-    page = _service().grades(principal, assignment_id, query.limit, query.cursor)
+    service = _service()
+    page = service.grades(principal, assignment_id, query.limit, query.cursor)
+    stats = None
+    if query.cursor is None:  # the class statistics come with the first page
+        assignment = service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
+        stats = statistics_view(ClassStatistics.of(service.all_grades(assignment)))
     return _json(
-        GradePageView(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
+        GradePageView(
+            jobs=[job_model(j) for j in page.jobs],
+            grades=[GradeRowView(**grade_row(j)) for j in page.jobs],
+            statistics=stats,
+            next_cursor=page.next_cursor,
+        )
     )
 
 
@@ -256,70 +286,14 @@ def _grades_csv(principal: Principal, assignment_id: str) -> Response:
     criteria = criteria_of(assignment.rubric.rubric)
 
     def rows() -> Iterator[str]:
-        yield csv_line(
-            [
-                "submission_id",
-                "job_id",
-                "status",
-                "score",
-                "max_score",
-                "rubric_version",
-                "prompt_version",
-                "feedback",
-                *criteria,
-                # The teacher's review, beside the model's grade above (docs/review.md).
-                *REVIEW_COLUMNS,
-            ]
-        )
+        yield csv_line([*SHEET_COLUMNS, *criteria])
         for job in service.all_grades(assignment):
-            yield csv_line(_row(job, len(criteria)))
+            row = grade_row(job)
+            yield csv_line([*(row[c] for c in SHEET_COLUMNS), *criteria_cells(job, len(criteria))])
 
     response = Response(stream_with_context(rows()), mimetype=CSV)
     response.headers["Content-Disposition"] = f'attachment; filename="{assignment.id}.csv"'
     return response
-
-
-def _row(job: Job, n_criteria: int) -> list[object]:
-    result = job.result
-    verdicts: list[object] = []
-    for criterion in result.criteria if result else ():
-        verdicts.append(
-            next((criterion[k] for k in ("score", "verdict", "met") if k in criterion), "")
-        )
-    verdicts = (verdicts + [""] * n_criteria)[:n_criteria]
-    return [
-        job.request.submission_id,
-        job.id,
-        job.status.value,
-        result.score if result else "",
-        job.request.max_score,
-        job.request.rubric_version if job.request.rubric_version is not None else "",
-        (result.prompt_version if result and result.prompt_version else None)
-        or job.request.prompt_version
-        or "",
-        result.feedback if result else "",
-        *verdicts,
-        *_review_cells(job),
-    ]
-
-
-#: The grade sheet's last columns: the review of a held grade (empty when not held).
-REVIEW_COLUMNS = ("review_status", "reviewed_score", "reviewed_by", "reviewed_at", "review_reason")
-
-
-def _review_cells(job: Job) -> list[object]:
-    if job.review is None:
-        return [""] * len(REVIEW_COLUMNS)
-    latest = job.review.latest
-    if latest is None:
-        return [job.review.status.value, "", "", "", ""]
-    return [
-        job.review.status.value,
-        latest.result.score,
-        latest.by,
-        latest.at.isoformat(),
-        latest.reason,
-    ]
 
 
 def _check_files(

@@ -44,6 +44,9 @@ class ReviewPolicyIn(BaseModel):
     format_failures: bool = False
     sample_rate: float = Field(default=0.0, ge=0, le=1)
     release: Literal["immediately", "after_review"] = "immediately"
+    #: Points a regrade's model grade may move from a teacher's grade before the grade
+    #: goes back to the teacher's queue flagged; null: a tenth of the max score.
+    regrade_threshold: float | None = Field(default=None, ge=0)
 
 
 class AssignmentIn(BaseModel):
@@ -61,6 +64,9 @@ class AssignmentIn(BaseModel):
         description="until when students may ask for a regrade of their grade (RFC 3339 "
         "with an offset); none: the assignment takes no regrade requests",
     )
+    #: Whether grades reach students and downstream systems once final ("automatic"), or
+    #: when the teacher posts them ("manual").
+    posting: Literal["automatic", "manual"] = "automatic"
 
     @field_validator("prompt_version")
     @classmethod
@@ -75,12 +81,14 @@ class AssignmentIn(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """The assignment's settings: its review rules and deadline for regrade requests,
-        when it has them."""
+        when it has them, and its posting policy when it posts manually."""
         settings: dict[str, Any] = {}
         if self.review is not None:
             settings["review"] = self.review.model_dump()
         if self.regrade_requests_until is not None:
             settings[REQUESTS_UNTIL] = self.regrade_requests_until.isoformat()
+        if self.posting == "manual":
+            settings["posting"] = self.posting
         return settings
 
     def rubric_value(self) -> Rubric:
@@ -188,6 +196,9 @@ class RegradeIn(BaseModel):
 
     rubric: RubricIn | None = None  # type: ignore[valid-type]
     prompt_version: Text | None = None
+    #: Put every grade a teacher reviewed back in the teacher's queue once regraded (the
+    #: teacher's grade stays final until the teacher decides again); recorded on the round.
+    reopen_reviewed: bool = False
 
     @field_validator("prompt_version")
     @classmethod
@@ -202,6 +213,14 @@ class RegradeIn(BaseModel):
     def rubric_value(self) -> Rubric | None:
         rubric: str | list[str] | None = self.rubric
         return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class PostIn(BaseModel):
+    """POST /v1/assignments/{id}/grades:post body: the submissions to post (all: null)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    submission_ids: list[Text] | None = Field(default=None, max_length=10_000)
 
 
 class ReportQuery(BaseModel):

@@ -224,10 +224,27 @@ def _waiting(job: Job) -> BatchWaitView | None:
 
 
 def _result(job: Job) -> Result | None:
-    """The grade the student may see: none while it waits for a teacher's review."""
+    """The grade the student may see: none while it waits for a teacher's review; of an
+    assignment that posts manually, the posted grade (none before the first post)."""
     result = job.effective_result
-    if result is None or job.withheld:
+    if result is None or (job.review is not None and job.review.withheld):
         return None
+    if job.request.post_manually:
+        posted = job.posted
+        if posted is None:
+            return None
+        if posted.generation != job.generation or (posted.score, posted.feedback) != (
+            result.score,
+            result.feedback,
+        ):
+            # A later grade waits for the teacher's post: the posted version is shown.
+            return Result(
+                score=posted.score,
+                max_score=posted.max_score,
+                feedback=posted.feedback,
+                criteria=[],
+                grader="posted",
+            )
     return Result(**result.to_dict())
 
 

@@ -84,6 +84,8 @@ class HeldGradeView(BaseModel):
     confidence: float | None
     #: The student's regrade request that put the grade in the queue (null: none).
     regrade_request: RegradeRequestView | None = None
+    #: The teacher's grade where a teacher decided before (a grade a regrade flagged).
+    teacher_score: float | None = None
 
 
 class ReviewQueueView(BaseModel):
@@ -102,6 +104,17 @@ class ReviewRecordView(BaseModel):
     decision: str
     reason: str
     result: Result
+    #: The job's generation whose model grade the teacher saw (null: not recorded).
+    generation: int | None = None
+
+
+class ModelGradeView(BaseModel):
+    """The model's grade of one generation of the job (each regrade makes one)."""
+
+    generation: int
+    rubric_version: int | None
+    score: float
+    feedback: str
 
 
 class ReviewFileView(BaseModel):
@@ -124,6 +137,8 @@ class ReviewDetailView(HeldGradeView):
     model_result: Result
     result: Result
     reviews: list[ReviewRecordView]
+    #: The model's grade of each generation kept, oldest first.
+    model_grades: list[ModelGradeView] = []
 
 
 def _service() -> ReviewService:
@@ -154,6 +169,7 @@ def held_view(job: Job) -> HeldGradeView:
         max_score=job.request.max_score,
         confidence=job.result.confidence if job.result else None,
         regrade_request=regrade_request_view(job),
+        teacher_score=job.teacher_result.score if job.teacher_result else None,
     )
 
 
@@ -182,8 +198,18 @@ def detail_view(job: Job) -> ReviewDetailView:
                 decision=r.decision.value,
                 reason=r.reason,
                 result=_result(r.result),
+                generation=r.generation,
             )
             for r in job.review.reviews
+        ],
+        model_grades=[
+            ModelGradeView(
+                generation=generation,
+                rubric_version=rubric_version,
+                score=grade.score,
+                feedback=grade.feedback,
+            )
+            for generation, rubric_version, grade in job.model_grades()
         ],
     )
 
