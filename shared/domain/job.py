@@ -730,7 +730,8 @@ class Job:
         own event id; the result it replaces is kept in the replay record. `lane`: the
         lane the new generation is graded in (None: the job's own). A teacher's reviews
         stay on the job (the teacher's grade stays the final grade); `reopen` asks to put
-        reviewed grades back in the teacher's queue once the new model grade is in.
+        reviewed grades back in the teacher's queue once the new model grade is in. A
+        student's open regrade request keeps its review state too (it stays in the queue).
         """
         if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
@@ -751,9 +752,18 @@ class Job:
             replay,
             request=request,
             result=None,
-            review=self.review.carried(reopen) if self.review and self.review.reviews else None,
+            review=self.review.carried(reopen) if self.review and self._review_carried else None,
             lane=self.lane if lane is None else lane,
         )
+
+    @property
+    def _review_carried(self) -> bool:
+        """Whether a regrade keeps the review state: a teacher's reviews are on it, or a
+        student's regrade request is open (it stays in the teacher's queue)."""
+        if self.review is None:
+            return False
+        asked = self.regrade_request
+        return bool(self.review.reviews) or (asked is not None and asked.is_open)
 
     def _next_generation(self, now: datetime, record: ReplayRecord, **changes: Any) -> Job:
         """PENDING again as a new generation: a fresh attempt budget, no lease, no outcome,

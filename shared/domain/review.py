@@ -359,6 +359,27 @@ def requested_state(state: ReviewState | None, generation: int, now: datetime) -
     )
 
 
+def request_kept(state: ReviewState | None, before: ReviewState, generation: int) -> ReviewState:
+    """The review state of a regraded grade whose student's regrade request is still open
+    (`before`: the state the request held it in; `state`: the regrade's own, or None).
+
+    The request keeps its place in the teacher's queue (its `held_at`) and its release; the
+    regrade's own reasons (`regrade-moved`, `reopened`, a hold rule) stand beside it.
+    """
+    base = state if state is not None else before
+    reasons = base.reasons if base.status is ReviewStatus.HELD else ()
+    if HoldReason.REGRADE_REQUEST not in reasons:
+        reasons = (*reasons, HoldReason.REGRADE_REQUEST)
+    return dataclasses.replace(
+        base,
+        status=ReviewStatus.HELD,
+        reasons=reasons,
+        release=before.release,
+        held_at=before.held_at,
+        generation=generation,
+    )
+
+
 def after_regrade(
     state: ReviewState, result: GradeResult, threshold: float, generation: int, now: datetime
 ) -> ReviewState:

@@ -42,7 +42,14 @@ from shared.domain.errors import (
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job, JobError
 from shared.domain.lanes import lane_context
-from shared.domain.review import ReviewPolicy, after_regrade, hold_state, regrade_threshold
+from shared.domain.review import (
+    ReviewPolicy,
+    ReviewState,
+    after_regrade,
+    hold_state,
+    regrade_threshold,
+    request_kept,
+)
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
@@ -169,15 +176,21 @@ def settled(current: Job, done: Job, policy: ReviewPolicy | None, now: datetime)
 
     A regrade of a grade a teacher decided keeps the teacher's grade final; the grade goes
     back to the teacher's queue when the new model grade moved past the threshold or the
-    regrade reopened it (shared.domain.review.after_regrade).
+    regrade reopened it (shared.domain.review.after_regrade). A student's open regrade
+    request keeps the grade held with its request (shared.domain.review.request_kept).
     """
     assert done.result is not None
+    state: ReviewState | None
     if current.teacher_result is not None and current.review is not None:
         threshold = regrade_threshold(policy, current.request.max_score)
-        carried = after_regrade(current.review, done.result, threshold, done.generation, now)
-        return done.hold(carried).post_if_automatic(now)
-    held = hold_state(policy, done.id, done.generation, done.result, now)
-    return (done.hold(held) if held is not None else done).post_if_automatic(now)
+        state = after_regrade(current.review, done.result, threshold, done.generation, now)
+    else:
+        state = hold_state(policy, done.id, done.generation, done.result, now)
+    asked = current.regrade_request
+    if asked is not None and asked.is_open and current.review is not None:
+        # A student's open request stays in the teacher's queue, where it was.
+        state = request_kept(state, current.review, done.generation)
+    return (done.hold(state) if state is not None else done).post_if_automatic(now)
 
 
 class WorkerService:

@@ -290,3 +290,67 @@ def test_a_change_whose_announcement_was_cut_off_is_posted_on_the_next_look_once
         (1, 4.0, ""),
         (2, 6.0, "see the second line"),
     ]
+
+
+def _regrade_class(
+    intake: FlaskClient, settings: Settings, adapters: Adapters, clock: FrozenClock, aid: str
+) -> None:
+    """The teacher regrades the class; the worker grades every submission again."""
+    queue = adapters.queue
+    assert isinstance(queue, FakeTaskQueue)
+    since = len(queue.tasks)
+    started = intake.post(f"/v1/assignments/{aid}/regrade", json={}, headers=SERVER)
+    assert started.status_code == 202, started.get_json()
+    assert len(queue.tasks) > since
+    worker = create_worker(settings, adapters, FixedGrader(), clock).test_client()
+    deliver_all(worker, queue, since)
+
+
+@pytest.mark.parametrize("reviewed_before", [False, True])
+def test_an_open_request_stays_held_with_its_request_through_a_class_regrade(
+    intake: FlaskClient,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    reviewed_before: bool,
+) -> None:
+    # Reviewed before: a grade near the pass mark is held, and the teacher gave their own.
+    review = {"review": {"pass_mark": 5, "margin": 1}} if reviewed_before else {}
+    assignment_id = _assignment(intake, clock, **review, **_open_until(clock))
+    job_id = _graded(intake, settings, adapters, clock, assignment_id)
+    if reviewed_before:
+        # A teacher's grade first: a regrade moving away from it flags it as well.
+        decided = intake.post(
+            f"/v1/reviews/{job_id}",
+            json={"decision": "override", "score": 9, "reason": "generous"},
+            headers=TEACHER,
+        )
+        assert decided.status_code == 200, decided.get_json()
+    clock.advance(timedelta(minutes=5))
+    assert _ask(intake, job_id).status_code == 201
+    [before] = [
+        r
+        for r in intake.get("/v1/reviews", headers=TEACHER).get_json()["reviews"]
+        if r["job_id"] == job_id
+    ]
+
+    clock.advance(timedelta(hours=1))
+    _regrade_class(intake, settings, adapters, clock, assignment_id)
+
+    job = intake.get(f"/v1/grading-jobs/{job_id}", headers=SERVER).get_json()
+    assert job["status"] == "SUCCEEDED"
+    [held] = [
+        r
+        for r in intake.get("/v1/reviews", headers=TEACHER).get_json()["reviews"]
+        if r["job_id"] == job_id
+    ]
+    assert "regrade-request" in held["reasons"]
+    assert held["held_at"] == before["held_at"]  # its place in the queue
+    assert held["regrade_request"]["reason"] == before["regrade_request"]["reason"]
+    # The teacher answers it as before; the answer is posted once.
+    versions = len(_posted(adapters, job_id))
+    changed = _answer(intake, job_id, {"answer": "change", "score": 8, "reason": "seen"})
+    assert changed.status_code == 200, changed.get_json()
+    assert changed.get_json()["regrade_request"]["answer"] == "change"
+    [posted] = _posted(adapters, job_id)[versions:]
+    assert (posted.score, posted.source, posted.reason) == (8.0, "teacher", "seen")
