@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from localcloud.cloudrun import ForwardedTokens
 from localcloud.http_pool import pool
 from localcloud.outcomes import RETRY_S, PendingOutcomes
 from localcloud.tasks.attempt import AttemptResult, build_headers, send
@@ -65,12 +66,15 @@ class QueuePump:
         lease_margin_s: float,
         name_reservation_s: float,
         record_delay_s: float = 0.05,
+        tokens: ForwardedTokens | None = None,
     ) -> None:
         self.table = table
         self.queue = queue
         self.owner = owner
         self.push_token = push_token
         self.oidc_account = oidc_account
+        #: The ID tokens this pump's dispatcher forwards (shared by its pumps).
+        self.tokens = tokens or ForwardedTokens()
         # Tasks stored with a relative URL go to this base (the worker's current address).
         self.target_base = target_base
         self.poll_interval_s = poll_interval_s
@@ -215,7 +219,9 @@ class QueuePump:
             job_id = _job_id(task)
             with job_context(job_id):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
-                headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
+                headers = build_headers(
+                    task, self.push_token, self.tokens, self.oidc_account, self.target_base
+                )
                 result = send(task, headers, deadline, self.target_base, self._http)
                 self._outcomes.add(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
