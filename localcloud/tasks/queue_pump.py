@@ -140,7 +140,7 @@ class QueuePump:
             now = time.monotonic()
             if signalled or self._outcomes or now >= look_at:
                 try:
-                    look_at = now + self._tick()
+                    look_at = now + self.turn()
                 except Exception:
                     # Keep pumping (a locked or briefly unavailable database heals itself),
                     # after a second: the outcomes stay queued until then.
@@ -159,8 +159,18 @@ class QueuePump:
             if signalled:
                 self._wake.clear()
 
-    def _tick(self) -> float:
-        """Record ended attempts, start what may start now; return how long to sleep."""
+    @property
+    def in_flight(self) -> int:
+        """How many attempts are under way."""
+        with self._idle:
+            return self._in_flight
+
+    def turn(self) -> float:
+        """Record ended attempts, start what may start now; return how long to sleep.
+
+        The pump's thread takes the turns; a paused dispatcher's pumps take none, and can
+        be turned by hand.
+        """
         now = time.time()
         if now >= self._next_purge:
             self.table.purge_tombstones(self.queue.name, now - self.name_reservation_s)
@@ -233,7 +243,7 @@ class QueuePump:
                 self._in_flight -= 1
                 self._idle.notify_all()
             if was_full:
-                self._wake.set()
+                self.wake()
 
     def _record(self, task: TaskRow, result: AttemptResult, first_attempt_at: float) -> None:
         now = time.time()
