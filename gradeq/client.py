@@ -16,6 +16,7 @@ server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks sign
 
 from __future__ import annotations
 
+import copy
 import math
 import mimetypes
 import time
@@ -163,6 +164,12 @@ class GradeqClient:
     def has_operator_key(self) -> bool:
         return bool(self._operator_key)
 
+    def at(self, base_url: str) -> GradeqClient:
+        """The same client (keys, session, retries) against another base URL."""
+        other = copy.copy(self)
+        other.base_url = base_url.rstrip("/")
+        return other
+
     # --- requests ------------------------------------------------------------------------
 
     def request(
@@ -177,7 +184,8 @@ class GradeqClient:
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """One call (with `operator`, under /admin/v1 with the operator key); with `retry`,
-        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After.
+        again after 429, 502, 503, 504 or a lost connection, at the server's Retry-After
+        (a Retry-After longer than `max_backoff_s`, such as a daily quota's, is raised).
 
         Raises GradeqError for an error answer, Unreachable when every attempt failed to
         connect, MissingKey when the key it needs was not given."""
@@ -199,8 +207,13 @@ class GradeqClient:
                     raise Unreachable(url, exc) from exc
                 self._sleep(delay)
                 continue
-            if response.status_code in RETRYABLE_STATUSES and not last:
-                self._sleep(retry_after_s(response.headers) or delay)
+            wait = retry_after_s(response.headers) or delay
+            if (
+                response.status_code in RETRYABLE_STATUSES
+                and not last
+                and wait <= self._max_backoff_s
+            ):
+                self._sleep(wait)
                 continue
             return self._reply(response)
         raise AssertionError("unreachable")
@@ -251,10 +264,17 @@ class GradeqClient:
         )
         return self._job(reply)
 
-    def upload(self, data: bytes, content_type: str, name: str = "") -> dict[str, Any]:
-        """Upload one file through a signed URL; return the reference a job's `files` takes."""
+    def upload(
+        self, data: bytes, content_type: str, name: str = "", student_id: str | None = None
+    ) -> dict[str, Any]:
+        """Upload one file through a signed URL; return the reference a job's `files` takes.
+
+        With `student_id`, the file is that student's: only their submissions may name it,
+        and erasing the student removes it, named by a job or not.
+        """
         declared = {"content_type": content_type, "size": len(data)}
-        grant = self.request("POST", "/v1/uploads", json=declared).body
+        asked = {**declared, "student_id": student_id} if student_id is not None else declared
+        grant = self.request("POST", "/v1/uploads", json=asked).body
         # The signed URL is the credential: no Authorization header goes to the store.
         response = self._session.put(
             grant["upload_url"], data=data, headers=grant["headers"], timeout=self._timeout_s
@@ -276,7 +296,7 @@ class GradeqClient:
         return self._job(self.request("GET", f"/v1/grading-jobs/{job_id}"))
 
     def cancel(self, job_id: str) -> Job:
-        # Cancelling twice answers 409 job-already-final, so a retry is harmless.
+        # A repeated cancel answers the cancelled job again, so a retry is harmless.
         return self._job(self.request("POST", f"/v1/grading-jobs/{job_id}/cancel"))
 
     def jobs(self, status: str | None = None, submission_id: str | None = None) -> Iterator[Job]:
@@ -500,15 +520,24 @@ def content_type_of(path: Path) -> str:
 
 
 def verify_webhook(
-    secret: str, body: bytes | str, headers: Mapping[str, str], *, client_id: str
+    secret: str,
+    body: bytes | str,
+    headers: Mapping[str, str],
+    *,
+    client_id: str,
+    author: str | None = None,
 ) -> dict[str, Any]:
-    """Check a webhook's signature, age and client; return its CloudEvent, or raise
-    InvalidWebhook.
+    """Check a webhook's signature, age, school and author; return its CloudEvent, or
+    raise InvalidWebhook.
 
     `secret` is this client's `whsec_...` webhook secret and `client_id` its own client id:
-    an event signed with the secret but about another client's job is refused. `headers`
-    must hold webhook-id, webhook-timestamp and webhook-signature (during a rotation the
-    signature header holds one signature per secret; either verifies).
+    an event signed with the secret but about another client's job is refused, and so is
+    a student's practice job (never the school's). The event's `data.author` names who in
+    the school submitted the job (`"server"` for the school's API key, else a signed-in
+    user's id); with `author` given, an event of any other author is refused (pass
+    `author="server"` to take only the grades of jobs the school's server submitted).
+    `headers` must hold webhook-id, webhook-timestamp and webhook-signature (during a
+    rotation the signature header holds one signature per secret; either verifies).
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
@@ -520,8 +549,16 @@ def verify_webhook(
     if not isinstance(event, dict):
         raise InvalidWebhook("the body is not a JSON object")
     data = event.get("data")
-    owner = data.get("client_id") if isinstance(data, dict) else None
-    # A job a signed-in user submitted belongs to `<client>:user:<uid>`.
-    if not isinstance(owner, str) or owner.split(":user:", 1)[0] != client_id:
+    if not isinstance(data, dict) or not isinstance(data.get("client_id"), str):
+        raise InvalidWebhook("the webhook names no client")
+    # Events published before jobs had an author name a user's job `<client>:user:<uid>`.
+    school, mark, uid = data["client_id"].partition(":user:")
+    written_by = data.get("author") or (uid if mark else "server")
+    if school != client_id:
         raise InvalidWebhook("the webhook is about another client's job")
+    if data.get("practice") is True:
+        raise InvalidWebhook("the webhook is about a practice job, which is never the school's")
+    if author is not None and written_by != author:
+        raise InvalidWebhook(f"the webhook's job was submitted by {written_by!r}, not {author!r}")
+    data["author"] = written_by
     return event

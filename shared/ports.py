@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
@@ -33,6 +34,8 @@ class JobQuery:
     submission_id: str | None = None
     #: (created_at, id) of the last job of the previous page.
     after: tuple[datetime, str] | None = None
+    #: Only the jobs of this author within the school (None: every author's).
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,9 @@ class JobEraser(Protocol):
         ...
 
     def forget_events(self, event_ids: list[str]) -> int:
-        """Delete every subscriber's dedup record of these events; how many there were."""
+        """Make every subscriber's record of these events a tombstone (TOMBSTONE of
+        shared.domain.erasure), and leave one for each of RECORDING_SUBSCRIBERS that has
+        none yet, so a later delivery is a duplicate; how many records held more."""
         ...
 
 
@@ -171,6 +176,15 @@ class JobStore(Protocol):
         is decided on the job as the other left it, and the loser of a claim sees
         `JobLocked`. A writer that dies mid-update leaves the job as it was, locked by
         nothing.
+        """
+        ...
+
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        """`update`, admitting under `limits` a change that makes a final job not final.
+
+        Such a change counts the job again (+1) and is checked in the same atomic write,
+        as `create` checks a new job: past a ceiling it raises TooManyActiveJobs or
+        BacklogFull and nothing is written. Any other change is written as `update` does.
         """
         ...
 
@@ -389,6 +403,11 @@ class AssignmentStore(Protocol):
         """Note that the event reached the bus."""
         ...
 
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        """Assignments of any client whose regrade waits for room (`regrade_waiting`),
+        at most `limit`: answered by the store's query, not by filtering."""
+        ...
+
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         """Recorded events not yet marked published, oldest first."""
         ...
@@ -398,17 +417,26 @@ class AssignmentStore(Protocol):
         ...
 
 
-class JobBatchWriter(Protocol):
-    """Creates many jobs in as few commits as the backend allows."""
+@dataclass(frozen=True)
+class BatchCreated:
+    """What `create_many` did: each job's (stored job, created?) in the order given, and
+    the ceiling's error when it refused some (those answer (None, False))."""
 
-    def create_many(
-        self, jobs: list[Job], capacity: int | None = None
-    ) -> list[tuple[Job | None, bool]]:
+    items: list[tuple[Job | None, bool]]
+    refusal: GradeqError | None = None
+
+
+class JobBatchWriter(Protocol):
+    """Creates many jobs (all of one client) in as few commits as the backend allows."""
+
+    def create_many(self, jobs: list[Job], limits: AdmissionLimits | None = None) -> BatchCreated:
         """Insert each job unless its id exists; (stored job, created?) in the same order.
 
-        At most `capacity` new jobs are created (None: no bound); a job past it is not
-        stored and answers (None, False). Counts each new job as `JobStore.create` does,
-        in the same commits.
+        Counts each new job as `JobStore.create` does, in the same commits. With `limits`,
+        new jobs are admitted in order while both ceilings have room, checked in the
+        commits that count them (as `JobStore.create` checks one), so racing batches
+        and creates never pass a ceiling together; a job past it is not stored and
+        answers (None, False). An existing job is returned whatever the counts.
         """
 
 
@@ -446,6 +474,23 @@ class BlobInfo:
     content_type: str
 
 
+class UploadQuota(Protocol):
+    """The bytes each client's uploads may hold per UTC day, counted when a URL is issued."""
+
+    def reserve(self, client_id: str, day: date, size: int, limit: int) -> bool:
+        """Count `size` more bytes for the client on `day` unless the day's count would
+        pass `limit`; whether they were counted (atomic: racing calls never pass it)."""
+        ...
+
+
+class UploadReferences(Protocol):
+    """Which uploaded files accepted jobs name: a file is deleted only when none does."""
+
+    def named_by_a_job(self, client_id: str, name: str) -> bool:
+        """Whether a stored job of the client names the object `name` among its files."""
+        ...
+
+
 class BlobStore(Protocol):
     """Uploaded files: signed URLs for direct PUTs, then bounded reads by the services."""
 
@@ -470,4 +515,9 @@ class BlobStore(Protocol):
 
     def delete(self, names: list[str]) -> None:
         """Remove these objects; names already gone are ignored."""
+        ...
+
+    def delete_under(self, prefix: str) -> list[str]:
+        """Remove every object whose name starts with `prefix` (a folder, ending in "/");
+        answer their names."""
         ...

@@ -37,6 +37,22 @@ module "grader_suspended_alert" {
   depends_on = [time_sleep.apis]
 }
 
+# The grader's model retires within 30 days (worker log event grader_model_retiring, at
+# most one line a day per instance); past the date a default model suspends grading.
+module "grader_model_retiring_alert" {
+  source = "./modules/log_alert"
+
+  name                  = "${var.name_prefix}/grader_model_retiring"
+  display_name          = "${var.name_prefix}: the grader's model retires soon"
+  description           = "The grader's model retires within 30 days (worker log event grader_model_retiring)."
+  log_filter            = "${local.worker_revisions} AND jsonPayload.event = \"grader_model_retiring\""
+  documentation         = "Vertex AI retires the grader's Gemini model on jsonPayload.retires_on (new access to it is already blocked). Set var.grader.model (GRADEQ_GRADER_MODEL) to a current model and apply before that date: past it, a worker on the default model suspends grading (grader_suspended) until it names a current one. Search the worker logs for jsonPayload.event=\"grader_model_retiring\"."
+  notification_channels = var.notification_channels
+  labels                = var.labels
+
+  depends_on = [time_sleep.apis]
+}
+
 resource "google_monitoring_alert_policy" "dead_lettered" {
   display_name          = "${var.name_prefix}: events dead-lettered"
   combiner              = "OR"

@@ -2,7 +2,8 @@
 
 Exit codes: 0 done (a watched job SUCCEEDED); 2 usage or a missing credential; 3 the job
 FAILED; 4 the job was CANCELLED; 5 the intake answered with a problem (its type is
-printed); 6 the intake could not be reached; 7 `--watch` gave up waiting.
+printed); 6 the intake could not be reached; 7 `--watch` gave up waiting; 8 a check of
+`doctor` failed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gradeq.cli.common import (
     reported,
 )
 from gradeq.cli.config import resolve
+from gradeq.cli.doctor import DOCTOR_FAILED, Doctor
 from gradeq.client import GradeqClient, Job
 
 JOB_FAILED = 3
@@ -321,6 +323,35 @@ def stats(
         _emit({**reply.body, "lanes": lanes})
     else:
         render.print_all(out, *render.health_tables(reply.body), render.lanes_table(lanes))
+
+
+@app.command()
+@reported
+def doctor(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None, typer.Option(help="The intake to check (default: the connection's).")
+    ] = None,
+    analytics_url: Annotated[
+        str | None,
+        typer.Option(help="An analytics service serving /v1/events (the local stack's)."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Give up waiting for a step after s.")] = 300.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check a deployment end to end: readiness, one job to its final state, its event."""
+    client = _client(ctx)
+    if url:
+        client = client.at(url)
+    analytics = client.at(analytics_url) if analytics_url else None
+    report = Doctor(client, analytics, timeout).run()
+    checks = [c.as_dict() for c in report.checks]
+    if as_json:
+        _emit({"url": client.base_url, "ok": report.ok, "checks": checks})
+    else:
+        out.print(render.doctor_table(checks, client.base_url))
+    if not report.ok:
+        raise typer.Exit(DOCTOR_FAILED)
 
 
 lanes_app = typer.Typer(help="Priority lanes: figures, pause, resume, purge (operator).")

@@ -6,9 +6,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
+CHECK_MARKS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
+
+
+def id_column(header: str) -> Column:
+    """A column of ids, copied into the next command: kept whole on one line.
+
+    The table's other columns wrap first; only a console narrower than the ids
+    themselves cuts them.
+    """
+    return Column(header, no_wrap=True)
+
+
+def text_column(header: str) -> Column:
+    """A column of text that wraps onto more lines rather than being cut short."""
+    return Column(header, overflow="fold")
 
 
 def seconds(ms: int | None) -> str:
@@ -122,3 +137,18 @@ def lanes_table(lanes: list[dict[str, Any]]) -> Table:
 def print_all(console: Console, *renderables: Any) -> None:
     for item in renderables:
         console.print(item)
+
+
+def doctor_table(checks: list[dict[str, Any]], target: str) -> Table:
+    """`gradeq doctor`'s checks in order: when each ended, its verdict, what it saw."""
+    table = Table(title=f"gradeq doctor: {target}")
+    for column in ("at", "check", "", "saw"):
+        table.add_column(column)
+    for check in checks:
+        table.add_row(
+            f"{check['at_ms'] / 1000:.2f}s",
+            check["check"],
+            CHECK_MARKS[check["status"]],
+            check["detail"],
+        )
+    return table

@@ -2,7 +2,8 @@
 
 The browser decides only what a student may: the answer text and a submission reference.
 A class page (`/class?assignment=ID`) follows an assignment of this server's client: its
-progress, mean score and score histogram, never one student's answer.
+title, progress, mean score and score histogram, never one student's answer nor the
+rubric (its visitors are anonymous: the page shows what a student may see).
 The assignment, its rubric and maximum score come from this server's configuration, and
 nothing else the page sends (a callback URL, another score) reaches the intake. A browser
 session (a signed cookie) remembers the jobs it submitted, and only those are relayed.
@@ -35,6 +36,8 @@ _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 #: What a student may upload from this page: a photo or a scan of the answer.
 UPLOAD_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "application/pdf"})
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+#: What the class page shows of an assignment: never the rubric, its versions or settings.
+CLASS_PAGE_FIELDS = ("id", "title", "max_score", "progress")
 #: Files one submission may name, and uploads one session remembers.
 MAX_FILES = 4
 MAX_UPLOADS_PER_SESSION = 20
@@ -206,6 +209,12 @@ def create_app(
             headers={"Authorization": f"Bearer {key}"},
             timeout=TIMEOUT_S,
         )
-        return relay(answer)
+        if answer.status_code != 200:
+            return relay(answer)
+        full = answer.json()
+        shown = jsonify({k: full[k] for k in CLASS_PAGE_FIELDS if k in full})
+        if "Retry-After" in answer.headers:
+            shown.headers["Retry-After"] = answer.headers["Retry-After"]
+        return shown
 
     return app

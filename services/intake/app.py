@@ -11,7 +11,7 @@ from services.intake.auth.cors import register_cors
 from services.intake.auth.failures import FailedAuthLimiter, client_address
 from services.intake.auth.firebase import FirebaseAuthenticator, SignInPolicy
 from services.intake.auth.firebase_revocation import IdentityToolkitLookup
-from services.intake.auth.reviewers import ReviewerAuthenticator
+from services.intake.auth.reviewers import ReviewerKeys
 from services.intake.jobs.routes import bp
 from services.intake.limits.body import check_request_head
 from services.intake.limits.rate_limit import SubmissionRateLimiter
@@ -21,10 +21,10 @@ from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
 from services.intake.uploads import routes as uploads
-from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
+from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
-from shared.http.callback_guard import CallbackGuard
+from shared.http.callback_guard import CachedResolver, CallbackGuard
 from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -49,25 +49,38 @@ def create_app(
     guard: CallbackGuard | None = None,
     api_keys: ApiKeyStore | None = None,
     firebase: FirebaseAuthenticator | None = None,
+    family: AdapterFamily | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
-    family = adapter_family(settings)
+    family = family or adapter_family(settings)
     adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
-    app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        RETRY_AFTER_S=settings.retry_after_s,
+        PRACTICE_CLIENTS=settings.practice_client_set(),
+    )
     firebase = firebase or _firebase(settings)
+    failures = FailedAuthLimiter(
+        settings.auth_failure_burst,
+        settings.auth_failure_rate_per_s,
+        clock,
+        lambda: client_address(settings.trusted_proxy_hops),
+    )
+    app.extensions["gradeq.failed_auth"] = failures
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
         ),
         firebase,
-        FailedAuthLimiter(settings.auth_failure_burst, settings.auth_failure_rate_per_s, clock),
-        lambda: client_address(settings.trusted_proxy_hops),
+        failures,
+        ReviewerKeys(settings.reviewer_key_map()),
     )
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
+        CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
         allowed_ports=settings.callback_port_set(),
     )
@@ -103,6 +116,7 @@ def create_app(
             limits,
             adapters.uow,
             adapters.enqueue_parallelism,
+            lanes=settings.lane_policy(),
         )
         app.extensions["gradeq.assignments"] = assignments
         app.extensions["gradeq.regrader"] = Regrader(
@@ -114,11 +128,9 @@ def create_app(
             completion.check if completion else None,
             adapters.enqueue_parallelism,
             lane=settings.regrade_lane(),
+            limits=limits,
         )
         app.register_blueprint(assignments_bp)
-    app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
-        settings.reviewer_key_map(), firebase
-    )
     review_queue = family.review_queue()
     app.extensions["gradeq.review_queue"] = review_queue
     app.extensions["gradeq.reviews"] = ReviewService(
@@ -128,7 +140,13 @@ def create_app(
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
-    app.extensions["gradeq.uploads"] = UploadService(blob_store, clock, settings.upload_limits())
+    app.extensions["gradeq.uploads"] = UploadService(
+        blob_store,
+        clock,
+        settings.upload_limits(),
+        family.upload_references(),
+        family.upload_quota(),
+    )
     app.extensions["gradeq.erasure"] = ErasureService(
         adapters.store,
         family.job_eraser(),

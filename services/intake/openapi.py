@@ -24,8 +24,10 @@ from services.intake.jobs.views import JobPage, JobView, Problem
 from services.intake.limits.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.limits.rate_limit import RateLimited
 from services.intake.uploads.routes import UploadIn, UploadOut
+from shared.domain.authorization import AssignmentRequired, Forbidden, SetByTheSchool
 from shared.domain.errors import (
     PROBLEM_BASE,
+    AssignmentNotFound,
     BacklogFull,
     DependencyUnavailable,
     GradeqError,
@@ -41,6 +43,7 @@ from shared.domain.uploads import (
     UploadAlreadySent,
     UploadMismatch,
     UploadNotFound,
+    UploadQuotaExceeded,
     UploadSignatureInvalid,
     UploadTooLarge,
     UploadTypeNotAllowed,
@@ -49,6 +52,7 @@ from shared.http.callback_guard import CallbackRefused
 from shared.http.errors import (
     HeaderFieldsTooLarge,
     IdempotencyKeyInvalid,
+    JsonTooComplex,
     NestingTooDeep,
     PayloadTooLarge,
     Unauthenticated,
@@ -78,6 +82,7 @@ COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     NoClientForUser,
     SignInNotAccepted,
     TooManyFailedAuthentications,
+    Forbidden,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -193,8 +198,12 @@ def _paths() -> dict[str, Any]:
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     create_errors = (
         *COMMON_ERRORS,
+        SetByTheSchool,
+        AssignmentRequired,
+        AssignmentNotFound,
         ValidationFailed,
         NestingTooDeep,
+        JsonTooComplex,
         IdempotencyKeyInvalid,
         CallbackRefused,
         PayloadTooLarge,
@@ -234,12 +243,14 @@ def _paths() -> dict[str, Any]:
                             *COMMON_ERRORS,
                             ValidationFailed,
                             NestingTooDeep,
+                            JsonTooComplex,
                             PayloadTooLarge,
                             UnsupportedMediaType,
                             UploadTooLarge,
                             UploadTypeNotAllowed,
                             UploadMismatch,
                             RateLimited,
+                            UploadQuotaExceeded,
                         )
                     ),
                 },

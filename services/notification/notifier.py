@@ -7,7 +7,6 @@ from enum import StrEnum
 
 from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
-from shared.domain.client_ids import owning_client
 from shared.domain.events import GradingCompleted
 from shared.http.callback_guard import CallbackRefused
 from shared.ports import JobStore, ProcessedEvents
@@ -24,6 +23,8 @@ class Handled(StrEnum):
     NO_CALLBACK = "no-callback"
     REFUSED = "refused"
     UNSIGNABLE = "unsignable"
+    GONE = "gone"
+    PRACTICE = "practice"
 
 
 _MESSAGES = {
@@ -31,6 +32,7 @@ _MESSAGES = {
     Handled.REFUSED: "event recorded without a webhook",
     Handled.UNSIGNABLE: "event recorded without a webhook: the client has no webhook secret",
     Handled.NO_CALLBACK: "event has no callback_url",
+    Handled.PRACTICE: "event of a practice job: no webhook",
 }
 
 
@@ -42,7 +44,8 @@ class Notifier:
     of jobs with one (the `has_callback` attribute); an event without still arriving (the
     Pub/Sub emulator does not apply filters) is recorded without a webhook. The webhook is
     signed with the secrets of the job's client; a client without one gets no webhook
-    (recorded, never signed otherwise).
+    (recorded, never signed otherwise). An event whose job is gone (erased) is dropped:
+    no webhook and no record, so nothing here names the job again.
     """
 
     def __init__(
@@ -62,15 +65,21 @@ class Notifier:
         if self._processed.contains(SUBSCRIBER, event.event_id):
             log.info("event already notified", extra={"event_id": event.event_id})
             return Handled.DUPLICATE
-        record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
         job = self._jobs.get(event.job_id)
-        callback_url = job.request.callback_url if job is not None else None
         if job is None:
-            log.warning("the event's job is gone; no webhook", extra={"event_id": event.event_id})
+            log.warning(
+                "the event's job is gone (erased); dropped", extra={"event_id": event.event_id}
+            )
+            return Handled.GONE
+        record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
+        callback_url = job.request.callback_url
         handled = Handled.NO_CALLBACK
-        if job is not None and callback_url:
-            # A signed-in user's job is signed for the client the user belongs to.
-            secrets = self._secrets.signing_secrets(owning_client(job.client_id))
+        if event.practice or job.request.practice:
+            # A student's practice job is never the school's: nothing is signed for it.
+            handled, callback_url = Handled.PRACTICE, None
+        if callback_url:
+            # Signed for the school the job belongs to, whoever in it submitted the job.
+            secrets = self._secrets.signing_secrets(job.client_id)
             if not secrets:
                 record["callback_refused"] = "the client has no webhook secret"
                 handled = Handled.UNSIGNABLE

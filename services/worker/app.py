@@ -14,6 +14,7 @@ from shared.bootstrap import (
     build_grader,
 )
 from shared.config.settings import Settings
+from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier, require_push_token
@@ -21,8 +22,10 @@ from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewPolicies, ReviewService
 from shared.service_layer.worker import WorkerService
 
@@ -40,12 +43,15 @@ def create_app(
     clock = clock or build_clock()
     budget = settings.budget()
     app = Flask(__name__)
+    regrader = _regrader(settings, adapters, clock)
     completion = (
-        AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+        AssignmentCompletion(
+            adapters.assignments, adapters.publisher, clock, regrader.resume if regrader else None
+        )
         if adapters.assignments is not None
         else None
     )
-    grader = grader or build_grader(settings)
+    grader = grader or build_grader(settings, clock)
     worker = WorkerService(
         store=adapters.store,
         publisher=adapters.publisher,
@@ -69,6 +75,7 @@ def create_app(
         clock=clock,
         budget=budget,
         assignments=completion,
+        regrades=regrader.resume_waiting if regrader else None,
         reviews=ReviewService(
             adapters.store,
             adapter_family(settings).review_queue(),
@@ -90,3 +97,28 @@ def create_app(
     register_health(app, [("store", adapters.store.ping), ("bus", adapters.publisher.ping)])
     app.register_blueprint(build_blueprint(require_push_token(build_verifier(settings))))
     return app
+
+
+def _regrader(settings: Settings, adapters: Adapters, clock: Clock) -> Regrader | None:
+    """What resumes a regrade waiting for room under the ceilings (docs/assignments.md)."""
+    if adapters.assignments is None or adapters.batch is None:
+        return None
+    limits = AdmissionLimits(
+        settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
+    )
+    service = AssignmentService(
+        adapters.assignments, adapters.store, adapters.batch, adapters.queue, clock, limits
+    )
+    checker = AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
+    regrader = Regrader(
+        service,
+        adapters.assignments,
+        adapters.store,
+        adapters.queue,
+        clock,
+        checker.check,
+        adapters.enqueue_parallelism,
+        lane=settings.regrade_lane(),
+        limits=limits,
+    )
+    return regrader

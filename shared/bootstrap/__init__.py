@@ -27,6 +27,8 @@ from shared.ports import (
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
+    UploadQuota,
+    UploadReferences,
     WebhookSecretStore,
 )
 
@@ -55,6 +57,10 @@ class AdapterFamily(Protocol):
     def review_queue(self) -> ReviewQueue: ...
 
     def job_eraser(self) -> JobEraser: ...
+
+    def upload_references(self) -> UploadReferences: ...
+
+    def upload_quota(self) -> UploadQuota: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 
@@ -112,8 +118,8 @@ def build_clock() -> Clock:
     return SystemClock()
 
 
-def build_grader(settings: Settings) -> Grader:
-    """The grader named by GRADEQ_GRADER."""
+def build_grader(settings: Settings, clock: Clock | None = None) -> Grader:
+    """The grader named by GRADEQ_GRADER (a model's retirement date is read on `clock`)."""
     from shared.bootstrap.graders import grader_for
 
-    return grader_for(settings)
+    return grader_for(settings, clock)

@@ -19,6 +19,8 @@ from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
 from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
+from shared.adapters.embedded.upload_quota import SqliteUploadQuota
+from shared.adapters.embedded.upload_references import SqliteUploadReferences
 from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
 from shared.clock import SystemClock
 from shared.config.settings import Settings
@@ -47,6 +49,12 @@ class EmbeddedFamily:
 
     def job_eraser(self) -> SqliteJobEraser:
         return SqliteJobEraser(self._db)
+
+    def upload_references(self) -> SqliteUploadReferences:
+        return SqliteUploadReferences(self._db)
+
+    def upload_quota(self) -> SqliteUploadQuota:
+        return SqliteUploadQuota(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

@@ -28,6 +28,8 @@ from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
+from shared.adapters.google.upload_quota import FirestoreUploadQuota
+from shared.adapters.google.upload_references import FirestoreUploadReferences
 from shared.adapters.google.webhook_secret_store import FirestoreWebhookSecretStore
 from shared.config.settings import Settings
 from shared.ports import Clock
@@ -39,6 +41,8 @@ PUBLISH_TIMEOUT_S = 30.0
 ASSIGNMENTS = "assignments"
 ASSIGNMENT_TALLIES = "assignment_tallies"
 ASSIGNMENT_GRADED = "assignment_graded"
+#: Each client's upload bytes of the day (one document per client).
+UPLOAD_QUOTA = "upload_quota"
 
 
 class GoogleFamily:
@@ -91,6 +95,16 @@ class GoogleFamily:
             ASSIGNMENT_TALLIES,
             s.processed_events_collection,
             s.firestore_deadline_s,
+            self._ttl,
+        )
+
+    def upload_references(self) -> FirestoreUploadReferences:
+        s = self._settings
+        return FirestoreUploadReferences(self._firestore, s.jobs_collection, s.firestore_deadline_s)
+
+    def upload_quota(self) -> FirestoreUploadQuota:
+        return FirestoreUploadQuota(
+            self._firestore, UPLOAD_QUOTA, self._settings.firestore_deadline_s
         )
 
     def review_queue(self) -> FirestoreReviewQueue:

@@ -7,27 +7,30 @@ time), with the SDKs' own retries off: the queue owns retries.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, date, datetime
 
 from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
 from shared.adapters.graders.lanes import LaneGraders
-from shared.adapters.graders.lifecycle import check_model
+from shared.adapters.graders.lifecycle import ModelRetired, RetirementWatch
 from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
+from shared.clock import SystemClock
 from shared.config.settings import GeminiApi, GraderKind, Settings
-from shared.ports import Grader
+from shared.ports import Clock, Grader
+
+log = logging.getLogger(__name__)
 
 #: SDK and HTTP loggers that log request bodies (the answers) or headers at DEBUG.
 _CHATTY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "google_genai")
 
 
-def grader_for(settings: Settings, today: date | None = None) -> Grader:
+def grader_for(settings: Settings, clock: Clock | None = None) -> Grader:
     """Build the configured grader: the offline rubric grader, Gemini, or OpenAI-compatible.
 
-    Raises `ModelRetired` for a default Gemini model past its retirement date on Vertex AI.
+    Gemini on Vertex AI minds its model's retirement date on `clock` (`RetirementWatch`):
+    past a default model's date it suspends grading instead of refusing to start.
     """
     if settings.grader is GraderKind.RUBRIC:
         return RubricGrader(
@@ -38,22 +41,40 @@ def grader_for(settings: Settings, today: date | None = None) -> Grader:
     for name in _CHATTY_LOGGERS:
         # Answers and keys never reach the logs, whatever GRADEQ_LOG_LEVEL says.
         logging.getLogger(name).setLevel(logging.WARNING)
-    if settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX:
-        check_model(
-            settings.grader_model_name,
-            default=not settings.grader_model,
-            today=today or datetime.now(UTC).date(),
-        )
-    default = _model_grader(settings)
+    on_vertex = (
+        settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
+    )
+    watch_clock = clock or SystemClock()
+
+    def model_grader(model_settings: Settings) -> Grader:
+        grader = _model_grader(model_settings)
+        return _watched(grader, model_settings, watch_clock) if on_vertex else grader
+
+    default = model_grader(settings)
     # A lane naming its own model gets a grader (and a quota limiter) of its own.
     models = {q.name: q.lane.grader_model for q in settings.queues().values()}
     own = {lane: m for lane, m in models.items() if m and m != settings.grader_model_name}
     if not own:
         return default
     by_model = {
-        m: _model_grader(settings.model_copy(update={"grader_model": m})) for m in set(own.values())
+        m: model_grader(settings.model_copy(update={"grader_model": m})) for m in set(own.values())
     }
     return LaneGraders(default, {lane: by_model[m] for lane, m in own.items()})
+
+
+def _watched(grader: Grader, settings: Settings, clock: Clock) -> RetirementWatch:
+    """The grader minding its model's retirement date; where the model stands is logged now."""
+    watch = RetirementWatch(
+        grader,
+        settings.grader_model_name,
+        default=not settings.grader_model,
+        today=lambda: clock.now().date(),
+    )
+    try:
+        watch.check()
+    except ModelRetired as retired:
+        log.error("grading is suspended from the first delivery on: %s", retired.detail)
+    return watch
 
 
 def _model_grader(settings: Settings) -> ModelGrader:
@@ -69,6 +90,7 @@ def _model_grader(settings: Settings) -> ModelGrader:
             file_reader(settings, by_reference=_reads_cloud_storage(settings))
         ),
         max_output_tokens=settings.grader_max_output_tokens,
+        max_input_tokens=settings.grader_max_input_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
     )
@@ -109,7 +131,7 @@ def gemini_chat(settings: Settings) -> ChatModel:
         client = genai.Client(
             vertexai=True,
             project=settings.project_id,
-            location=settings.grader_location,
+            location=settings.grader_vertex_location,
             http_options=http_options,
         )
     else:

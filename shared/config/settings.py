@@ -55,8 +55,8 @@ class GeminiApi(StrEnum):
 
 
 #: The model used when GRADEQ_GRADER_MODEL is empty (the OpenAI-compatible grader needs one).
-#: Checked against its retirement date when the worker starts
-#: (shared/adapters/graders/lifecycle.py).
+#: Its retirement date is minded while the worker grades: a warning ahead of it, grading
+#: suspended past it (shared/adapters/graders/lifecycle.py).
 DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
 
 
@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     # Review rules of jobs without an assignment, per client: a JSON object of client id
     # to policy (docs/review.md), e.g. {"school-a": {"sample_rate": 0.05}}.
     client_review_policies: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Schools whose signed-in students may send practice jobs of their own (a rubric of
+    # their own, no assignment; never the school's webhook or gradebook), comma-separated.
+    practice_clients: str = ""
     # Admission: jobs not yet final allowed per client and in all; Retry-After past them.
     max_active_jobs_per_client: int = Field(default=1000, ge=1)
     max_backlog: int = Field(default=100_000, ge=1)
@@ -135,10 +138,11 @@ class Settings(BaseSettings):
     # Submissions per client: a token bucket of this size, refilled at this rate.
     submit_burst: int = Field(default=60, ge=1)
     submit_rate_per_s: float = Field(default=1.0, gt=0)
-    # Failed authentications per caller address: a bucket of this size, refilled at this
-    # rate; past it 429 before any lookup. The address is X-Forwarded-For's entry this many
-    # hops from the right (1 behind Cloud Run's front, one more per load balancer), or the
-    # peer's with 0.
+    # Failed authentications per failing credential (per caller address for requests
+    # without one): a bucket of this size, refilled at this rate; past it 429, before any
+    # lookup of that credential (docs/auth.md#failed-authentications). The address is
+    # X-Forwarded-For's entry this many hops from the right (1 behind Cloud Run's front,
+    # one more per load balancer), or the peer's with 0.
     auth_failure_burst: int = Field(default=20, ge=1)
     auth_failure_rate_per_s: float = Field(default=0.2, gt=0)
     trusted_proxy_hops: int = Field(default=0, ge=0)
@@ -158,12 +162,16 @@ class Settings(BaseSettings):
     # Model graders (GRADEQ_GRADER=gemini|openai); see docs/graders.md.
     grader_model: str = ""
     grader_gemini_api: GeminiApi = GeminiApi.VERTEX
-    grader_location: str = "global"  # Vertex AI location serving the model
+    # Vertex AI location serving the model; empty: the deployment's region (`location`),
+    # so student work is processed where it is stored. "global" only when chosen.
+    grader_location: str = ""
     grader_api_key: SecretStr = SecretStr("")  # Gemini API key, or the OpenAI-compatible key
     grader_base_url: str = ""  # OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1
     grader_prompt_version: str = "grading-v1"
     # Thinking tokens count against this limit too (Gemini 2.5+, reasoning models).
     grader_max_output_tokens: int = Field(default=8192, ge=64)
+    # A job's estimated input tokens past this fail it before any request.
+    grader_max_input_tokens: int = Field(default=200_000, ge=1_000)
     # Unset: the model's default (reasoning models refuse any other value).
     grader_temperature: float | None = Field(default=None, ge=0, le=2)
     # Gemini's thinking: a level (Gemini 3 and later), or a budget in tokens (the 2.x
@@ -270,6 +278,8 @@ class Settings(BaseSettings):
     upload_max_files_per_job: int = Field(default=10, ge=0)
     upload_max_archive_entries: int = Field(default=200, ge=1)
     upload_max_archive_expanded_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    upload_max_job_text_bytes: int = Field(default=100 * 1024, ge=1)
+    upload_max_bytes_per_day: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
     # Upload URLs per client: a token bucket of this size, refilled at this rate.
     upload_burst: int = Field(default=60, ge=1)
@@ -344,6 +354,11 @@ class Settings(BaseSettings):
                 "GRADEQ_GRADER_BASE_URL and GRADEQ_GRADER_MODEL are required with "
                 "GRADEQ_GRADER=openai"
             )
+
+    @property
+    def grader_vertex_location(self) -> str:
+        """Where Gemini on Vertex AI processes requests: the chosen location or the region."""
+        return self.grader_location or self.location
 
     @property
     def grader_model_name(self) -> str:
@@ -441,6 +456,10 @@ class Settings(BaseSettings):
             mapping[key] = name
         return mapping
 
+    def practice_client_set(self) -> frozenset[str]:
+        """The schools allowing students' practice jobs (GRADEQ_PRACTICE_CLIENTS)."""
+        return frozenset(c.strip() for c in self.practice_clients.split(",") if c.strip())
+
     def reviewer_key_map(self) -> dict[str, tuple[str, str]]:
         """Return {key or "sha256:<hex>": (client id, reviewer name)} from GRADEQ_REVIEWER_KEYS."""
         pairs = [p.strip() for p in self.reviewer_keys.get_secret_value().split(",") if p.strip()]
@@ -463,6 +482,8 @@ class Settings(BaseSettings):
             max_files_per_job=self.upload_max_files_per_job,
             max_archive_entries=self.upload_max_archive_entries,
             max_archive_expanded_bytes=self.upload_max_archive_expanded_bytes,
+            max_job_text_bytes=self.upload_max_job_text_bytes,
+            max_bytes_per_day=self.upload_max_bytes_per_day,
             url_ttl_s=self.upload_url_ttl_s,
         )
 

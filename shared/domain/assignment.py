@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.job import Job
 from shared.domain.status import JobStatus
 
@@ -76,6 +77,11 @@ class Assignment:
     #: How many submissions a regrade moves into the current round: the round is not
     #: graded before that many are counted in it (0 for the first grading).
     expected: int = 0
+    #: The current round's regrade has submissions still to move, waiting for room under
+    #: the ceilings of jobs not yet final: the recovery sweep resumes it.
+    regrade_waiting: bool = False
+    #: Who in the school (`client_id`) made it: its server, or a signed-in user's id.
+    author: str = SERVER
 
     @classmethod
     def new(
@@ -88,8 +94,10 @@ class Assignment:
         prompt_version: str,
         now: datetime,
         settings: dict[str, Any] | None = None,
+        author: str = SERVER,
     ) -> Assignment:
         return cls(
+            author=author,
             id=assignment_id,
             client_id=client_id,
             title=title,
@@ -100,6 +108,11 @@ class Assignment:
             updated_at=now,
             settings=dict(settings or {}),
         )
+
+    @property
+    def owner(self) -> Owner:
+        """The school the assignment belongs to and its author there."""
+        return Owner(self.client_id, self.author)
 
     @property
     def rubric(self) -> RubricVersion:
@@ -133,6 +146,10 @@ class Assignment:
             updated_at=now,
         )
 
+    def with_regrade_waiting(self, waiting: bool) -> Assignment:
+        """The assignment with its regrade marked as waiting for room (or not)."""
+        return dataclasses.replace(self, regrade_waiting=waiting)
+
     def to_record(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -146,13 +163,18 @@ class Assignment:
             "round": self.round,
             "settings": dict(self.settings),
             "expected": self.expected,
+            "regrade_waiting": self.regrade_waiting,
+            "author": self.author,
         }
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Assignment:
+        # One made in a user's scope before objects had an author names the user there.
+        owner = owner_of(data["client_id"], data.get("author"))
         return cls(
             id=data["id"],
-            client_id=data["client_id"],
+            client_id=owner.school,
+            author=owner.author,
             title=data["title"],
             max_score=float(data["max_score"]),
             prompt_version=data["prompt_version"],
@@ -162,6 +184,7 @@ class Assignment:
             round=int(data.get("round", 0)),
             settings=dict(data.get("settings") or {}),
             expected=int(data.get("expected", 0)),
+            regrade_waiting=bool(data.get("regrade_waiting", False)),
         )
 
 

@@ -3,16 +3,20 @@
 A job document holds the answer, the grade, its reviews and (being named by a hash of the
 client's Idempotency-Key) the idempotency record itself, so removing it removes all four.
 Around it: its assignment round's counters (moved back as if it had never been counted),
-its uploaded files, and the subscribers' dedup records of its events.
+its uploaded files, and the subscribers' records of its events, which become tombstones:
+a record that keeps only the event id (a hash, naming no job), so that a delivery of the
+event after the erasure is a duplicate and recorded nowhere again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.domain.assignment import SCORE_SUM, SCORED, TallyChange, histogram_bucket
 from shared.domain.ids import completion_event_id, grade_reviewed_event_id
-from shared.domain.job import REGRADE_BY, Job
+from shared.domain.job import Job
 from shared.domain.status import JobStatus
 
 
@@ -29,10 +33,26 @@ def tally_removal(job: Job) -> TallyChange | None:
     return TallyChange(assignment_id, job.request.assignment_round, deltas)
 
 
+#: The subscribers that keep a record per event they handled (services/analytics and
+#: services/notification); an erasure leaves each a tombstone of every event of the job.
+RECORDING_SUBSCRIBERS = ("analytics", "notification")
+#: What an erased event's record holds from then on.
+TOMBSTONE: dict[str, Any] = {"erased": True}
+
+
+def is_tombstone(record: Mapping[str, Any]) -> bool:
+    """Whether a subscriber's record is what an erasure left of one."""
+    return dict(record) == TOMBSTONE
+
+
 def event_ids_of(job: Job) -> list[str]:
-    """The ids of every event the job may have published (its dedup records' keys)."""
-    generations = {0} | {r.generation for r in job.replays if r.by != REGRADE_BY}
-    ids = [completion_event_id(job.id, g) for g in sorted(generations)]
+    """The ids of every event the job may have published (its dedup records' keys).
+
+    Every generation's GradingCompleted: an operator's replay and a regrade each publish
+    one of their own, and the replay records are bounded, so every generation up to the
+    job's is named (a generation that published nothing costs a tombstone, no more).
+    """
+    ids = [completion_event_id(job.id, g) for g in range(job.generation + 1)]
     if job.review is not None:
         ids += [
             grade_reviewed_event_id(job.id, job.review.generation, r.number)

@@ -47,6 +47,14 @@ class IdempotencyConflict(GradeqError):
     status = 422
 
 
+class NoValidAnswer(GradeqError):
+    """A batch none of whose answers is valid (`items` names each one's problem)."""
+
+    slug = "no-valid-answer"
+    title = "No answer of the batch is valid"
+    status = 422
+
+
 class JobNotFound(GradeqError):
     slug = "job-not-found"
     title = "No such grading job"
@@ -229,6 +237,16 @@ class ProviderQuotaExhausted(TransientGradingError):
     slug = "provider-quota-exhausted"
     title = "The grading provider's quota is exhausted for now"
     status = 429
+
+
+class PromptTooLarge(PermanentGradingError):
+    """The job's prompt is over its bound (its files' text, or its estimated input tokens).
+
+    Checked before any request, so nothing is spent: the same job is over the bound on
+    every attempt, so it fails at once.
+    """
+
+    slug = "grading-prompt-too-large"
 
 
 class ModelAnswerTruncated(PermanentGradingError):

@@ -77,6 +77,15 @@ class SourceFile:
     text: str
 
 
+#: Bytes of central directory allowed per entry of the limit: the 46-byte record, a path
+#: and its extra fields. A directory past it is refused before zipfile parses it.
+DIRECTORY_BYTES_PER_ENTRY = 1024
+#: The end of central directory record (as zipfile reads it) and the zip64 locator.
+_END_RECORD = struct.Struct("<4s4H2LH")
+_END_SIGNATURE = b"PK\x05\x06"
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_MAX_COMMENT = 0xFFFF
+
 #: What zipfile raises on a damaged or hostile archive (found by tests/unit/test_upload_fuzz.py).
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -104,20 +113,58 @@ def read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
         raise UnsafeArchive(f"the archive cannot be read ({type(exc).__name__})") from None
 
 
+def _check_end_record(data: bytes, limits: UploadLimits) -> None:
+    """Refuse, from the end record alone, a directory over the entry limit.
+
+    zipfile parses the whole central directory when it opens an archive, however many
+    entries it holds: its declared entry count and byte size are checked first, so the
+    parse is bounded by the limit. zip64 is refused: an archive within the limits never
+    needs it.
+    """
+    end = _end_record_offset(data)
+    if end < 0:
+        raise UnsafeArchive("the file is not a readable zip archive")
+    _, _, _, _, entries, directory_bytes, _, _ = _END_RECORD.unpack_from(data, end)
+    if end >= 20 and data[end - 20 : end - 16] == _ZIP64_LOCATOR:
+        raise UnsafeArchive("zip64 archives are not accepted")
+    _check_count(entries, limits)
+    allowed = limits.max_archive_entries * DIRECTORY_BYTES_PER_ENTRY
+    if directory_bytes > allowed:
+        raise UnsafeArchive(
+            f"the archive has a directory of {directory_bytes} bytes, at most {allowed} "
+            f"for {limits.max_archive_entries} entries"
+        )
+
+
+def _end_record_offset(data: bytes) -> int:
+    # Where zipfile finds it: the last 22 bytes when there is no comment, else the last
+    # signature within a comment's reach of the end.
+    size = _END_RECORD.size
+    if len(data) >= size and data[-size : -size + 4] == _END_SIGNATURE and data[-2:] == b"\0\0":
+        return len(data) - size
+    at = data.rfind(_END_SIGNATURE, max(0, len(data) - _MAX_COMMENT - size))
+    return at if 0 <= at <= len(data) - size else -1
+
+
+def _check_count(entries: int, limits: UploadLimits) -> None:
+    if entries > limits.max_archive_entries:
+        raise UnsafeArchive(
+            f"the archive has {entries} entries, at most {limits.max_archive_entries} are allowed"
+        )
+
+
 def _read_archive(data: bytes, limits: UploadLimits) -> list[SourceFile]:
+    _check_end_record(data, limits)
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise UnsafeArchive("the file is not a readable zip archive") from None
     with archive:
+        # Entries of every kind count: a directory entry costs a parse as a file does.
+        _check_count(len(archive.infolist()), limits)
         entries = [i for i in archive.infolist() if not i.is_dir()]
         if not entries:
             raise UnsafeArchive("the archive holds no files")
-        if len(entries) > limits.max_archive_entries:
-            raise UnsafeArchive(
-                f"the archive has {len(entries)} entries, at most "
-                f"{limits.max_archive_entries} are allowed"
-            )
         declared = sum(i.file_size for i in entries)
         if declared > limits.max_archive_expanded_bytes:
             raise UnsafeArchive(

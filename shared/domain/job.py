@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
@@ -79,6 +80,8 @@ class GradingRequest:
     files: tuple[FileRef, ...] = ()
     #: The client's own id of the student, by which all of a student's work is erased.
     student_id: str | None = None
+    #: A student's practice job: graded, never sent to the school's webhook or gradebook.
+    practice: bool = False
 
     @property
     def tallied(self) -> bool:
@@ -113,6 +116,8 @@ class GradingRequest:
             data["files"] = [f.to_dict() for f in self.files]
         if self.student_id is not None:  # likewise for a request without a student id
             data["student_id"] = self.student_id
+        if self.practice:  # likewise for a job that is not practice
+            data["practice"] = True
         return data
 
     @classmethod
@@ -133,6 +138,7 @@ class GradingRequest:
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
             student_id=data.get("student_id"),
+            practice=bool(data.get("practice", False)),
         )
 
 
@@ -293,6 +299,8 @@ class Job:
     lane: str | None = None
     # Set when the grade was held for a teacher (see shared.domain.review).
     review: ReviewState | None = None
+    # Who in the school (`client_id`) made the job: its server, or a signed-in user's id.
+    author: str = SERVER
 
     @classmethod
     def new(
@@ -303,8 +311,10 @@ class Job:
         fingerprint: str,
         now: datetime,
         lane: str | None = None,
+        author: str = SERVER,
     ) -> Job:
         return cls(
+            author=author,
             lane=lane,
             id=job_id,
             client_id=client_id,
@@ -621,6 +631,11 @@ class Job:
             "total_ms": _ms(queued_at, self.completed_at),
         }
 
+    @property
+    def owner(self) -> Owner:
+        """The school the job belongs to and its author there."""
+        return Owner(self.client_id, self.author)
+
     # --- persistence record ------------------------------------------------------------
 
     def to_record(self) -> dict[str, Any]:
@@ -649,6 +664,7 @@ class Job:
             "deferrals": self.deferrals,
             "lane": self.lane,
             "review": self.review.to_dict() if self.review is not None else None,
+            "author": self.author,
         }
 
     @classmethod
@@ -658,9 +674,12 @@ class Job:
         result = record.get("result")
         error = record.get("error")
         review = record.get("review")
+        # A user's job stored before jobs had an author names the user in its client id.
+        owner = owner_of(record["client_id"], record.get("author"))
         return cls(
             id=record["id"],
-            client_id=record["client_id"],
+            client_id=owner.school,
+            author=owner.author,
             request=GradingRequest.from_dict(record["request"]),
             fingerprint=record["fingerprint"],
             status=JobStatus(record["status"]),

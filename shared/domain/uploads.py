@@ -62,10 +62,23 @@ def new_upload_id() -> str:
     return "up_" + secrets.token_urlsafe(18)
 
 
-def object_name(client_id: str, upload_id: str) -> str:
-    """Where the client's upload lives; a digest keeps client ids out of object names."""
-    owner = hashlib.sha256(client_id.encode()).hexdigest()[:32]
-    return f"uploads/{owner}/{upload_id}"
+def _owner(client_id: str) -> str:
+    return hashlib.sha256(client_id.encode()).hexdigest()[:32]
+
+
+def object_name(client_id: str, upload_id: str, student_id: str | None = None) -> str:
+    """Where the client's upload lives: under its student's prefix when it was made for
+    one; digests keep client and student ids out of object names."""
+    if student_id is None:
+        return f"uploads/{_owner(client_id)}/{upload_id}"
+    return student_prefix(client_id, student_id) + upload_id
+
+
+def student_prefix(client_id: str, student_id: str) -> str:
+    """Where every upload made for one student of the client lives (the student's erasure
+    removes everything under it, named by a job or not)."""
+    student = hashlib.sha256(f"{client_id}\0{student_id}".encode()).hexdigest()[:32]
+    return f"uploads/{_owner(client_id)}/students/{student}/"
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,10 @@ class UploadLimits:
     max_files_per_job: int = 10
     max_archive_entries: int = 200
     max_archive_expanded_bytes: int = 2 * 1024 * 1024
+    #: Text a job's files may hold in all (text files, archives' entries): an answer's limit.
+    max_job_text_bytes: int = 100 * 1024
+    #: Bytes a client's uploads may hold per UTC day (counted when a URL is issued).
+    max_bytes_per_day: int = 2 * 1024 * 1024 * 1024
     url_ttl_s: int = 600
 
 
@@ -139,6 +156,18 @@ class UploadTooLarge(UploadRefused):
     slug = "upload-too-large"
     title = "The file or the job's files are over the size limit"
     status = 413
+
+
+class UploadQuotaExceeded(UploadRefused):
+    """The client's upload bytes of the day would pass its quota (`limit`; Retry-After)."""
+
+    slug = "upload-quota-exceeded"
+    title = "The client's uploads of the day are over their quota"
+    status = 429
+
+    def __init__(self, detail: str, retry_after_s: int, limit: int) -> None:
+        super().__init__(detail, limit=limit)
+        self.retry_after_s = retry_after_s
 
 
 class UploadNotFound(UploadRefused):

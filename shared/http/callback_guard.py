@@ -12,6 +12,12 @@ that resolves differently the second time (DNS rebinding) cannot reach inside.
 Every refusal tells the client the same thing, so the answers cannot map which internal
 names exist or what they resolve to; the reason is logged (never the URL, which may carry
 a token).
+
+The names are the caller's choice, so what resolving them may cost is bounded: the intake
+resolves through `CachedResolver` (a deadline per lookup, answers and failures kept for a
+short TTL in a cache of bounded size), and one request may name at most
+`MAX_HOSTS_PER_REQUEST` distinct hosts, counted before anything is resolved. The notifier
+resolves afresh when it connects, and connects only to what it just vetted.
 """
 
 from __future__ import annotations
@@ -19,11 +25,16 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as LookupTimeout
 from typing import Any, ClassVar, NoReturn
 from urllib.parse import urlsplit
 
 import requests
+from cachetools import TTLCache
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -47,6 +58,15 @@ PUBLIC_DETAIL = (
 #: The port each scheme may use unless the deployment allows more.
 DEFAULT_PORTS = {"https": 443, "http": 80}
 
+#: Distinct callback hosts one request may make the intake resolve.
+MAX_HOSTS_PER_REQUEST = 5
+#: The intake's resolver: the wait for one lookup, how long an answer (or a failure) is
+#: kept, how many are kept, and the threads lookups run on.
+LOOKUP_TIMEOUT_S = 2.0
+LOOKUP_CACHE_TTL_S = 60.0
+LOOKUP_CACHE_SIZE = 4096
+LOOKUP_THREADS = 16
+
 _SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _TEREDO = ipaddress.ip_network("2001::/32")
@@ -66,6 +86,14 @@ class CallbackRefused(GradeqError):
     public_detail: ClassVar[str] = PUBLIC_DETAIL
 
 
+class TooManyCallbackHosts(GradeqError):
+    """One request names more distinct callback hosts than the intake resolves for it."""
+
+    slug = "too-many-callback-hosts"
+    title = "The request names too many callback hosts"
+    status = 400
+
+
 def _refuse(reason: str) -> NoReturn:
     log.warning("callback URL refused: %s", reason)
     raise CallbackRefused(reason)
@@ -75,6 +103,66 @@ def system_resolver(host: str, port: int) -> list[str]:
     """Resolve with the operating system, every address family."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class CachedResolver:
+    """A resolver with a deadline per lookup and a bounded TTL cache of its answers.
+
+    Failures are kept as answers are, so a name that does not resolve (or not in time)
+    costs one lookup per TTL however often it is named. A lookup past its deadline is a
+    failure; its thread finishes in the background, and the pool bounds how many do.
+    """
+
+    def __init__(
+        self,
+        resolver: Resolver = system_resolver,
+        *,
+        timeout_s: float = LOOKUP_TIMEOUT_S,
+        ttl_s: float = LOOKUP_CACHE_TTL_S,
+        size: int = LOOKUP_CACHE_SIZE,
+        threads: int = LOOKUP_THREADS,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._resolve = resolver
+        self._timeout_s = timeout_s
+        self._answers: TTLCache[str, tuple[str, ...] | str] = TTLCache(
+            maxsize=size, ttl=ttl_s, timer=timer
+        )
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dns")
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        """The addresses of `host`; OSError when it did not resolve (now or when cached)."""
+        key = host.lower()  # a name's addresses do not depend on the port asked for
+        with self._lock:
+            answer = self._answers.get(key)
+        if answer is None:
+            answer = self._lookup(host, port)
+            with self._lock:
+                self._answers[key] = answer
+        if isinstance(answer, str):
+            raise OSError(answer)
+        return list(answer)
+
+    def _lookup(self, host: str, port: int) -> tuple[str, ...] | str:
+        """The answer, or why there is none (a string)."""
+        future = self._pool.submit(self._resolve, host, port)
+        try:
+            return tuple(future.result(timeout=self._timeout_s))
+        except LookupTimeout:
+            future.cancel()
+            return f"no answer within {self._timeout_s:g} s"
+        except (OSError, UnicodeError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+
+def _host_of(url: str) -> str:
+    """The URL's host as the resolver is asked for it; an unparsable URL stands for itself
+    (`check` refuses it)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return url
 
 
 def _refusal(address: IPAddress, allow_loopback: bool) -> str | None:
@@ -115,11 +203,24 @@ class CallbackGuard:
         resolver: Resolver = system_resolver,
         allow_loopback: bool = False,
         allowed_ports: Iterable[int] = (),
+        max_hosts_per_request: int = MAX_HOSTS_PER_REQUEST,
     ) -> None:
         """`allowed_ports`: ports a callback may name besides its scheme's default."""
         self._resolve = resolver
         self.allow_loopback = allow_loopback
         self.allowed_ports = frozenset(allowed_ports)
+        self.max_hosts_per_request = max_hosts_per_request
+
+    def check_hosts(self, urls: Iterable[str]) -> None:
+        """Refuse a request whose callback URLs name too many distinct hosts (nothing is
+        resolved); each URL is still vetted by `check`."""
+        hosts = {_host_of(url) for url in urls}
+        if len(hosts) > self.max_hosts_per_request:
+            raise TooManyCallbackHosts(
+                f"the request names {len(hosts)} callback hosts, at most "
+                f"{self.max_hosts_per_request} are allowed",
+                limit=self.max_hosts_per_request,
+            )
 
     def vetted_addresses(self, host: str, port: int) -> list[str]:
         """Every address `host` resolves to, or CallbackRefused if any is not public."""
@@ -129,8 +230,8 @@ class CallbackGuard:
             try:
                 resolved = self._resolve(host, port)
                 addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolved]
-            except (OSError, UnicodeError, ValueError):
-                _refuse(f"the callback host {host} does not resolve")
+            except (OSError, UnicodeError, ValueError) as exc:
+                _refuse(f"the callback host {host} does not resolve ({exc})")
         if not addresses:
             _refuse(f"the callback host {host} does not resolve")
         for address in addresses:

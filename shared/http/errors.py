@@ -45,3 +45,9 @@ class HeaderFieldsTooLarge(GradeqError):
     slug = "header-fields-too-large"
     title = "A request header is too large"
     status = 431
+
+
+class JsonTooComplex(GradeqError):
+    slug = "json-too-complex"
+    title = "The JSON body holds too many tokens or too long a key"
+    status = 400

@@ -44,6 +44,11 @@ def threads_for(environ: Mapping[str, str]) -> int:
 threads = threads_for(os.environ)
 worker_class = "gthread"
 
+#: No control socket (gunicornc): nothing drives the services through it, and its one
+#: default path ($XDG_RUNTIME_DIR or ~/.gunicorn) is shared by every gunicorn of a user,
+#: so the services of a local stack would take it from each other.
+control_socket_disable = True
+
 #: Longest request line (method, target, version); longer gets 414.
 limit_request_line = 8190
 #: Most header fields, and the longest one; more or longer gets 431.

@@ -1,11 +1,10 @@
 """Gunicorn's own log lines (its warnings, worker time-outs, access lines) as JSON lines.
 
-Gunicorn logs through its own handlers with a text format that needs the process id,
-which `shared.logs.configure_logging` stops gathering in the app's process: every such
-line used to end as a "Logging error" traceback of some 60 lines. This logger class
-gives those handlers the services' JSON formatter, and cuts a message to
-`MAX_MESSAGE_CHARS`: a warning about a refused request quotes what the client sent,
-and any outsider can send a request line of 8 KB.
+Gunicorn logs through its own handlers with its own text format, so its lines would
+not be the JSON lines Cloud Logging parses. This logger class gives those handlers the
+services' JSON formatter, and cuts a message to `MAX_MESSAGE_CHARS`: a warning about a
+refused request quotes what the client sent, and any outsider can send a request line
+of 8 KB.
 """
 
 from __future__ import annotations

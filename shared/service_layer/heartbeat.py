@@ -1,13 +1,12 @@
 """One timer per worker process renews the lease of every attempt in flight.
 
-A grading runs on the thread that serves its delivery; that thread is busy in the grader
-and cannot renew its own lease. The heartbeat's one daemon thread does it for all of
-them: each attempt is renewed one `Budget.heartbeat_s` after its last renewal, and the
-attempts due within the same short window are renewed together, in one store write
-where the store can batch (`BatchJobUpdates`).
+A grader call blocks its thread and cannot renew its own lease. The heartbeat's one
+daemon thread does it for all of them: each attempt is renewed one `Budget.heartbeat_s`
+after its last renewal, and the attempts due within the same short window are renewed
+together, in one store write where the store can batch (`BatchJobUpdates`).
 
-What the timer learns is left on the attempt for its delivery to read once the grader
-returns (`Heartbeat.end`):
+What the timer learns is left on the attempt, and settles it (`Attempt.settled`), so its
+delivery answers at once instead of when the grader returns (`Heartbeat.end`):
 
 - LOST: the lease is another attempt's, or could not be renewed before it may have
   expired. The delivery must not store its outcome (the store's fenced writes would
@@ -16,7 +15,8 @@ returns (`Heartbeat.end`):
   up on that delivery, and the lease is left to expire for the next one to take over.
 - RELEASED: the worker is draining and the grace ran out. The timer already handed the
   job back (RETRYING, `worker-shutdown`), so a grader that never returns cannot hold the
-  job: the process may be stopped at any time after that.
+  job, and its delivery answers the queue (retry) right then: the process may be stopped
+  at any time after that.
 
 The thread is a daemon: it never keeps a stopping process alive. It ends after one idle
 heartbeat with nothing in flight, and the next attempt starts it again.
@@ -89,6 +89,9 @@ class Attempt:
     released: Job | None = None
     #: A renewal of this attempt is being written right now.
     renewing: bool = field(default=False, repr=False)
+    #: Set once the delivery may answer: the grader returned, or the attempt was lost or
+    #: handed back (the grader may still be running then; its outcome no longer counts).
+    settled: threading.Event = field(default_factory=threading.Event, repr=False)
 
 
 class Heartbeat:
@@ -318,6 +321,7 @@ class Heartbeat:
     def _lose(attempt: Attempt, reason: LeaseLost) -> None:
         attempt.state = AttemptState.LOST
         attempt.lost = reason
+        attempt.settled.set()
 
     def _release(self, batch: list[Attempt]) -> None:
         """Hand each attempt's job back to the queue: RETRYING, its attempt closed."""
@@ -346,3 +350,4 @@ class Heartbeat:
                         "worker shutting down; lease released",
                         extra={"attempt": outcome.attempts},
                     )
+            attempt.settled.set()

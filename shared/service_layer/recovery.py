@@ -69,7 +69,10 @@ class RecoveryService:
         max_scan: int = 2000,
         assignments: AssignmentCompletion | None = None,
         reviews: ReviewService | None = None,
+        regrades: Callable[[], object] | None = None,
     ) -> None:
+        # Resumes the regrades waiting for room under the ceilings (`Regrader.resume_waiting`).
+        self._regrades = regrades
         self._assignments = assignments
         # Reviews whose events a crash left unpublished (docs/review.md).
         self._reviews = reviews
@@ -114,6 +117,11 @@ class RecoveryService:
             report.announced.extend(self._assignments.sweep(self._batch))
         if self._reviews is not None:
             report.announced.extend(self._reviews.sweep(self._batch))
+        if self._regrades is not None:
+            try:
+                self._regrades()
+            except GradeqError:
+                log.warning("waiting regrades not resumed; the next sweep tries again")
         return report
 
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:

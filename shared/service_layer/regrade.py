@@ -4,6 +4,11 @@ A regrade opens the assignment's next grading round and moves every final submis
 the round before into it as a new generation of its job (`Job.regrade`: the previous
 result kept, a fresh attempt budget and event id). The round is not graded before all it
 expects are counted in it; a regrade cut off half way is completed by asking again.
+
+A moved job is not final again, so it is admitted under the same ceilings as a new job
+(`JobStore.reopen`, checked in the write that counts it): a regrade moves what fits, and
+the rest waits. The worker resumes it each time the jobs moved so far are all graded
+(`resume`, from the round's completion check), and asking again resumes it too.
 """
 
 from __future__ import annotations
@@ -11,15 +16,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.domain.admission import AdmissionLimits
 from shared.domain.agreement import quadratic_weighted_kappa
 from shared.domain.assignment import Assignment, Rubric
-from shared.domain.errors import AssignmentBusy, GradeqError, JobLocked, ValidationFailed
+from shared.domain.authorization import Action, Principal, as_principal
+from shared.domain.errors import (
+    AssignmentBusy,
+    BacklogFull,
+    GradeqError,
+    JobLocked,
+    TooManyActiveJobs,
+    ValidationFailed,
+)
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
@@ -71,7 +86,9 @@ class Regrader:
         check_round: Callable[[str, str, int], bool] | None = None,
         parallelism: int = 1,
         lane: str | None = None,
+        limits: AdmissionLimits | None = None,
     ) -> None:
+        self._limits = limits
         # Where regrades are graded: the lowest-priority lane, so a regrade of a whole
         # class never delays live grading (None: each job's own lane).
         self._lane = lane
@@ -85,13 +102,14 @@ class Regrader:
 
     def regrade(
         self,
-        client_id: str,
+        caller: Principal | str,
         assignment_id: str,
         rubric: Rubric | None = None,
         prompt_version: str | None = None,
     ) -> Assignment:
         """Open the next round and move every final submission into it (or finish moving)."""
-        assignment = self._service.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_REGRADE)
         tally = self._assignments.tally(assignment.id, assignment.round)
         resuming = assignment.round > 0 and tally.total < assignment.expected
         if not resuming:
@@ -116,26 +134,84 @@ class Regrader:
                 return revised.start_round(now, expected, prompt_version)
 
             assignment = self._assignments.update(assignment.id, start)
-        moved = self._move(assignment)
+        moved, full = self._move(assignment)
         log.info(
             "regrade started",
             extra={"assignment_id": assignment.id, "round": assignment.round, "moved": moved},
         )
+        assignment = self._mark_waiting(assignment, moved)
+        if full is not None and moved == 0:
+            raise full  # nothing fits now (429 or 503): asking again resumes the round
         if self._check_round is not None:
             # Every job may have been graded already while others were still moving.
-            self._check_round(assignment.id, client_id, assignment.round)
+            self._check_round(assignment.id, assignment.client_id, assignment.round)
         return assignment
 
-    def _move(self, assignment: Assignment) -> int:
-        """Regrade each final job of the round before; how many are in this round now."""
+    def resume(self, assignment_id: str) -> int:
+        """Move what now fits of a regrade still waiting for room; how many are in its round.
+
+        Nothing to do (0) unless the assignment's current round is a regrade's that still
+        expects submissions not yet moved.
+        """
+        assignment = self._assignments.get(assignment_id)
+        if assignment is None or assignment.round == 0:
+            return 0
+        if self._assignments.tally(assignment.id, assignment.round).total >= assignment.expected:
+            self._mark_waiting(assignment, assignment.expected)
+            return 0
+        moved, _ = self._move(assignment)
+        log.info(
+            "regrade resumed",
+            extra={"assignment_id": assignment.id, "round": assignment.round, "moved": moved},
+        )
+        self._mark_waiting(assignment, moved)
+        if self._check_round is not None:
+            self._check_round(assignment.id, assignment.client_id, assignment.round)
+        return moved
+
+    def resume_waiting(self, limit: int = 100) -> list[str]:
+        """Resume every regrade waiting for room (the recovery sweep); their assignment ids.
+
+        Covers a regrade whose moved jobs are all graded while the client's other jobs
+        still held its ceiling: no job of its round is left to resume it.
+        """
+        resumed = []
+        for assignment in self._assignments.waiting_regrades(limit):
+            try:
+                self.resume(assignment.id)
+            except GradeqError:
+                log.warning("regrade not resumed", extra={"assignment_id": assignment.id})
+                continue
+            resumed.append(assignment.id)
+        return resumed
+
+    def _mark_waiting(self, assignment: Assignment, moved: int) -> Assignment:
+        """Record whether the round still waits for submissions to move (only a change)."""
+        waiting = moved < assignment.expected
+        if assignment.regrade_waiting == waiting:
+            return assignment
+        round_ = assignment.round
+
+        def mark(a: Assignment) -> Assignment:
+            return a.with_regrade_waiting(waiting) if a.round == round_ else a
+
+        return self._assignments.update(assignment.id, mark)
+
+    def _move(self, assignment: Assignment) -> tuple[int, GradeqError | None]:
+        """Regrade each final job of the round before while the ceilings admit it: how many
+        are in this round now, and the ceiling's error when one refused a job."""
         now = self._clock.now()
         previous = assignment.round - 1
+        full: list[GradeqError] = []
+        refused = threading.Event()
 
         def one(job: Job) -> int:
             if job.request.assignment_round == assignment.round:
                 return 1  # moved by the regrade's first try
             if job.request.assignment_round != previous or job.status not in _REGRADABLE:
                 return 0
+            if refused.is_set():
+                return 0  # a ceiling is reached: this one waits for the next pass
             request = dataclasses.replace(
                 job.request,
                 rubric=assignment.rubric.rubric,
@@ -143,7 +219,12 @@ class Regrader:
                 prompt_version=assignment.prompt_version,
                 assignment_round=assignment.round,
             )
-            regraded = self._regrade_when_announced(job.id, now, request)
+            try:
+                regraded = self._regrade_when_announced(job.id, now, request)
+            except (TooManyActiveJobs, BacklogFull) as past:
+                full.append(past)
+                refused.set()
+                return 0
             if regraded is None:
                 return 0  # its event is still not out: the next ask moves it
             if regraded.status is JobStatus.PENDING:
@@ -155,19 +236,27 @@ class Regrader:
                     log.warning("regrade task not made; the sweep replays it", exc_info=True)
             return 1
 
-        jobs = self._service.all_grades(assignment.client_id, assignment.id)
+        jobs = self._service.all_grades(assignment)
         if self._parallelism <= 1:
-            return sum(one(job) for job in jobs)
-        with ThreadPoolExecutor(max_workers=self._parallelism) as pool:
-            return sum(pool.map(one, jobs))
+            moved = sum(one(job) for job in jobs)
+        else:
+            with ThreadPoolExecutor(max_workers=self._parallelism) as pool:
+                moved = sum(pool.map(one, jobs))
+        return moved, full[0] if full else None
 
     def _regrade_when_announced(
         self, job_id: str, now: datetime, request: GradingRequest
     ) -> Job | None:
         """Regrade the job, waiting a little for its completion event to go out first."""
+
+        def move(job: Job) -> Job:
+            return _regrade(job, now, request, self._lane)
+
         for wait_s in (*ANNOUNCE_WAITS_S, None):
             try:
-                return self._jobs.update(job_id, lambda j: _regrade(j, now, request, self._lane))
+                if self._limits is None:
+                    return self._jobs.update(job_id, move)
+                return self._jobs.reopen(job_id, move, self._limits)
             except JobLocked:
                 if wait_s is None:
                     log.warning("regrade skipped a job still announcing", extra={"job_id": job_id})
@@ -175,9 +264,12 @@ class Regrader:
                 time.sleep(wait_s)
         return None
 
-    def report(self, client_id: str, assignment_id: str, threshold: float = 1.0) -> RegradeReport:
+    def report(
+        self, caller: Principal | str, assignment_id: str, threshold: float = 1.0
+    ) -> RegradeReport:
         """Old and new score of each submission of the current round, and the summary."""
-        assignment = self._service.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
         changes = list(self._changes(assignment))
         pairs = [(c.old, c.new) for c in changes if c.old is not None and c.new is not None]
         old = [p[0] for p in pairs]
@@ -194,7 +286,7 @@ class Regrader:
         )
 
     def _changes(self, assignment: Assignment) -> Iterator[ScoreChange]:
-        for job in self._service.all_grades(assignment.client_id, assignment.id):
+        for job in self._service.all_grades(assignment):
             if job.request.assignment_round != assignment.round:
                 continue
             before = job.regraded_from

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared.domain.file_content import SNIFF_BYTES, check_head, read_archive
 from shared.domain.uploads import (
@@ -13,6 +13,7 @@ from shared.domain.uploads import (
     UploadLimits,
     UploadMismatch,
     UploadNotFound,
+    UploadQuotaExceeded,
     UploadRefused,
     UploadTooLarge,
     UploadTypeNotAllowed,
@@ -20,7 +21,7 @@ from shared.domain.uploads import (
     new_upload_id,
     object_name,
 )
-from shared.ports import BlobStore, Clock, SignedUpload
+from shared.ports import BlobStore, Clock, SignedUpload, UploadQuota, UploadReferences
 
 log = logging.getLogger(__name__)
 
@@ -36,26 +37,64 @@ class NewUpload:
 class UploadService:
     """Signed URLs bound to a declared type and size; checks of a job's files at submit."""
 
-    def __init__(self, blobs: BlobStore, clock: Clock, limits: UploadLimits) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        clock: Clock,
+        limits: UploadLimits,
+        references: UploadReferences | None = None,
+        quota: UploadQuota | None = None,
+    ) -> None:
+        """`references`: which files accepted jobs name (None: no job names any);
+        `quota`: each client's upload bytes per day (None: not counted)."""
         self._blobs = blobs
         self._clock = clock
         self.limits = limits
+        self._references = references
+        self._quota = quota
 
-    def create(self, client_id: str, content_type: str, size: int) -> NewUpload:
-        """A new upload of `size` bytes of `content_type` for this client."""
+    def create(
+        self, client_id: str, content_type: str, size: int, student_id: str | None = None
+    ) -> NewUpload:
+        """A new upload of `size` bytes of `content_type` for this client (and, with
+        `student_id`, for that student: stored under the student's prefix).
+
+        The size counts against the client's bytes of the UTC day when the URL is issued
+        (the URL takes exactly that size), whether or not the file is then PUT.
+        """
         _check_declared(content_type, size, self.limits)
+        now = self._clock.now()
+        self._count_bytes(client_id, size, now)
         upload_id = new_upload_id()
-        expires_at = self._clock.now() + timedelta(seconds=self.limits.url_ttl_s)
+        expires_at = now + timedelta(seconds=self.limits.url_ttl_s)
         signed = self._blobs.signed_put(
-            object_name(client_id, upload_id), content_type, size, expires_at
+            object_name(client_id, upload_id, student_id), content_type, size, expires_at
         )
         return NewUpload(upload_id, signed)
 
-    def verify(self, client_id: str, files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
+    def _count_bytes(self, client_id: str, size: int, now: datetime) -> None:
+        limit = self.limits.max_bytes_per_day
+        if self._quota is None or self._quota.reserve(client_id, now.date(), size, limit):
+            return
+        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), now.tzinfo)
+        raise UploadQuotaExceeded(
+            f"{size} more bytes would pass this client's {limit} bytes of uploads a day (UTC)",
+            retry_after_s=max(1, int((midnight - now).total_seconds())),
+            limit=limit,
+        )
+
+    def verify(
+        self, client_id: str, files: tuple[FileRef, ...], student_id: str | None = None
+    ) -> tuple[FileRef, ...]:
         """The job's files, each checked: present, this client's, as declared, allowed.
 
-        A refused file is deleted (a hostile upload is not kept); the job is refused
-        with the first file's problem.
+        A job of `student_id` may name that student's uploads and uploads made for no
+        student; a job of no student only the latter.
+
+        A refused file is deleted (a hostile upload is not kept) unless an accepted job
+        names it: files are owned by reference, so a resubmission that declares one
+        otherwise never takes it from the job that needs it. The job is refused with the
+        first file's problem.
         """
         limits = self.limits
         if len(files) > limits.max_files_per_job:
@@ -71,12 +110,35 @@ class UploadService:
             )
         if len({f.upload_id for f in files}) != len(files):
             raise UploadMismatch("the same upload is named twice")
-        return tuple(self._verify_one(client_id, f) for f in files)
+        # Text goes whole into the prompt: bounded like an answer, text files before any
+        # read, archives by what they expand to. Sound files over it are not deleted.
+        self._check_text(sum(f.size for f in files if kind_of(f.content_type) is FileKind.TEXT))
+        checked = [self._verify_one(client_id, f, student_id) for f in files]
+        self._check_text(sum(text_bytes for _, text_bytes in checked))
+        return tuple(ref for ref, _ in checked)
 
-    def _verify_one(self, client_id: str, ref: FileRef) -> FileRef:
+    def _check_text(self, text_bytes: int) -> None:
+        limit = self.limits.max_job_text_bytes
+        if text_bytes > limit:
+            raise UploadTooLarge(
+                f"the job's files hold {text_bytes} bytes of text, at most {limit} (as an answer)",
+                limit=limit,
+            )
+
+    def _verify_one(
+        self, client_id: str, ref: FileRef, student_id: str | None
+    ) -> tuple[FileRef, int]:
+        """The checked reference and the bytes of text it holds."""
         _check_declared(ref.content_type, ref.size, self.limits)
-        name = object_name(client_id, ref.upload_id)
-        info = self._blobs.stat(name)
+        # The student's own upload first, then one made for no student.
+        names = [object_name(client_id, ref.upload_id)]
+        if student_id is not None:
+            names.insert(0, object_name(client_id, ref.upload_id, student_id))
+        info = None
+        for name in names:
+            info = self._blobs.stat(name)
+            if info is not None:
+                break
         if info is None:
             raise UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
         try:
@@ -89,15 +151,21 @@ class UploadService:
                     f"upload {ref.upload_id} was stored as {info.content_type}, "
                     f"{ref.content_type} was declared"
                 )
+            text_bytes = ref.size if ref.kind is FileKind.TEXT else 0
             if ref.kind is FileKind.ARCHIVE:
-                read_archive(self._blobs.read(name, ref.size), self.limits)
+                sources = read_archive(self._blobs.read(name, ref.size), self.limits)
+                text_bytes = sum(len(s.text.encode()) for s in sources)
             else:
                 check_head(ref.content_type, self._blobs.read(name, SNIFF_BYTES), ref.size)
         except UploadRefused as exc:
             log.warning("upload refused", extra={"upload_id": ref.upload_id, "reason": exc.slug})
-            self._blobs.delete([name])
+            if not self._named_by_a_job(client_id, name):
+                self._blobs.delete([name])
             raise
-        return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name)
+        return FileRef(ref.upload_id, ref.content_type, ref.size, ref.name, name), text_bytes
+
+    def _named_by_a_job(self, client_id: str, name: str) -> bool:
+        return self._references is not None and self._references.named_by_a_job(client_id, name)
 
     def delete(self, files: tuple[FileRef, ...]) -> None:
         """Remove a job's files (erasure, expiry)."""

@@ -10,8 +10,10 @@ renewing (it died), the delivery takes the job over as soon as the lease expires
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -111,6 +113,53 @@ class _Superseded(Exception):
         self.lane = lane
 
 
+class _CallCount:
+    """How many grader calls are running (a call that hangs stays counted)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.running += n
+
+
+class _GraderCall:
+    """One grader call on a daemon thread of its own; sets `done` when it returns.
+
+    The thread runs in a copy of the delivery's context (job id, trace and lane), and is
+    a daemon: a grader that never returns keeps neither its delivery from answering nor
+    a stopping process alive.
+    """
+
+    def __init__(
+        self, call: Callable[[], GradeResult], done: threading.Event, count: _CallCount
+    ) -> None:
+        self._result: GradeResult | None = None
+        self._error: BaseException | None = None
+        context = contextvars.copy_context()
+
+        def run() -> None:
+            try:
+                self._result = context.run(call)
+            except BaseException as exc:  # handed to the delivery's thread by `outcome`
+                self._error = exc
+            finally:
+                count.add(-1)
+                done.set()
+
+        count.add(1)
+        threading.Thread(target=run, name="grader", daemon=True).start()
+
+    def outcome(self) -> GradeResult:
+        """The grader's result, or the error it raised; only once `done` is set."""
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
 class WorkerService:
     """Grades jobs delivered by the task queue."""
 
@@ -147,8 +196,10 @@ class WorkerService:
         self._lease = budget.lease
         # A waiting delivery re-reads the job this often (one store read each time).
         self._poll_s = min(2.0, max(0.05, budget.heartbeat_s / 3))
-        # One timer renews every attempt in flight; the grader runs on the delivery's thread.
+        # One timer renews every attempt in flight; each grader call runs on a thread of
+        # its own while its delivery's thread waits for it or for the heartbeat.
         self.heartbeat = heartbeat or Heartbeat(store, clock, budget)
+        self._calls = _CallCount()
         # Closed while the provider refuses the configuration; `probe` checks it again.
         self.gate = GraderGate(probe, clock.now)
 
@@ -166,7 +217,7 @@ class WorkerService:
     @property
     def gradings_in_flight(self) -> int:
         """Grader calls not yet returned (a hung one stays counted)."""
-        return len(self.heartbeat.in_flight())
+        return self._calls.running
 
     # --- a delivery ----------------------------------------------------------------------
 
@@ -312,25 +363,29 @@ class WorkerService:
     # --- the heartbeat -------------------------------------------------------------------
 
     def _grade(self, job: Job, owner: str) -> GradeResult:
-        """Run the grader on this thread while the heartbeat renews the lease.
+        """Call the grader on a thread of its own; this one waits while the heartbeat renews.
 
-        What the heartbeat found meanwhile decides over the grader's outcome: a lost
-        lease raises LeaseLost, a drain that ran out of grace `_Released` (the heartbeat
-        handed the job back already).
+        The delivery answers as soon as its attempt settles: when the grader returns, or
+        when the heartbeat found the lease lost (LeaseLost) or handed the job back at the
+        end of a drain's grace (`_Released`), whatever the grader is still doing. What the
+        heartbeat found decides over the grader's outcome.
         """
         attempt = self.heartbeat.begin(job.id, owner)
-        try:
-            result = self._grader.grade(
+        call = _GraderCall(
+            lambda: self._grader.grade(
                 job.request, attempt=job.lifetime_attempts, timeout_s=self._budget.grader_timeout_s
-            )
-        finally:
-            state = self.heartbeat.end(attempt)
-            if state is AttemptState.RELEASED:
-                raise _Released(attempt.released)
-            if state is AttemptState.LOST:
-                assert attempt.lost is not None
-                raise attempt.lost
-        return result
+            ),
+            attempt.settled,
+            self._calls,
+        )
+        attempt.settled.wait()
+        state = self.heartbeat.end(attempt)
+        if state is AttemptState.RELEASED:
+            raise _Released(attempt.released)
+        if state is AttemptState.LOST:
+            assert attempt.lost is not None
+            raise attempt.lost
+        return call.outcome()
 
     # --- meeting another attempt's lease -------------------------------------------------
 

@@ -20,8 +20,9 @@ from shared.adapters.embedded.assignment_store import (
 )
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.domain.admission import AdmissionLimits
 from shared.domain.assignment import Assignment
-from shared.domain.errors import AssignmentNotFound
+from shared.domain.errors import AssignmentNotFound, TooManyActiveJobs
 from shared.domain.events import AssignmentGraded
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
@@ -136,13 +137,13 @@ def test_a_client_lists_its_own_newest_first_in_pages(backend: Backend) -> None:
 
 def test_a_batch_creates_each_job_once_and_a_retry_creates_nothing(backend: Backend) -> None:
     jobs = [submission(n) for n in range(600)]  # more than one Firestore commit
-    first = backend.batch.create_many(jobs[:250])
+    first = backend.batch.create_many(jobs[:250]).items
     assert all(created for _, created in first)
     # The retry of a batch cut off after 250: those exist, the rest are new.
-    second = backend.batch.create_many(jobs)
+    second = backend.batch.create_many(jobs).items
     assert [created for _, created in second] == [False] * 250 + [True] * 350
     assert [job.id for job, _ in second] == [job.id for job in jobs]
-    third = backend.batch.create_many(jobs)
+    third = backend.batch.create_many(jobs).items
     assert not any(created for _, created in third)
     assert backend.jobs.active_counts("client-a").client == 600
     assert backend.assignments.tally("a-1", 0).counts == {JobStatus.PENDING: 600}
@@ -150,7 +151,7 @@ def test_a_batch_creates_each_job_once_and_a_retry_creates_nothing(backend: Back
 
 def test_a_batch_answers_an_existing_job_with_what_is_stored(backend: Backend) -> None:
     backend.batch.create_many([submission(1, answer="first")])
-    [(stored, created)] = backend.batch.create_many([submission(1, answer="second")])
+    [(stored, created)] = backend.batch.create_many([submission(1, answer="second")]).items
     assert not created and stored.fingerprint == "fp-first"
 
 
@@ -349,7 +350,7 @@ def test_a_firestore_batch_of_1000_takes_three_commits_and_one_read_per_answer(
 
     client.batch = counting_batch
     try:
-        results = writer.create_many([submission(i) for i in range(1000)])
+        results = writer.create_many([submission(i) for i in range(1000)]).items
     finally:
         client.batch = make_batch
     assert all(created for _, created in results)
@@ -362,10 +363,12 @@ def test_a_firestore_batch_of_1000_takes_three_commits_and_one_read_per_answer(
     assert FirestoreAssignmentStore(client).tally("a-1", 0).counts == {JobStatus.PENDING: 1000}
 
 
-def test_a_batch_creates_no_more_new_jobs_than_its_capacity(backend: Backend) -> None:
+def test_a_batch_creates_no_more_new_jobs_than_the_ceilings_admit(backend: Backend) -> None:
     backend.batch.create_many([submission(3)])
-    results = backend.batch.create_many([submission(n) for n in range(6)], capacity=2)
-    assert [(job.id if job else None, created) for job, created in results] == [
+    limits = AdmissionLimits(per_client=3, backlog=100)
+    created = backend.batch.create_many([submission(n) for n in range(6)], limits)
+    assert isinstance(created.refusal, TooManyActiveJobs)
+    assert [(job.id if job else None, made) for job, made in created.items] == [
         ("a-1-j0", True),
         ("a-1-j1", True),
         (None, False),

@@ -29,6 +29,7 @@ from shared.domain.uploads import (
     UploadMismatch,
     UploadNotFound,
     object_name,
+    student_prefix,
 )
 from shared.http.problems import register_error_handlers
 from shared.ports import BlobStore, SignedUpload
@@ -199,3 +200,30 @@ def test_a_url_cannot_be_pointed_at_another_object(harness: BlobHarness) -> None
 def _signed_headers(signed: SignedUpload) -> list[str]:
     query = parse_qs(urlsplit(signed.url).query)
     return query["X-Goog-SignedHeaders"][0].split(";")
+
+
+def test_a_students_uploads_live_under_their_prefix_and_go_together(
+    harness: BlobHarness,
+) -> None:
+    made: dict[str | None, list[str]] = {}
+    for student in ("ada", "ada", "bob", None):
+        upload = harness.service.create("client-a", "image/png", len(PNG), student)
+        assert harness.put(upload.signed, PNG) == 200
+        made.setdefault(student, []).append(upload.upload_id)
+    [first, _] = made["ada"]
+    [checked] = harness.service.verify("client-a", (_ref(first),), "ada")
+    assert checked.object == object_name("client-a", first, "ada")
+    assert checked.object.startswith(student_prefix("client-a", "ada"))
+    with pytest.raises(UploadNotFound):  # another student's submission cannot name it
+        harness.service.verify("client-a", (_ref(first),), "bob")
+
+    removed = harness.blobs.delete_under(student_prefix("client-a", "ada"))
+
+    assert removed == sorted(object_name("client-a", u, "ada") for u in made["ada"])
+    assert all(harness.blobs.stat(name) is None for name in removed)
+    [bobs] = made["bob"]
+    assert harness.blobs.stat(object_name("client-a", bobs, "bob")) is not None
+    [nobodys] = made[None]
+    assert harness.blobs.stat(object_name("client-a", nobodys)) is not None
+    assert harness.blobs.delete_under(student_prefix("client-a", "ada")) == []
+    assert harness.blobs.delete_under(student_prefix("client-b", "bob")) == []

@@ -1,6 +1,6 @@
 """What every backend's JobEraser guarantees: a student's jobs found, a final job deleted with
 its tally moved back in the same commit, a job that changed meanwhile left alone, and the
-subscribers' dedup records of its events forgotten."""
+subscribers' records of its events left as tombstones."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.domain.erasure import event_ids_of
 from shared.domain.grade import GradeResult
+from shared.domain.ids import completion_event_id
 from shared.domain.job import GradingRequest, Job
 from shared.ports import AssignmentStore, JobEraser, JobStore, ProcessedEvents
 from tests.contract.test_assignment_store_contract import assignment
@@ -85,7 +86,12 @@ def test_a_students_final_job_goes_with_its_tally_and_dedup_records(backend: Bac
     assert (after.total, after.scored, after.score_sum) == (1, 1, 9.0)
     assert sum(after.histogram) == 1
     assert backend.eraser.forget_events([event_id]) == 2
-    assert not backend.processed.contains("notifier", event_id)
+    # What is left is a tombstone: no record, and a late delivery is a duplicate.
+    assert backend.processed.records("analytics") == []
+    assert backend.processed.records("notifier") == []
+    assert backend.processed.contains("notifier", event_id)
+    assert backend.processed.add("analytics", event_id, {"job_id": ada.id}) is False
+    assert backend.eraser.forget_events([event_id]) == 0
     assert backend.eraser.delete(ada) is False  # already gone: nothing moves twice
     assert backend.assignments.tally("a-1", 0).total == 1
 
@@ -97,3 +103,27 @@ def test_a_job_that_changed_since_it_was_read_is_left_alone(backend: Backend) ->
     assert backend.eraser.delete(stale) is False
     assert backend.jobs.get(job.id) is not None
     assert backend.assignments.tally("a-1", 0).total == 1
+
+
+def test_every_generations_events_become_tombstones_recorded_or_not(backend: Backend) -> None:
+    """A regraded job: the first generation's record and the regrade's both go, and the
+    regrade's event, not yet delivered when the job is erased, is never recorded after."""
+    backend.assignments.create(assignment())
+    job = graded(backend, 1, "ada", 4.0)
+    job = backend.jobs.update(job.id, lambda j: j.mark_event_published(T0))
+    first, *_ = event_ids_of(job)
+    backend.processed.add("analytics", first, {"job_id": job.id, "generation": 0})
+    regraded = backend.jobs.update(job.id, lambda j: j.regrade(T0, j.request))
+    regraded = backend.jobs.update(job.id, lambda j: j.claim("w", T0, LEASE))
+    regraded = backend.jobs.update(job.id, lambda j: j.succeed("w", GradeResult(6.0, 10, "ok"), T0))
+    second = completion_event_id(job.id, regraded.replayed_generation)
+    assert second != first and second in event_ids_of(regraded)
+    backend.processed.add("analytics", second, {"job_id": job.id, "generation": 1})
+
+    assert backend.eraser.delete(regraded) is True
+    assert backend.eraser.forget_events(event_ids_of(regraded)) == 2
+    assert backend.processed.records("analytics") == []
+    for late in (first, second):
+        for subscriber in ("analytics", "notification"):
+            assert backend.processed.add(subscriber, late, {"job_id": job.id}) is False
+    assert backend.processed.records("analytics") == []

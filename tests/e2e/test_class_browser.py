@@ -1,6 +1,7 @@
 """The reference frontend's class page in headless Chromium against the local stack: a
 class's answers arrive in one batch, and the page's progress moves to graded with the
-score histogram of the whole class."""
+score histogram of the whole class, and what the page reads of the assignment never holds
+its rubric."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def test_the_class_page_follows_a_batch_to_graded_with_its_histogram(
     assert batch.json()["accepted"] == CLASS_SIZE, batch.text
 
     page = browser.new_page(viewport={"width": 1000, "height": 900})
+    read: list[Any] = []
+    page.on("response", lambda r: read.append(r) if "/api/assignments/" in r.url else None)
     try:
         page.goto(f"{stack.config.url(FRONTEND)}/class?assignment={assignment_id}")
         expect(page.locator("#title")).to_have_text("Photosynthesis", timeout=30_000)
@@ -64,6 +67,10 @@ def test_the_class_page_follows_a_batch_to_graded_with_its_histogram(
         # Half met one criterion of two (5 of 10), half both (10 of 10).
         assert counts[5] == counts[10] == CLASS_SIZE // 2 and sum(counts) == CLASS_SIZE
         expect(page.locator("#mean")).to_have_text("7.50")
+        # The visitor is anonymous: the page is shown the title and progress, no rubric.
+        bodies = [r.json() for r in read if r.ok]
+        assert bodies and all(set(b) == {"id", "title", "max_score", "progress"} for b in bodies)
+        assert all("chlorophyll" not in r.text() for r in read)
         page.screenshot(path=str(artifacts_dir() / "frontend-class.png"), full_page=True)
     finally:
         page.close()

@@ -57,3 +57,31 @@ def test_gunicorns_warnings_are_json_lines(tmp_path: Path) -> None:
         assert record["message"].startswith("Invalid request from ip=127.0.0.1")
         assert record["service"] == "intake"
         assert len(record["message"]) <= 1000  # the request line is not logged whole
+
+
+def test_plain_gunicorn_keeps_its_text_lines_without_logging_errors(tmp_path: Path) -> None:
+    """Started without the project's gunicorn config, gunicorn's own format still works."""
+    output = tmp_path / "intake.log"
+    with running_intake(tmp_path, output=output, config=False) as intake:
+        oversized = f"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Filler: {'f' * 9000}\r\n\r\n"
+        assert b" 431 " in send(intake, oversized.encode())
+        deadline = time.monotonic() + 20
+        while "Invalid request from ip=127.0.0.1" not in output.read_text():
+            assert time.monotonic() < deadline, output.read_text()[:2000]
+            time.sleep(0.1)
+    text = output.read_text()
+    assert "Logging error" not in text and "TypeError" not in text, text[:2000]
+    [warning] = [line for line in text.splitlines() if "Invalid request" in line]
+    assert "[WARNING]" in warning and "[None]" not in warning
+
+
+def test_the_services_open_no_gunicorn_control_socket(tmp_path: Path) -> None:
+    """gunicornc's socket has one default path per user: a stack's services would share it."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    env = {"XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)}
+    with running_intake(tmp_path / "data", env=env) as intake:
+        assert b" 200 " in send(
+            intake, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        assert list(runtime.iterdir()) == []

@@ -2,11 +2,12 @@
 
     python -m tests.support.hung_grading_process DATABASE JOB_ID
 
-The grading runs on a non-daemon thread, as on gunicorn's request pool; SIGTERM goes
+The delivery runs on a non-daemon thread, as on gunicorn's request pool; SIGTERM goes
 to a gunicorn worker's own handler with the worker's drain chained before it
 (`services.worker.shutdown`). Once the handler stopped the worker, the main thread
-returns, and the interpreter then waits for the grading's thread, as a gunicorn worker
-process exiting does. Prints "grading" once the grader was called.
+returns, and the interpreter then waits for the delivery's thread, as a gunicorn worker
+process exiting does. Prints "grading" once the grader was called, and "answered
+<verdict>" once the delivery has its answer.
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ def main(database: Path, job_id: str) -> None:
     gunicorn_worker = Worker(0, 0, [], None, 30, cfg, None)
     signal.signal(signal.SIGTERM, gunicorn_worker.handle_exit)
     assert drain_on_sigterm(service, DRAIN_GRACE_S)
-    threading.Thread(target=service.handle, args=(TaskDelivery(job_id, "t", 0),)).start()
+
+    def deliver() -> None:
+        result = service.handle(TaskDelivery(job_id, "t", 0))
+        print(f"answered {result.verdict}", flush=True)
+
+    threading.Thread(target=deliver).start()
     while gunicorn_worker.alive:
         time.sleep(0.02)
     sys.exit(0)

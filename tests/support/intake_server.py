@@ -1,8 +1,13 @@
-"""The intake under gunicorn on a loopback port, as deployed (same gunicorn config)."""
+"""The intake under gunicorn on a loopback port, as deployed (same gunicorn config).
+
+`config=False` starts it with plain gunicorn instead, as someone running the app
+without the project's config would.
+"""
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -29,15 +34,23 @@ class RunningIntake:
 
 
 def _start(
-    port: int, data_dir: Path, env: dict[str, str] | None, sink: IO[bytes] | int
+    port: int,
+    data_dir: Path,
+    env: dict[str, str] | None,
+    sink: IO[bytes] | int,
+    config: bool,
+    memory_limit: int | None = None,
 ) -> subprocess.Popen[bytes]:
+    def limit_memory() -> None:  # in the child: gunicorn's master and its worker
+        if memory_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "gunicorn",
-            "--config",
-            GUNICORN_CONFIG,
+            *(["--config", GUNICORN_CONFIG] if config else []),
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
@@ -59,23 +72,29 @@ def _start(
         },
         stdout=sink,
         stderr=sink,
+        preexec_fn=limit_memory if memory_limit is not None else None,
     )
 
 
 @contextmanager
 def running_intake(
-    data_dir: Path, env: dict[str, str] | None = None, output: Path | None = None
+    data_dir: Path,
+    env: dict[str, str] | None = None,
+    output: Path | None = None,
+    config: bool = True,
+    memory_limit: int | None = None,
 ) -> Iterator[RunningIntake]:
     """Start the intake (embedded backend in `data_dir`) and stop it afterwards.
 
-    With `output`, the server's stdout and stderr go to that file, else nowhere.
+    With `output`, the server's stdout and stderr go to that file, else nowhere; with
+    `memory_limit`, its processes may map at most that many bytes (RLIMIT_AS).
     """
     port = free_port()
     if output is None:
-        process = _start(port, data_dir, env, subprocess.DEVNULL)
+        process = _start(port, data_dir, env, subprocess.DEVNULL, config, memory_limit)
     else:
         with output.open("wb") as sink:  # the server keeps its own copy of the file
-            process = _start(port, data_dir, env, sink)
+            process = _start(port, data_dir, env, sink, config, memory_limit)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20

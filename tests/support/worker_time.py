@@ -7,10 +7,10 @@ timer. Here:
 - `time.sleep(s)` in the worker module advances `TestTime` (a monotonic clock and the
   service's `FrozenClock` together) by exactly what was asked, and is recorded; nothing
   waits in real time;
-- the heartbeat has no thread of its own: while the grader (on the delivery's thread,
-  as in production) waits on its gate, the gate makes the heartbeat's passes one beat at
-  a time, so the grading ends on the beat the test names (`finish_on`) and the outcome
-  never depends on a race.
+- the heartbeat has no thread of its own: while the grader (on its call's thread, as in
+  production, its delivery waiting for it) waits on its gate, the gate makes the
+  heartbeat's passes one beat at a time, so the grading ends on the beat the test names
+  (`finish_on`) and the outcome never depends on a race.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class TestTime:
 class Beats(threading.Event):
     """The gate the grader waits on: each heartbeat pass during the grading is a beat.
 
-    The grader runs on the delivery's thread; while it "grades", the heartbeat's passes
+    The grader runs on its call's thread; while it "grades", the heartbeat's passes
     are driven from here, one per beat: on beat n the hook `before[n]` runs first (time
     has not moved yet); if n is `finish_on` the grading ends there; otherwise time moves
     by exactly the wait the heartbeat asked for, and the heartbeat makes its pass. The

@@ -98,3 +98,40 @@ def test_an_assignment_is_graded_regraded_and_reported_with_one_event_per_round(
     job = adapters.store.get(report["changes"][0]["job_id"])
     assert job is not None and job.request.rubric_version == 2
     assert job.regraded_from is not None and job.regraded_from.rubric_version == 1
+
+
+def test_a_regrade_past_the_clients_ceiling_moves_what_fits_and_the_worker_resumes_it(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    tight = settings.model_copy(update={"max_active_jobs_per_client": 2})
+    intake = create_intake(tight, adapters, clock).test_client()
+    worker = create_worker(tight, adapters, VersionGrader(), clock).test_client()
+    queue, publisher = adapters.queue, adapters.publisher
+    assert isinstance(queue, FakeTaskQueue) and isinstance(publisher, FakePublisher)
+    body: dict[str, Any] = {"title": "Essay", "rubric": "light", "max_score": 10}
+    created = intake.post("/v1/assignments", json=body, headers={**AUTH, "Idempotency-Key": "a"})
+    url = f"/v1/assignments/{created.get_json()['id']}"
+    for start in (0, 2, 4):  # two at a time: the ceiling
+        answers = [{"submission_id": f"s{i}", "answer": f"answer {i}"} for i in (start, start + 1)]
+        sent = intake.post(f"{url}/submissions:batch", json={"answers": answers}, headers=AUTH)
+        assert sent.get_json()["accepted"] == 2
+        deliver_all(worker, queue, len(queue.tasks) - 2)
+
+    regrade = intake.post(f"{url}/regrade", json={"rubric": "light only"}, headers=AUTH)
+
+    assert regrade.status_code == 202, regrade.get_json()
+    progress = intake.get(url, headers=AUTH).get_json()["progress"]
+    assert (progress["submissions"], progress["waiting"]) == (2, 4)
+    assert adapters.store.active_counts("client-a").client == 2  # the ceiling, not 6
+    for _ in range(3):  # each wave graded lets the worker move the next one
+        deliver_all(worker, queue, len(queue.tasks) - 2)
+        assert adapters.store.active_counts("client-a").client <= 2
+    progress = intake.get(url, headers=AUTH).get_json()["progress"]
+    assert (progress["submissions"], progress["waiting"], progress["done"]) == (6, 0, True)
+    # Round 0 ended after each batch of two; the regrade's round once, with all six.
+    assert [(e.round, e.submissions) for e in graded(publisher)] == [
+        (0, 2),
+        (0, 4),
+        (0, 6),
+        (1, 6),
+    ]

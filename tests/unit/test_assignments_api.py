@@ -145,7 +145,7 @@ def test_a_batch_answers_item_by_item_and_a_retry_creates_nothing_twice(
         ("s2", "existing"),
         ("s3", "accepted"),
         ("s4", "accepted"),
-        (None, "refused"),
+        ("s9", "refused"),  # invalid (no answer): echoes the submission id it was sent
         ("s3", "refused"),
     ]
     assert retry["items"][1]["problem"]["type"] == PROBLEM_BASE + "idempotency-key-reused"

@@ -23,7 +23,7 @@ from shared.service_layer.erasure import bigquery_statement
 from tests.fakes import FakeTaskQueue
 from tests.unit.conftest import API_KEY, OTHER_KEY
 from tests.unit.test_assignment_flow import deliver_all
-from tests.unit.test_intake_uploads import _stored, _uploaded
+from tests.unit.test_intake_uploads import _put, _stored, _uploaded
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 TABLE = "proj.analytics.grading_completed_raw"
@@ -107,7 +107,7 @@ def test_a_students_work_is_erased_with_its_uploads_records_and_tally(
     assert len(removed["uploads"]) == 1
     assert removed["assignment_tallies"] == [f"{created['id']} round 0"]
     assert not _stored(erasing, ref["upload_id"]).exists()
-    assert processed.contains("notifier", completed) is False
+    assert processed.records("notifier") == []  # a tombstone is left, holding no record
     for job_id in removed["jobs"]:
         assert adapters.store.get(job_id) is None
         assert intake.get(f"/v1/grading-jobs/{job_id}", headers=AUTH).status_code == 404
@@ -172,3 +172,81 @@ def test_the_admin_command_prints_the_statement(capsys: pytest.CaptureFixture[st
         "DELETE FROM `p.d.t` WHERE JSON_VALUE(data, '$.job_id') IN ('abc', 'def')"
     )
     assert main(["--table", "p.d.t", "x') OR TRUE --"]) == 2
+
+
+def uploaded_for(intake: FlaskClient, student: str | None, data: bytes) -> dict[str, Any]:
+    """An upload made for `student` (or none), sent; the reference a job names."""
+    asked: dict[str, Any] = {"content_type": "text/plain", "size": len(data)}
+    if student is not None:
+        asked["student_id"] = student
+    answer = intake.post("/v1/uploads", json=asked, headers=AUTH)
+    assert answer.status_code == 201, answer.get_json()
+    assert _put(intake, answer.get_json(), data).status_code == 200
+    return {
+        "upload_id": answer.get_json()["upload_id"],
+        "content_type": "text/plain",
+        "size": len(data),
+    }
+
+
+def stored_files(settings: Settings) -> set[str]:
+    root = settings.data_dir / "uploads"
+    return {p.name for p in root.rglob("up_*") if not p.name.endswith(".json")}
+
+
+def test_a_students_uploads_are_erased_whether_a_job_names_them_or_not(
+    erasing: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    intake = create_intake(erasing, adapters, clock).test_client()
+    named = uploaded_for(intake, "ada", b"light")
+    never_named = uploaded_for(intake, "ada", b"draft")
+    bobs = uploaded_for(intake, "bob", b"other")
+    nobodys = uploaded_for(intake, None, b"plain")
+    job = submit(
+        intake,
+        {"submission_id": "s1", "rubric": "light", "files": [named], "student_id": "ada"},
+        "k1",
+    )
+    ids = {u["upload_id"] for u in (named, never_named, bobs, nobodys)}
+    assert stored_files(erasing) == ids
+
+    answer = intake.delete("/v1/students/ada", headers=AUTH)
+
+    assert answer.status_code == 200, answer.get_json()
+    removed = answer.get_json()["removed"]
+    assert removed["jobs"] == [job]
+    assert sorted(name.rsplit("/", 1)[-1] for name in removed["uploads"]) == sorted(
+        [named["upload_id"], never_named["upload_id"]]
+    )
+    assert stored_files(erasing) == {bobs["upload_id"], nobodys["upload_id"]}
+    uploads = erasing.data_dir / "uploads"
+    left = [p for p in uploads.rglob("*") if p.is_file()]
+    assert len(left) == 4  # bob's and nobody's, each with its metadata
+    assert not any(b"light" in p.read_bytes() or b"draft" in p.read_bytes() for p in left)
+
+
+def test_an_upload_made_for_a_student_is_named_by_that_students_submissions_only(
+    erasing: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    intake = create_intake(erasing, adapters, clock).test_client()
+    adas = uploaded_for(intake, "ada", b"light")
+    body = {"submission_id": "s1", "rubric": "light", "files": [adas]}
+    for other, key in ((None, "k1"), ("bob", "k2")):
+        sent = {**body, "student_id": other} if other else body
+        refused = intake.post(
+            "/v1/grading-jobs", json=sent, headers={**AUTH, "Idempotency-Key": key}
+        )
+        assert refused.status_code == 422, refused.get_json()
+        assert refused.get_json()["type"].endswith("upload-not-found")
+    # Uploads made for no student stay nameable by any submission, a student's included.
+    plain = uploaded_for(intake, None, b"plain")
+    submit(intake, {**body, "files": [plain], "student_id": "bob"}, "k3")
+    submit(intake, {**body, "student_id": "ada"}, "k4")
+
+
+def test_the_tombstoned_subscribers_are_the_services_that_record_events() -> None:
+    from services.analytics.recorder import SUBSCRIBER as ANALYTICS
+    from services.notification.notifier import SUBSCRIBER as NOTIFICATION
+    from shared.domain.erasure import RECORDING_SUBSCRIBERS
+
+    assert sorted(RECORDING_SUBSCRIBERS) == sorted([ANALYTICS, NOTIFICATION])

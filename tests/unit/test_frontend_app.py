@@ -135,7 +135,7 @@ def test_status_problems_pass_through(intake: Any) -> None:
 
 
 def test_the_class_page_relays_an_assignments_progress_with_the_key(intake: Any) -> None:
-    progress = {"id": "a-1", "progress": {"done": False, "histogram": [0] * 11}}
+    progress = {"id": "a-1", "title": "t", "progress": {"done": False, "histogram": [0] * 11}}
     intake.get(
         f"{INTAKE}/v1/assignments/a-1",
         json=progress,
@@ -151,3 +151,36 @@ def test_the_class_page_relays_an_assignments_progress_with_the_key(intake: Any)
     refused = client.get("/api/assignments/a b")  # not an id: never sent on
     assert refused.status_code == 404
     assert intake.request_history[-1].url.endswith("/v1/assignments/a-1")
+
+
+def test_an_anonymous_visitor_sees_an_assignments_title_and_progress_never_its_rubric(
+    intake: Any,
+) -> None:
+    progress = {"round": 1, "submissions": 3, "final": 1, "done": False, "histogram": [0] * 11}
+    full = {
+        "id": "a-1",
+        "title": "Photosynthesis",
+        "max_score": 10,
+        "prompt_version": "grading-v1",
+        "rubric": {"version": 2, "rubric": ["names the secret criterion"], "max_score": 10},
+        "rubric_versions": [{"version": 1, "rubric": ["an older secret criterion"]}],
+        "created_at": "2026-11-29T09:30:00Z",
+        "updated_at": "2026-11-29T09:30:00Z",
+        "progress": progress,
+        "review": {"confidence_below": 0.6},
+    }
+    intake.get(
+        f"{INTAKE}/v1/assignments/a-1",
+        json=full,
+        headers={"Content-Type": "application/json", "Retry-After": "1"},
+    )
+    response = browser().get("/api/assignments/a-1")  # no session, no sign-in
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "id": "a-1",
+        "title": "Photosynthesis",
+        "max_score": 10,
+        "progress": progress,
+    }
+    assert b"secret criterion" not in response.data
+    assert response.headers["Retry-After"] == "1"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 
+from shared.adapters.graders.lifecycle import RetirementWatch
 from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ModelGrader
 from shared.adapters.graders.rubric import RubricGrader
@@ -63,12 +64,40 @@ def test_settings_refuse_an_incomplete_model_grader() -> None:
 
 def test_gemini_on_vertex_and_on_the_gemini_api_are_built_without_network() -> None:
     vertex = grader_for(Settings(grader="gemini", project_id="p"))  # type: ignore[arg-type]
-    assert isinstance(vertex, ModelGrader) and vertex.name == "gemini"
+    # On Vertex AI the model grader minds its model's retirement date.
+    assert isinstance(vertex, RetirementWatch) and vertex.name == "gemini"
     keyed = grader_for(
         Settings(grader="gemini", grader_gemini_api="developer", grader_api_key="k")  # type: ignore[arg-type]
     )
     assert isinstance(keyed, ModelGrader)
     assert Settings(grader="gemini", project_id="p").grader_model_name == "gemini-3.5-flash"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"location": "europe-west1"}, "europe-west1"),
+        ({"location": "europe-west4"}, "europe-west4"),
+        ({"location": "europe-west4", "grader_location": "global"}, "global"),
+        ({"location": "europe-west4", "grader_location": "europe-west1"}, "europe-west1"),
+    ],
+)
+def test_gemini_on_vertex_processes_in_the_region_unless_a_location_is_chosen(
+    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], expected: str
+) -> None:
+    from google import genai
+
+    made: list[dict[str, object]] = []
+    real_client = genai.Client
+
+    def client(**kwargs: object) -> object:
+        made.append(kwargs)
+        return real_client(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(genai, "Client", client)
+    grader_for(Settings(grader="gemini", project_id="p", **settings))  # type: ignore[arg-type]
+    assert [kwargs["location"] for kwargs in made] == [expected]
+    assert made[0]["vertexai"] is True
 
 
 def test_the_instance_share_comes_from_the_project_quota_and_max_instances() -> None:

@@ -21,7 +21,6 @@ from typing import cast
 
 import pytest
 
-from services.worker.shutdown import HUNG_EXIT_STATUS, stop_hung_gradings_after
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import SystemClock
@@ -205,7 +204,7 @@ def test_a_result_is_stored_after_a_short_store_hiccup_without_grading_again(
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
 
 
-# --- one thread per grading --------------------------------------------------------------
+# --- a grader call beside its delivery ---------------------------------------------------
 
 
 def _in_flight(store: JobStore, job_ids: list[str]) -> Callable[[], bool]:
@@ -223,7 +222,9 @@ def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_n_gradings_in_flight_hold_n_threads_and_one_timer(store: JobStore) -> None:
+def test_n_gradings_in_flight_hold_their_n_deliveries_n_grader_calls_and_one_timer(
+    store: JobStore,
+) -> None:
     n = 25
     grader = GateGrader()
     service = worker(store, grader)
@@ -242,8 +243,9 @@ def test_n_gradings_in_flight_hold_n_threads_and_one_timer(store: JobStore) -> N
     grader.release.set()
     for delivery in deliveries:
         delivery.join(10)
-    # The n request threads grade themselves; one heartbeat renews them all (not 2n).
-    assert in_flight == n + 1
+    # Each grader call has a thread beside its delivery's, which stays free to answer;
+    # one heartbeat renews them all (not one timer per grading).
+    assert in_flight == 2 * n + 1
     assert all(j.status is JobStatus.SUCCEEDED for j in map(store.get, job_ids) if j)
 
 
@@ -316,18 +318,21 @@ def test_a_hung_grader_has_its_job_handed_back_when_the_drain_grace_ends(
     delivery.start()
     assert grader.started.acquire(timeout=10)
     service.drain(0.3)
-    # The heartbeat hands the job back while the grader still hangs.
-    _until(lambda: (j := store.get(job_id)) is not None and j.status is JobStatus.RETRYING)
-    assert delivery.is_alive() and service.gradings_in_flight == 1
-    handed_back = store.get(job_id)
-    assert handed_back is not None and handed_back.error is not None
-    assert handed_back.error.type == WORKER_SHUTDOWN and handed_back.lease_owner is None
-    # A grader returning late stores nothing: the delivery answers RETRY.
-    grader.release.set()
+    # The heartbeat hands the job back while the grader still hangs, and the delivery
+    # answers RETRY right then: the queue hears of it before the process stops.
     delivery.join(10)
+    assert not delivery.is_alive(), "the delivery waited for its hung grader"
+    assert service.gradings_in_flight == 1
+    handed_back = store.get(job_id)
+    assert handed_back is not None and handed_back.status is JobStatus.RETRYING
+    assert handed_back.error is not None
+    assert handed_back.error.type == WORKER_SHUTDOWN and handed_back.lease_owner is None
     [result] = results
     assert result.verdict is Verdict.RETRY and result.job == handed_back
-    assert store.get(job_id) == handed_back and service.gradings_in_flight == 0
+    # A grader returning late stores nothing.
+    grader.release.set()
+    _until(lambda: service.gradings_in_flight == 0)
+    assert store.get(job_id) == handed_back
 
 
 def test_a_grading_whose_lease_was_taken_stores_nothing_when_its_grader_returns(
@@ -344,34 +349,15 @@ def test_a_grading_whose_lease_was_taken_stores_nothing_when_its_grader_returns(
     assert grader.started.acquire(timeout=10)
     later = SystemClock().now() + timedelta(hours=1)
     store.update(job_id, lambda j: j.claim("thief", later, timedelta(hours=1)))
-    # The next renewal finds the lease lost.
-    _until(lambda: service.heartbeat.in_flight()[0].state is AttemptState.LOST)
-    grader.release.set()
+    # The next renewal finds the lease lost: the delivery answers without its grader.
     delivery.join(10)
+    assert not delivery.is_alive() and service.gradings_in_flight == 1
     [result] = results
     assert result.verdict is Verdict.LOCKED and isinstance(result.reason, LeaseLost)
+    grader.release.set()
+    _until(lambda: service.gradings_in_flight == 0)
     job = store.get(job_id)
     assert job is not None and job.lease_owner == "thief" and job.result is None
-
-
-def test_a_process_whose_grader_hangs_past_the_graceful_timeout_ends_itself(
-    store: JobStore,
-) -> None:
-    grader = GateGrader()
-    service = worker(store, grader)
-    job_id = seed(store)
-    delivery = threading.Thread(target=service.handle, args=(TaskDelivery(job_id, "t", 0),))
-    delivery.start()
-    assert grader.started.acquire(timeout=10)
-    service.drain(0.0)
-    exits: list[int] = []
-    stop_hung_gradings_after(service, 0.2, exit=exits.append).join(10)
-    assert exits == [HUNG_EXIT_STATUS]
-    grader.release.set()
-    delivery.join(10)
-    # With nothing left grading, the process exits on its own: nothing is forced.
-    stop_hung_gradings_after(service, 0.0, exit=exits.append).join(10)
-    assert exits == [HUNG_EXIT_STATUS]
 
 
 class CountedHeartbeat(Heartbeat):
@@ -421,9 +407,11 @@ def test_a_stopping_gunicorn_worker_whose_grader_hangs_hands_the_job_back_and_ex
         try:
             assert process.stdout is not None and process.stdout.readline() == "grading\n"
             process.send_signal(signal.SIGTERM)
-            # The interpreter would wait for the grading's thread forever: the process
-            # ends itself one second after gunicorn's graceful timeout.
-            assert process.wait(timeout=30) == HUNG_EXIT_STATUS
+            # The delivery answers once the drain's grace hands its job back, and the
+            # interpreter, which waits for the delivery's thread as gunicorn's worker
+            # does for its request threads, ends at once: the grader's thread is a daemon.
+            assert process.stdout.readline() == "answered retry\n"
+            assert process.wait(timeout=30) == 0
         finally:
             process.kill()
     job = store.get(job_id)

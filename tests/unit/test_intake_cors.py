@@ -21,12 +21,14 @@ def client(settings: Settings, adapters: Adapters, clock: FrozenClock) -> FlaskC
     return create_app(tuned, adapters, clock).test_client()
 
 
-def preflight(client: FlaskClient, origin: str) -> TestResponse:
+def preflight(
+    client: FlaskClient, origin: str, method: str = "POST", path: str = "/v1/grading-jobs"
+) -> TestResponse:
     return client.options(
-        "/v1/grading-jobs",
+        path,
         headers={
             "Origin": origin,
-            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Method": method,
             "Access-Control-Request-Headers": "authorization, content-type, idempotency-key",
         },
     )
@@ -51,6 +53,28 @@ def test_a_preflight_from_another_origin_gets_no_cors_headers(client: FlaskClien
     assert "Access-Control-Allow-Headers" not in headers
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", "/v1/grading-jobs/job-1"),
+        ("DELETE", "/v1/students/ada"),
+        ("PATCH", "/v1/assignments/a-1"),
+        ("PUT", "/v1/blobs/uploads/x/up_1"),
+        ("GET", "/v1/reviews"),
+    ],
+)
+def test_every_method_the_api_serves_is_allowed_from_an_allowed_origin_only(
+    client: FlaskClient, method: str, path: str
+) -> None:
+    response = preflight(client, FRONTEND, method, path)
+    assert response.headers["Access-Control-Allow-Origin"] == FRONTEND
+    allowed = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
+    assert method in allowed
+    elsewhere = preflight(client, "https://evil.example.net", method, path)
+    assert "Access-Control-Allow-Origin" not in elsewhere.headers
+    assert "Access-Control-Allow-Methods" not in elsewhere.headers
+
+
 def test_an_allowed_origin_can_read_the_location_and_retry_after(client: FlaskClient) -> None:
     response = post(client, headers={"Origin": FRONTEND})
     assert response.status_code == 202
@@ -70,3 +94,17 @@ def test_without_configured_origins_nothing_is_allowed(
 def test_wildcards_and_bare_hosts_are_refused(origins: str) -> None:
     with pytest.raises(ValueError, match="exact origins"):
         Settings(cors_origins=origins).cors_origin_list()
+
+
+def test_the_allowed_methods_cover_every_route_under_v1(client: FlaskClient) -> None:
+    app = client.application
+    served = {
+        method
+        for rule in app.url_map.iter_rules()
+        if rule.rule.startswith("/v1/")
+        for method in rule.methods or ()
+    } - {"HEAD", "OPTIONS"}
+    assert {"GET", "POST", "PATCH", "DELETE"} <= served
+    response = preflight(client, FRONTEND, "DELETE")
+    allowed = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
+    assert served <= allowed

@@ -101,6 +101,17 @@ def token(**overrides: Any) -> str:
     return jwt.encode(signer, claims).decode()
 
 
+#: The schools of these tests let students send practice jobs of their own.
+PRACTICE = "school-a,school-b,client-a"
+#: A practice job: a student's own rubric, no assignment, no lane, no callback.
+STUDENT_BODY = {k: v for k, v in BODY.items() if k != "assignment_id"}
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"practice_clients": PRACTICE})
+
+
 @pytest.fixture
 def endpoint() -> FakeCertEndpoint:
     return FakeCertEndpoint()
@@ -119,7 +130,7 @@ def client(
 def submit(client: FlaskClient, bearer: str, key: str = "k-1", **headers: str) -> Any:
     return client.post(
         "/v1/grading-jobs",
-        json=BODY,
+        json=BODY if bearer.startswith("gq_") else STUDENT_BODY,
         headers={"Authorization": f"Bearer {bearer}", "Idempotency-Key": key, **headers},
     )
 
@@ -166,6 +177,28 @@ def test_a_tampered_token_is_401(client: FlaskClient) -> None:
     assert_problem(submit(client, tampered), 401, "unauthenticated")
 
 
+def test_a_valid_token_passes_from_an_address_where_others_keep_failing(
+    client: FlaskClient,
+) -> None:
+    """A teacher behind the school's NAT address, where students sent bad tokens and keys."""
+    nat = {"REMOTE_ADDR": "203.0.113.7"}
+
+    def from_nat(bearer: str, key: str) -> Any:
+        headers = {"Authorization": f"Bearer {bearer}", "Idempotency-Key": key}
+        return client.post("/v1/grading-jobs", json=BODY, headers=headers, environ_base=nat)
+
+    for n in range(25):
+        expired = token(sub=f"student-{n}", exp=int(time.time()) - 3600)
+        assert_problem(from_nat(expired, f"s-{n}"), 401, "unauthenticated")
+        assert from_nat(f"garbage-{n}", f"g-{n}").status_code == (401 if n < 20 else 429)
+    teacher = token(sub="teacher-1", gradeq_role="teacher")
+    assert from_nat(teacher, "t-1").status_code == 202
+    # A token that keeps failing is throttled on its own.
+    stale = token(sub="student-x", exp=int(time.time()) - 3600)
+    statuses = [from_nat(stale, "x").status_code for _ in range(21)]
+    assert statuses[:20] == [401] * 20 and statuses[20] == 429
+
+
 def test_the_tenant_maps_to_a_client_when_there_is_no_claim(client: FlaskClient) -> None:
     tenant_token = token(
         gradeq_client=None, firebase={"tenant": "tenant-b", "sign_in_provider": "password"}
@@ -198,6 +231,9 @@ def test_without_a_role_a_signed_in_user_sees_only_their_own_jobs(client: FlaskC
         client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(other)), 404, "job-not-found"
     )
     assert client.get(url, headers=bearer(API_KEY)).status_code == 200
+    # The student's job is the school's: its server sees it, marked practice.
+    seen = client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(API_KEY))
+    assert seen.status_code == 200
 
 
 @pytest.mark.parametrize("roles", ["teacher", ["admin", "x"]])

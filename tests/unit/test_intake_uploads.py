@@ -7,6 +7,7 @@ past its limit, and no request answers 5xx.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -235,3 +236,36 @@ def test_upload_urls_are_rate_limited_per_client(client: FlaskClient) -> None:
     assert int(refused.headers["Retry-After"]) >= 1
     # Another client's bucket is its own.
     assert _upload(client, "image/png", 100, key=OTHER_KEY).status_code == 201
+
+
+def test_a_refused_resubmission_keeps_a_file_an_accepted_job_names(
+    client: FlaskClient, settings: Settings
+) -> None:
+    ref = _uploaded(client, "image/png", files.png())
+    assert _submit(client, ref, key="first").status_code == 202
+    # The same upload named again, declared otherwise: refused, but the first job needs it.
+    _problem(_submit(client, {**ref, "size": ref["size"] + 1}, key="again"), 422, "upload-mismatch")
+    assert _stored(settings, ref["upload_id"]).exists()
+
+
+def test_a_refused_file_no_job_names_is_deleted(client: FlaskClient, settings: Settings) -> None:
+    ref = _uploaded(client, "image/png", files.png())
+    _problem(_submit(client, {**ref, "size": ref["size"] + 1}), 422, "upload-mismatch")
+    assert not _stored(settings, ref["upload_id"]).exists()
+
+
+def test_upload_bytes_per_client_and_day_are_bounded(
+    settings: Settings, adapters: Adapters, clock: FrozenClock
+) -> None:
+    quota = settings.model_copy(update={"upload_max_bytes_per_day": 3000})
+    client = create_app(quota, adapters, clock).test_client()
+    assert _upload(client, "image/png", 2000).status_code == 201
+    refused = _upload(client, "image/png", 1001)
+    _problem(refused, 429, "upload-quota-exceeded")
+    assert refused.json["limit"] == 3000
+    midnight = (clock.now() + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert int(refused.headers["Retry-After"]) == int((midnight - clock.now()).total_seconds())
+    assert _upload(client, "image/png", 1000).status_code == 201  # the refusal was not counted
+    assert _upload(client, "image/png", 1000, key=OTHER_KEY).status_code == 201  # per client
+    clock.advance(timedelta(days=1))
+    assert _upload(client, "image/png", 2000).status_code == 201  # a new day

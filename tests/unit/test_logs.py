@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -126,7 +127,7 @@ def test_gunicorns_lines_are_json_and_cut_after_configure_logging(
     cfg = Config()
     cfg.set("default_proc_name", "services.worker.app:create_app()")
     gunicorn_log = JsonLogger(cfg)  # its handler writes to the captured stderr
-    configure_logging("worker")  # the app's process stops gathering process ids
+    configure_logging("worker")
     try:
         gunicorn_log.warning("Invalid request from ip=%s: %s", "127.0.0.1", "x" * 5000)
         gunicorn_log.critical("WORKER TIMEOUT (pid:%s)", 42)
@@ -150,6 +151,26 @@ def test_gunicorns_lines_are_json_and_cut_after_configure_logging(
     assert service_name("localcloud.frontend.app:create_app()") == (
         "localcloud.frontend.app:create_app()"
     )
+
+
+def test_gunicorns_own_text_lines_format_without_the_projects_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A service started with plain gunicorn keeps gunicorn's text handlers: they format."""
+    from gunicorn.config import Config
+    from gunicorn.glogging import Logger
+
+    gunicorn_log = Logger(Config())  # no logger_class: its own format, on stderr
+    configure_logging("intake")
+    try:
+        gunicorn_log.warning("Invalid request from ip=%s", "127.0.0.1")
+        err = capsys.readouterr().err
+    finally:
+        for handler in list(gunicorn_log.error_log.handlers):
+            gunicorn_log.error_log.removeHandler(handler)
+    assert "Logging error" not in err and "TypeError" not in err, err
+    [line] = err.splitlines()
+    assert f"[{os.getpid()}] [WARNING] Invalid request from ip=127.0.0.1" in line
 
 
 def test_an_error_raised_inside_a_job_context_is_logged_with_its_job_id(

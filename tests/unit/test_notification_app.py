@@ -3,6 +3,7 @@ redelivery on failure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -288,6 +289,21 @@ def test_an_event_without_callback_is_only_recorded(
     assert processed.contains("notification", event.event_id)
 
 
+def test_an_event_whose_job_is_gone_is_dropped_not_recorded(
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    requests_mock: rm.Mocker,
+    secret: str,
+) -> None:
+    """An event delivered after its job was erased: acknowledged, no webhook, no record."""
+    event = GradingCompleted.from_job(sample_job())  # never stored: erased before delivery
+    response = client.post("/pubsub/push", json=push_body(event), headers=AUTH)
+    assert response.status_code == 204
+    assert requests_mock.call_count == 0
+    assert not processed.contains("notification", event.event_id)
+    assert processed.records("notification") == []
+
+
 @pytest.mark.parametrize(
     "headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": PUSH_TOKEN}]
 )
@@ -403,3 +419,17 @@ def test_a_signed_in_users_job_is_signed_with_its_clients_secret(
     assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
     [sent] = hook.request_history
     assert Webhook(secret).verify(sent.body, dict(sent.headers))
+
+
+def test_a_practice_job_never_reaches_the_schools_webhook(
+    client: FlaskClient, jobs: SqliteJobStore, secret: str, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    job = sample_job()
+    practice = dataclasses.replace(
+        job, author="ada", request=dataclasses.replace(job.request, practice=True)
+    )
+    event = stored(jobs, practice)
+    assert event.practice and event.author == "ada"
+    assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    assert hook.request_history == []

@@ -38,6 +38,7 @@ from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id, job_id_for
 from shared.domain.job import ANNOUNCE_LEASE, ATTEMPTS_EXHAUSTED, GradingRequest, Job, JobError
 from shared.domain.status import JobStatus
+from shared.logs import job_id_var
 from shared.ports import JobStore
 from shared.service_layer.heartbeat import BatchJobUpdates
 from shared.service_layer.worker import (
@@ -220,15 +221,19 @@ def test_an_attempt_is_claimed_under_a_lease_graded_once_stored_and_announced(
     ]
 
 
-def test_the_grader_runs_on_the_deliverys_own_thread_and_the_heartbeat_forgets_it(
+def test_the_grader_runs_on_a_daemon_thread_in_the_deliverys_context_and_is_forgotten(
     h: Harness,
 ) -> None:
-    # One thread per grading: the heartbeat's one timer renews every lease.
+    # The delivery's thread stays free to answer; the heartbeat's one timer renews leases.
     service = h.service()
     job_id = h.seed()
     h.beats.finish_on = 0
+    seen_job_ids: list[str | None] = []
+    h.beats.before[0] = lambda: seen_job_ids.append(job_id_var.get())
     assert service.handle(TaskDelivery(job_id, "t", 0)).verdict is Verdict.DONE
-    assert h.grader.threads == [threading.current_thread()]
+    [grader_thread] = h.grader.threads
+    assert grader_thread is not threading.current_thread() and grader_thread.daemon
+    assert seen_job_ids == [job_id]  # its log lines name the job
     assert service.gradings_in_flight == 0 and service.heartbeat.wait_s() == float("inf")
 
 

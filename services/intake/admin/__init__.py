@@ -23,7 +23,9 @@ from shared.service_layer.queue_health import QueueHealth
 
 def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -> None:
     """Register the admin API and dashboard on the intake app."""
-    app.extensions["gradeq.operator_auth"] = OperatorAuthenticator(settings.operator_key_map())
+    app.extensions["gradeq.operator_auth"] = OperatorAuthenticator(
+        settings.operator_key_map(), app.extensions.get("gradeq.failed_auth")
+    )
     completion = (
         AssignmentCompletion(adapters.assignments, adapters.publisher, clock)
         if adapters.assignments is not None

@@ -7,6 +7,7 @@ import hmac
 
 from flask import request
 
+from services.intake.auth.failures import FailedAuthLimiter
 from shared.domain.errors import GradeqError
 from shared.http.errors import Unauthenticated
 
@@ -27,13 +28,21 @@ class OperatorAuthenticator:
     """Map `Authorization: Bearer <key>` to an operator name, comparing digests in constant
     time. Any other bearer key (a client's included) is refused with 403."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
+    def __init__(self, keys: dict[str, str], failures: FailedAuthLimiter | None = None) -> None:
         self._digests = [
             (bytes.fromhex(k.removeprefix(_HASHED)) if k.startswith(_HASHED) else _digest(k), name)
             for k, name in keys.items()
         ]
+        self._failures = failures
 
     def operator(self) -> str:
+        """The operator's name; 429 for a credential past its failed authentications."""
+        if self._failures is None:
+            return self._authenticate()
+        refused = (Unauthenticated, OperatorCredentialRequired)
+        return self._failures.guard("operator", self._authenticate, refused=refused)
+
+    def _authenticate(self) -> str:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not key:
             raise Unauthenticated("send an operator key as 'Authorization: Bearer <key>'")

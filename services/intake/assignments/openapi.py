@@ -23,17 +23,21 @@ from services.intake.assignments.views import (
     GradePageView,
     RegradeReportView,
 )
+from services.intake.limits.rate_limit import RateLimited
 from shared.domain.errors import (
     AssignmentBusy,
     AssignmentNotFound,
     BacklogFull,
     GradeqError,
     IdempotencyConflict,
+    NoValidAnswer,
     TooManyActiveJobs,
     ValidationFailed,
 )
+from shared.http.callback_guard import TooManyCallbackHosts
 from shared.http.errors import (
     IdempotencyKeyInvalid,
+    JsonTooComplex,
     NestingTooDeep,
     PayloadTooLarge,
     UnsupportedMediaType,
@@ -57,6 +61,7 @@ MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ..
 _BODY_ERRORS: tuple[type[GradeqError], ...] = (
     ValidationFailed,
     NestingTooDeep,
+    JsonTooComplex,
     PayloadTooLarge,
     UnsupportedMediaType,
 )
@@ -115,7 +120,13 @@ def assignment_paths(
                     **ok("Created", AssignmentView, 201),
                     **ok("Replayed (Idempotent-Replayed: true)", AssignmentView),
                     **problems(
-                        (*common, *_BODY_ERRORS, IdempotencyKeyInvalid, IdempotencyConflict)
+                        (
+                            *common,
+                            *_BODY_ERRORS,
+                            IdempotencyKeyInvalid,
+                            IdempotencyConflict,
+                            RateLimited,
+                        )
                     ),
                 },
             },
@@ -149,7 +160,17 @@ def assignment_paths(
                 "requestBody": body(BatchIn),
                 "responses": {
                     **ok("Item by item: accepted, existing or refused (with why)", BatchView),
-                    **problems((*found, *_BODY_ERRORS, TooManyActiveJobs, BacklogFull)),
+                    **problems(
+                        (
+                            *found,
+                            *_BODY_ERRORS,
+                            TooManyCallbackHosts,
+                            NoValidAnswer,
+                            RateLimited,
+                            TooManyActiveJobs,
+                            BacklogFull,
+                        )
+                    ),
                 },
             },
         },
@@ -162,7 +183,9 @@ def assignment_paths(
                 "requestBody": body(RegradeIn),
                 "responses": {
                     **ok("The new round started; poll the assignment", AssignmentView, 202),
-                    **problems((*found, *_BODY_ERRORS, AssignmentBusy)),
+                    **problems(
+                        (*found, *_BODY_ERRORS, AssignmentBusy, TooManyActiveJobs, BacklogFull)
+                    ),
                 },
             },
             "get": {

@@ -22,6 +22,8 @@ from shared.domain.rubric import criteria_of
 from shared.service_layer.assignments import MAX_BATCH, Answer
 
 RubricIn = GradingJobIn.model_fields["rubric"].annotation
+#: The longest submission id (the `Text` bound): a refused item echoes one up to this.
+MAX_SUBMISSION_ID = 256
 Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 
@@ -202,7 +204,12 @@ def parse(model: type[BaseModel], payload: object, summary: str = "invalid field
         raise _failed(exc, summary) from exc
 
 
-def parse_batch(payload: object) -> list[Answer | ValidationFailed]:
+#: An item refused before storing: the submission id it was sent with (None when it sent
+#: none that could be one) and why.
+Refused = tuple[str | None, ValidationFailed]
+
+
+def parse_batch(payload: object) -> list[Answer | Refused]:
     """The batch's answers in order, each an Answer or why that one item is refused.
 
     The envelope (an object with 1 to MAX_BATCH answers) must be valid as a whole.
@@ -220,10 +227,16 @@ def parse_batch(payload: object) -> list[Answer | ValidationFailed]:
             errors=[{"field": "answers", "message": f"1 to {MAX_BATCH} items"}]
             + [{"field": name, "message": "unknown field"} for name in extra],
         )
-    parsed: list[Answer | ValidationFailed] = []
+    parsed: list[Answer | Refused] = []
     for item in items:
         try:
             parsed.append(parse(AnswerIn, item).to_answer())
         except ValidationFailed as refused:
-            parsed.append(refused)
+            parsed.append((_sent_submission_id(item), refused))
     return parsed
+
+
+def _sent_submission_id(item: object) -> str | None:
+    """The item's `submission_id` as sent, when it is a string a submission id could be."""
+    sent = item.get("submission_id") if isinstance(item, dict) else None
+    return sent if isinstance(sent, str) and 1 <= len(sent) <= MAX_SUBMISSION_ID else None

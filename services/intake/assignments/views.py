@@ -35,6 +35,9 @@ class ProgressView(BaseModel):
     done: bool
     #: Scores so far in tenths of the max score: [0, 10%), [10%, 20%), ..., the full score.
     histogram: list[int]
+    #: Submissions a regrade has still to move into this round: they wait for room under
+    #: the ceilings of jobs not yet final, and move as the round's jobs are graded.
+    waiting: int = Field(default=0, ge=0)
 
 
 class AssignmentView(BaseModel):
@@ -120,6 +123,7 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
             mean_score=tally.mean_score,
             histogram=list(tally.histogram),
             done=tally.done and tally.total >= assignment.expected,
+            waiting=max(0, assignment.expected - tally.total) if assignment.round else 0,
         )
     return AssignmentView(
         id=assignment.id,

@@ -17,6 +17,9 @@ EXPOSED_HEADERS = [
     "RateLimit-Policy",
 ]
 PREFLIGHT_MAX_AGE_S = 600
+#: Every method the API serves: PATCH revises a rubric, DELETE erases, PUT is the embedded
+#: store's signed upload URL.
+ALLOWED_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
 def register_cors(app: Flask, origins: list[str]) -> None:
@@ -27,7 +30,7 @@ def register_cors(app: Flask, origins: list[str]) -> None:
         app,
         resources={r"/v1/*": {}, "/openapi.json": {}},
         origins=origins,
-        methods=["GET", "POST", "PUT"],  # PUT: the embedded store's signed upload URL
+        methods=ALLOWED_METHODS,
         allow_headers=ALLOWED_HEADERS,
         expose_headers=EXPOSED_HEADERS,
         supports_credentials=False,

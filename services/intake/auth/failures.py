@@ -1,8 +1,16 @@
-"""A limit on failed authentications per caller address.
+"""Limits on failed authentications: per failing credential, and per address for the rest.
 
-Every refused credential may have cost a key-store read or a signature check; past
-`burst` failures an address is answered 429 (with Retry-After) before anything is looked
-up, until its bucket refills at `rate_per_s`. Successful calls cost nothing from it.
+Every refused credential may have cost a key-store read or a signature check. A credential
+refused `burst` times is answered 429 (with Retry-After) before it is looked up again,
+until its bucket refills at `rate_per_s`. The bucket is that credential's own (a digest of
+it, apart for each kind of route: client, reviewer, operator), so a valid key or token is
+never refused because another credential failed, even from the same address (a school's
+students, teachers and server behind one NAT address). Successful calls cost nothing.
+
+What cannot be attributed to a credential (no bearer credential, or one shaped like none
+the route takes) counts against the caller's address instead, and that address limit is
+looked at only once such a request has already failed: it turns the refusal into a 429
+and never stands before a credential.
 
 The address is the peer's, or behind proxies that append to X-Forwarded-For (Cloud Run's
 front is one), the entry `trusted_hops` from the right: entries further left are what
@@ -11,21 +19,28 @@ the caller wrote and prove nothing.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from flask import request
 
 from services.intake.limits.token_buckets import TokenBuckets
 from shared.domain.errors import GradeqError
+from shared.http.errors import Unauthenticated
 from shared.ports import Clock
 
-#: Addresses tracked at once at most; past it the least recently failing one is forgotten.
-MAX_ADDRESSES = 100_000
+#: Credentials, and addresses, tracked at once at most; past it the least recently failing
+#: one is forgotten.
+MAX_TRACKED = 100_000
+
+T = TypeVar("T")
 
 
 class TooManyFailedAuthentications(GradeqError):
     slug = "too-many-failed-authentications"
-    title = "Too many failed authentications from this address"
+    title = "Too many failed authentications"
     status = 429
 
     def __init__(self, detail: str, retry_after_s: int) -> None:
@@ -43,24 +58,76 @@ def client_address(trusted_hops: int) -> str:
     return request.remote_addr or "unknown"
 
 
+def presented_credential() -> str | None:
+    """The credential of `Authorization: Bearer <credential>`, or None (never raises)."""
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential:
+        return None
+    return credential
+
+
+def _any_credential(_credential: str) -> bool:
+    return True
+
+
 class FailedAuthLimiter:
-    """`burst` failed authentications per address, then one per 1 / `rate_per_s` seconds."""
+    """`burst` failures per credential (and per address for unattributable ones), then one
+    per 1 / `rate_per_s` seconds."""
 
     def __init__(
-        self, burst: int, rate_per_s: float, clock: Clock, max_addresses: int = MAX_ADDRESSES
+        self,
+        burst: int,
+        rate_per_s: float,
+        clock: Clock,
+        address: Callable[[], str] = lambda: client_address(0),
+        max_tracked: int = MAX_TRACKED,
     ) -> None:
-        self._buckets = TokenBuckets(burst, rate_per_s, clock, max_keys=max_addresses)
+        self._credentials = TokenBuckets(burst, rate_per_s, clock, max_keys=max_tracked)
+        self._addresses = TokenBuckets(burst, rate_per_s, clock, max_keys=max_tracked)
+        self._address = address
 
-    def check(self, address: str) -> None:
-        """Raise TooManyFailedAuthentications while `address` has no failures left."""
-        tokens = self._buckets.tokens(address)
+    def guard(
+        self,
+        kind: str,
+        authenticate: Callable[[], T],
+        attributable: Callable[[str], bool] = _any_credential,
+        refused: tuple[type[Exception], ...] = (Unauthenticated,),
+    ) -> T:
+        """Run `authenticate`; count its `refused` errors against the credential presented
+        (when `attributable` says it is one this kind of route takes) or else the address.
+
+        Raise TooManyFailedAuthentications before `authenticate` runs for a credential past
+        its failures, or instead of the refusal for an address past its failures.
+        """
+        credential = presented_credential()
+        subject = None
+        if credential is not None and attributable(credential):
+            subject = f"{kind}:{hashlib.sha256(credential.encode()).hexdigest()}"
+            self._refuse_if_spent(subject)
+        try:
+            return authenticate()
+        except refused:
+            if subject is not None:
+                self._credentials.take(subject)
+                raise
+            allowed, tokens = self._addresses.take(self._address())
+            if not allowed:
+                raise TooManyFailedAuthentications(
+                    "too many failed authentications from this address without a "
+                    "credential this route takes; try again later",
+                    self._wait_s(tokens, self._addresses),
+                ) from None
+            raise
+
+    def _refuse_if_spent(self, subject: str) -> None:
+        tokens = self._credentials.tokens(subject)
         if tokens < 1.0:
-            wait = math.ceil((1.0 - tokens) / self._buckets.rate_per_s)
             raise TooManyFailedAuthentications(
-                "too many failed authentications from this address; try again later",
-                retry_after_s=max(1, wait),
+                "too many failed authentications with this credential; try again later",
+                self._wait_s(tokens, self._credentials),
             )
 
-    def failed(self, address: str) -> None:
-        """Count one failed authentication of `address`."""
-        self._buckets.take(address)
+    @staticmethod
+    def _wait_s(tokens: float, buckets: TokenBuckets) -> int:
+        return max(1, math.ceil((1.0 - tokens) / buckets.rate_per_s))

@@ -78,6 +78,14 @@ class JobView(BaseModel):
     submission_id: str
     assignment_id: str | None
     student_id: str | None = None
+    author: str = Field(
+        default="server",
+        description="Who in the school submitted the job: server, or a signed-in user's id.",
+    )
+    practice: bool = Field(
+        default=False,
+        description="A student's practice job: never sent to the school's webhook.",
+    )
     attempts: int = Field(ge=0)
     created_at: str
     started_at: str | None
@@ -132,6 +140,8 @@ def job_model(job: Job) -> JobView:
         submission_id=job.request.submission_id,
         assignment_id=job.request.assignment_id,
         student_id=job.request.student_id,
+        author=job.author,
+        practice=job.request.practice,
         attempts=job.attempts,
         created_at=created_at,
         started_at=_iso(job.started_at),

@@ -34,23 +34,23 @@ class TokenBuckets:
         with self._lock:
             return len(self._buckets)
 
-    def take(self, key: str) -> tuple[bool, float]:
-        """Spend a token of `key` if it has one: (whether it had, the tokens left)."""
-        return self._settle(key, spend=True)
+    def take(self, key: str, cost: float = 1.0) -> tuple[bool, float]:
+        """Spend `cost` tokens of `key` if it has them: (whether it had, the tokens left)."""
+        return self._settle(key, spend=True, cost=cost)
 
     def tokens(self, key: str) -> float:
         """The tokens `key` has now, spending none."""
         return self._settle(key, spend=False)[1]
 
-    def _settle(self, key: str, spend: bool) -> tuple[bool, float]:
+    def _settle(self, key: str, spend: bool, cost: float = 1.0) -> tuple[bool, float]:
         now = self._clock.now().timestamp()
         with self._lock:
             self._sweep(now)
             tokens, at = self._buckets.pop(key, (float(self.burst), now))
             tokens = min(float(self.burst), tokens + max(0.0, now - at) * self.rate_per_s)
-            allowed = tokens >= 1.0
+            allowed = tokens >= cost
             if spend and allowed:
-                tokens -= 1.0
+                tokens -= cost
             if tokens < self.burst:
                 self._buckets[key] = (tokens, now)  # re-inserted last: most recently used
                 if self._max_keys is not None and len(self._buckets) > self._max_keys:

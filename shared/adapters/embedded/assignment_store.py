@@ -14,10 +14,12 @@ from typing import Any
 
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.assignment import Assignment, Tally, tally_change
-from shared.domain.errors import AssignmentNotFound
+from shared.domain.errors import AssignmentNotFound, GradeqError
 from shared.domain.events import AssignmentGraded
 from shared.domain.job import Job
+from shared.ports import BatchCreated
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS assignments (
@@ -42,7 +44,9 @@ CREATE TABLE IF NOT EXISTS assignment_graded (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS assignment_graded_unpublished
-    ON assignment_graded (published, recorded_at)
+    ON assignment_graded (published, recorded_at);
+CREATE INDEX IF NOT EXISTS assignments_regrade_waiting
+    ON assignments (json_extract(record, '$.regrade_waiting'))
 """
 
 _DATETIMES = ("created_at", "updated_at")
@@ -177,6 +181,19 @@ class SqliteAssignmentStore:
                 "UPDATE assignment_graded SET published = 1 WHERE event_id = ?", (event_id,)
             )
 
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        with unavailable_on_error("find waiting regrades"):
+            rows = (
+                self._db.connection()
+                .execute(
+                    "SELECT record FROM assignments"
+                    " WHERE json_extract(record, '$.regrade_waiting') = 1 LIMIT ?",
+                    (limit,),
+                )
+                .fetchall()
+            )
+        return [_decode(r["record"]) for r in rows]
+
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         with unavailable_on_error("find unpublished assignment events"):
             rows = (
@@ -207,18 +224,25 @@ class SqliteJobBatch:
         self._db = db
         self._store = store
 
-    def create_many(
-        self, jobs: list[Job], capacity: int | None = None
-    ) -> list[tuple[Job | None, bool]]:
-        results: list[tuple[Job | None, bool]] = []
-        made = 0
-        # The job store's own writes join this transaction: one commit for the batch.
-        with unavailable_on_error("create jobs"), self._db.transaction():
+    def create_many(self, jobs: list[Job], limits: AdmissionLimits | None = None) -> BatchCreated:
+        items: list[tuple[Job | None, bool]] = []
+        refusal: GradeqError | None = None
+        # The job store's own writes join this transaction: one commit for the batch. The
+        # counts are read inside it (BEGIN IMMEDIATE, no other writer in between), so the
+        # room they leave is the room the jobs are counted into.
+        with unavailable_on_error("create jobs"), self._db.transaction() as conn:
+            counts = SqliteJobStore.counts_in(conn, jobs[0].client_id) if jobs else None
+            made = 0
             for job in jobs:
-                if capacity is not None and made >= capacity:
-                    results.append((self._store.get(job.id), False))
-                    continue
+                if limits is not None and counts is not None:
+                    now = ActiveCounts(counts.client + made, counts.total + made)
+                    if limits.room(now) == 0:
+                        existing = self._store.get(job.id)  # a retry is never refused
+                        if existing is None:
+                            refusal = refusal or limits.refusal(now)
+                        items.append((existing, False))
+                        continue
                 stored, created = self._store.create(job)
                 made += created
-                results.append((stored, created))
-        return results
+                items.append((stored, created))
+        return BatchCreated(items, refusal)

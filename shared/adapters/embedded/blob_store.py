@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Mapping
 from datetime import datetime
 from functools import cached_property
@@ -160,6 +161,19 @@ class FileBlobStore:
             path = self._path(name)
             path.unlink(missing_ok=True)
             _meta(path).unlink(missing_ok=True)
+
+    def delete_under(self, prefix: str) -> list[str]:
+        folder = self._path(prefix.rstrip("/"))
+        if not folder.is_dir():
+            return []
+        names = sorted(
+            path.relative_to(self._root).as_posix()
+            for path in folder.rglob("*")
+            if path.is_file() and _NAME.match(path.relative_to(self._root).as_posix())
+        )
+        # The folder goes whole: metadata, PUTs still being written, and the folder itself.
+        shutil.rmtree(folder, ignore_errors=True)
+        return names
 
 
 def _meta(path: Path) -> Path:

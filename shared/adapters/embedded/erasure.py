@@ -1,20 +1,22 @@
 """JobEraser on SQLite: a job row, its tally change and its events' dedup records.
 
 The job's row is deleted where it was read, in one transaction with its assignment round's
-counters, so the tally never counts a job that is gone.
+counters, so the tally never counts a job that is gone. Its events' records become
+tombstones in one transaction, for every subscriber that records events whether it had
+recorded them yet or not: a later delivery finds the tombstone and records nothing.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.embedded.assignment_store import SCHEMA as TALLY_SCHEMA
 from shared.adapters.embedded.job_store import SCHEMA as JOBS_SCHEMA
 from shared.adapters.embedded.processed_events import SCHEMA as PROCESSED_SCHEMA
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
-from shared.domain.erasure import tally_removal
+from shared.domain.erasure import RECORDING_SUBSCRIBERS, TOMBSTONE, tally_removal
 from shared.domain.job import DATETIME_FIELDS, Job
 
 _OF_STUDENT = """
@@ -68,9 +70,18 @@ class SqliteJobEraser:
         if not event_ids:
             return 0
         marks = ",".join("?" * len(event_ids))
+        tombstone = json.dumps(TOMBSTONE, separators=(",", ":"))
+        now = datetime.now(UTC).isoformat()
         with unavailable_on_error("forget events"), self._db.transaction() as conn:
             cursor = conn.execute(
-                f"DELETE FROM processed_events WHERE event_id IN ({marks})",  # noqa: S608 (marks only)
-                event_ids,
+                f"UPDATE processed_events SET record = ? WHERE event_id IN ({marks})"  # noqa: S608 (marks only)
+                " AND record != ?",
+                [tombstone, *event_ids, tombstone],
             )
-            return int(cursor.rowcount)
+            forgotten = int(cursor.rowcount)
+            conn.executemany(
+                "INSERT OR IGNORE INTO processed_events"
+                " (subscriber, event_id, record, processed_at) VALUES (?, ?, ?, ?)",
+                [(s, e, tombstone, now) for s in RECORDING_SUBSCRIBERS for e in event_ids],
+            )
+        return forgotten

@@ -131,9 +131,13 @@ _MOVE_COUNTERS = (
 
 
 # Newest first; an absent filter is NULL. Served by the jobs_client_created index.
+# A school's jobs include those a signed-in user stored before jobs had an author: their
+# client_id is the user's scope `<school>:user:<uid>`, a range of the same index.
 _LIST = """
 SELECT record FROM jobs
-WHERE client_id = :client
+WHERE (client_id = :client OR (client_id >= :legacy_from AND client_id < :legacy_to))
+  AND (:author IS NULL OR json_extract(record, '$.author') = :author
+       OR client_id = :legacy_author)
   AND (:status IS NULL OR status = :status)
   AND (:submission IS NULL OR json_extract(record, '$.request.submission_id') = :submission)
   AND (:after_at IS NULL
@@ -245,8 +249,13 @@ class SqliteJobStore:
         after_at, after_id = (
             (query.after[0].isoformat(), query.after[1]) if query.after else (None, None)
         )
+        legacy = query.client_id + USER_SCOPE_MARK
         params = {
             "client": query.client_id,
+            "legacy_from": legacy,
+            "legacy_to": legacy[:-1] + chr(ord(legacy[-1]) + 1),
+            "author": query.author,
+            "legacy_author": legacy + query.author if query.author else None,
             "status": query.status.value if query.status else None,
             "submission": query.submission_id,
             "after_at": after_at,
@@ -263,6 +272,11 @@ class SqliteJobStore:
 
     def active_jobs_of(self, client_id: str) -> int:
         return self.active_counts(client_id).client
+
+    @staticmethod
+    def counts_in(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
+        """The counts as the transaction on `conn` sees them (its own writes included)."""
+        return SqliteJobStore._counts(conn, client_id)
 
     @staticmethod
     def _counts(conn: sqlite3.Connection, client_id: str) -> ActiveCounts:
@@ -291,6 +305,11 @@ class SqliteJobStore:
         with unavailable_on_error("update job"), self._db.transaction() as conn:
             return self._update(conn, job_id, mutate)
 
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        # BEGIN IMMEDIATE: the counts checked are the counts the job is added to again.
+        with unavailable_on_error("reopen job"), self._db.transaction() as conn:
+            return self._update(conn, job_id, mutate, limits)
+
     def update_each(
         self, mutations: Mapping[str, Callable[[Job], Job]]
     ) -> dict[str, Job | GradeqError]:
@@ -312,12 +331,20 @@ class SqliteJobStore:
                     outcomes[job_id] = exc
         return outcomes
 
-    def _update(self, conn: sqlite3.Connection, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+    def _update(
+        self,
+        conn: sqlite3.Connection,
+        job_id: str,
+        mutate: Callable[[Job], Job],
+        limits: AdmissionLimits | None = None,
+    ) -> Job:
         row = conn.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(f"no job {job_id}")
         current = self._recent.decode(job_id, row["record"])
         updated = mutate(current)
+        if limits is not None and current.status.is_final and not updated.status.is_final:
+            limits.check(self._counts(conn, updated.client_id))
         self._write(conn, updated, insert=False)
         if updated.status.is_final and not current.status.is_final:
             self._count(conn, updated.client_id, -1)

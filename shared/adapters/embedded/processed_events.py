@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.domain.erasure import is_tombstone
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS processed_events (
@@ -50,7 +51,8 @@ class SqliteProcessedEvents:
         return row is not None
 
     def records(self, subscriber: str) -> list[dict[str, Any]]:
-        """Return every record the subscriber stored, oldest first (local reporting)."""
+        """Return every record the subscriber stored, oldest first (local reporting); an
+        erased event's tombstone is no record."""
         with unavailable_on_error("read processed events"):
             rows = (
                 self._db.connection()
@@ -61,4 +63,4 @@ class SqliteProcessedEvents:
                 )
                 .fetchall()
             )
-        return [json.loads(row["record"]) for row in rows]
+        return [r for r in (json.loads(row["record"]) for row in rows) if not is_tombstone(r)]

@@ -200,6 +200,19 @@ class FirestoreAssignmentStore:
             ),
         )
 
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        # One equality filter: the automatic single-field index serves it.
+        query = self._assignments.where(
+            filter=firestore.FieldFilter("regrade_waiting", "==", True)
+        ).limit(limit)
+        snapshots = self._call(
+            "find waiting regrades",
+            lambda: list(query.stream(retry=self._retry, timeout=self._deadline_s)),
+        )
+        self.meter.add(metering.FIRESTORE_QUERIES)
+        self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
+        return [_from_document(s.to_dict()) for s in snapshots]
+
     def unpublished_graded(self, limit: int) -> list[AssignmentGraded]:
         # Needs the composite index (published ASC, recorded_at ASC).
         query = (

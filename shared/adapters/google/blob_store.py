@@ -114,6 +114,15 @@ class GcsBlobStore:
         except api_exceptions.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Cloud Storage: {type(exc).__name__}") from None
 
+    def delete_under(self, prefix: str) -> list[str]:
+        try:
+            blobs = list(self._client.list_blobs(self._bucket_name, prefix=prefix))
+            if blobs:
+                self._bucket.delete_blobs(blobs, on_error=_ignore)
+        except api_exceptions.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Cloud Storage: {type(exc).__name__}") from None
+        return sorted(str(b.name) for b in blobs)
+
 
 def _ignore(_blob: object) -> None:
     """An object already gone is what a delete wanted."""

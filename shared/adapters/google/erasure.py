@@ -1,24 +1,31 @@
 """JobEraser on Firestore: the job document, its tally change and its events' dedup records.
 
 The document is deleted in a transaction that first reads it (so a job that changed
-meanwhile is left alone) and adds its tally removal to one shard in the same commit.
+meanwhile is left alone) and adds its tally removal to one shard in the same commit. Its
+events' records are overwritten with tombstones (a write, not a delete: a subscriber's
+create racing with it either lands first and is overwritten, or finds the tombstone and
+records nothing), for every subscriber that had one and every subscriber that records
+events; the tombstones expire with the processed events' TTL.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google.assignment_store import FirestoreTally
-from shared.adapters.google.firestore_codec import from_document
-from shared.domain.erasure import tally_removal
+from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD, from_document
+from shared.domain.erasure import RECORDING_SUBSCRIBERS, TOMBSTONE, is_tombstone, tally_removal
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import Job
 
 #: Firestore's limit on the values of one `in` filter.
 IN_LIMIT = 30
+#: Writes per batch commit (Firestore allows 500).
+BATCH_WRITES = 400
 
 
 class FirestoreJobEraser:
@@ -31,12 +38,14 @@ class FirestoreJobEraser:
         tallies_collection: str,
         processed_collection: str,
         deadline_s: float = 10.0,
+        processed_ttl: timedelta = timedelta(days=30),
     ) -> None:
         self._client = client
         self._jobs = client.collection(jobs_collection)
         self._tally = FirestoreTally(client, tallies_collection)
         self._processed = client.collection(processed_collection)
         self._deadline_s = deadline_s
+        self._processed_ttl = processed_ttl
 
     def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
         query: Any = self._jobs.where(
@@ -72,14 +81,32 @@ class FirestoreJobEraser:
             raise DependencyUnavailable(f"Firestore delete failed: {exc}") from exc
 
     def forget_events(self, event_ids: list[str]) -> int:
-        removed = 0
+        forgotten = 0
+        # Document ids as FirestoreProcessedEvents names them: "<subscriber>:<event id>".
+        ids = {f"{s}:{e}".replace("/", "_") for s in RECORDING_SUBSCRIBERS for e in event_ids}
         try:
             for start in range(0, len(event_ids), IN_LIMIT):
                 chunk = event_ids[start : start + IN_LIMIT]
                 query = self._processed.where(filter=firestore.FieldFilter("event_id", "in", chunk))
                 for snapshot in query.stream(timeout=self._deadline_s):
-                    snapshot.reference.delete(timeout=self._deadline_s)
-                    removed += 1
+                    ids.add(snapshot.id)
+                    if not is_tombstone(snapshot.get("record") or {}):
+                        forgotten += 1
+            expires = datetime.now(UTC) + self._processed_ttl
+            ordered = sorted(ids)
+            for start in range(0, len(ordered), BATCH_WRITES):
+                batch = self._client.batch()
+                for doc_id in ordered[start : start + BATCH_WRITES]:
+                    subscriber, _, event_id = doc_id.partition(":")
+                    tombstone = {
+                        "subscriber": subscriber,
+                        "event_id": event_id,
+                        "record": TOMBSTONE,
+                        TTL_FIELD: expires,
+                        SERVER_CREATED_FIELD: firestore.SERVER_TIMESTAMP,
+                    }
+                    batch.set(self._processed.document(doc_id), tombstone)
+                batch.commit(timeout=self._deadline_s)
         except gexc.GoogleAPIError as exc:
-            raise DependencyUnavailable(f"Firestore delete failed: {exc}") from exc
-        return removed
+            raise DependencyUnavailable(f"Firestore write failed: {exc}") from exc
+        return forgotten

@@ -14,6 +14,8 @@ from shared.domain.job import DATETIME_FIELDS, Job
 TTL_FIELD = "expire_at"
 SERVER_CREATED_FIELD = "server_created_at"
 SERVER_UPDATED_FIELD = "server_updated_at"
+#: The object names of the job's files, for the query that tells whether a job needs one.
+UPLOADS_FIELD = "upload_objects"
 
 
 def to_document(job: Job, ttl: timedelta, *, created: bool) -> dict[str, Any]:
@@ -27,6 +29,9 @@ def to_document(job: Job, ttl: timedelta, *, created: bool) -> dict[str, Any]:
     record[SERVER_UPDATED_FIELD] = firestore.SERVER_TIMESTAMP
     if created:
         record[SERVER_CREATED_FIELD] = firestore.SERVER_TIMESTAMP
+    objects = [f.object for f in job.request.files if f.object]
+    if objects:  # what UploadReferences queries (array_contains); jobs without files skip it
+        record[UPLOADS_FIELD] = objects
     return record
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import And, Or
 
 from shared.adapters.google import backlog_shards, metering
 from shared.adapters.google.backlog_shards import (
@@ -42,6 +43,7 @@ from shared.adapters.google.backlog_shards import (
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.authorization import Owner
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import Job
 from shared.domain.status import FINAL_STATUSES, JobStatus
@@ -101,7 +103,7 @@ class _Versions:
             self._entries.pop(job_id, None)
 
 
-class _Contended:
+class Contended:
     """Jittered pauses between compare-and-set attempts, within the store's deadline."""
 
     def __init__(self, deadline_s: float, what: str) -> None:
@@ -141,6 +143,11 @@ class FirestoreJobStore:
         self._versions = _Versions()
         self.meter = metering.Meter()
 
+    @property
+    def deadline_s(self) -> float:
+        """How long one of this store's calls may take, retries included."""
+        return self._deadline_s
+
     # --- creating ------------------------------------------------------------------------
 
     def create(self, job: Job, limits: AdmissionLimits | None = None) -> tuple[Job, bool]:
@@ -154,7 +161,7 @@ class FirestoreJobStore:
         ref = self._jobs.document(job.id)
         shard = shard_of(job.client_id, limits.backlog if limits else None)
         shard_ref = self._shard(shard)
-        contended = _Contended(self._deadline_s, f"the job counters of {job.client_id}")
+        contended = Contended(self._deadline_s, f"the job counters of {job.client_id}")
         while True:
             batch = self._client.batch()
             ahead = 0
@@ -291,8 +298,16 @@ class FirestoreJobStore:
         return version.job if version is not None else None
 
     def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        return self._change(job_id, mutate, None)
+
+    def reopen(self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits) -> Job:
+        return self._change(job_id, mutate, limits)
+
+    def _change(
+        self, job_id: str, mutate: Callable[[Job], Job], limits: AdmissionLimits | None
+    ) -> Job:
         ref = self._jobs.document(job_id)
-        contended = _Contended(self._deadline_s, f"job {job_id}")
+        contended = Contended(self._deadline_s, f"job {job_id}")
         version = self._versions.get(job_id)
         while True:
             fresh = version is None
@@ -311,13 +326,34 @@ class FirestoreJobStore:
             finalized = updated.status.is_final and not current.status.is_final
             reopened = current.status.is_final and not updated.status.is_final
             document = to_document(updated, self._ttl, created=False)
+            shard = version.shard if version.shard is not None else shard_of(updated.client_id)
+            seen: Shard | None = None  # the client's shard as checked; None: counted blind
+            donor: tuple[Shard, int] | None = None
+            if reopened and limits is not None:
+                if not fresh:
+                    version = None  # admitted on the job and the counts as they are now
+                    continue
+                # Counted again where a new job of the client is, checked like a create.
+                shard = shard_of(updated.client_id, limits.backlog)
+                seen = Shard(shard, self._get_all([self._shard(shard)])[shard_id(shard)])
+                donor = self._check(limits, seen, updated.client_id)  # raises past a ceiling
+                document[SHARD_FIELD] = shard
             batch = self._client.batch()
             # Replaces each job field whole; server_created_at and the shard stay.
             option = self._client.write_option(last_update_time=version.update_time)
             batch.update(ref, document, option=option)
-            if finalized or reopened:  # a replay or regrade counts as not final again
+            if seen is not None:
+                moved = donor[1] if donor else 0
+                backlog_shards.count_checked(
+                    batch, self._client, self._shard(shard), seen, updated.client_id, +1, moved
+                )
+                if donor is not None:
+                    giver = donor[0]
+                    backlog_shards.adjust_checked(
+                        batch, self._client, self._shard(giver.index), giver, -moved
+                    )
+            elif finalized or reopened:  # a replay or regrade counts as not final again
                 delta = -1 if finalized else +1
-                shard = version.shard if version.shard is not None else shard_of(updated.client_id)
                 backlog_shards.count(batch, self._shard(shard), updated.client_id, delta)
             if self._on_write is not None:
                 self._on_write(batch, current, updated)
@@ -335,7 +371,8 @@ class FirestoreJobStore:
                 raise DependencyUnavailable(f"Firestore update failed: {exc}") from exc
             finally:
                 self.meter.add(metering.FIRESTORE_WRITES, 2 if finalized or reopened else 1)
-            self._versions.put(job_id, _Version(updated, results[0].update_time, version.shard))
+            kept = shard if seen is not None else version.shard
+            self._versions.put(job_id, _Version(updated, results[0].update_time, kept))
             return updated
 
     def find(
@@ -432,7 +469,17 @@ class FirestoreJobStore:
     def list_jobs(self, query: JobQuery) -> list[Job]:
         # Needs composite indexes on (client_id, [status,] [request.submission_id,]
         # created_at DESC, __name__ DESC): one per combination of filters.
-        q: Any = self._jobs.where(filter=firestore.FieldFilter("client_id", "==", query.client_id))
+        # One author's jobs (a student's) add `author` (index jobs_author_created, merged
+        # with these), or are the user's jobs stored before jobs had an author: their
+        # client_id is the user's scope (see docs/auth.md).
+        school = firestore.FieldFilter("client_id", "==", query.client_id)
+        q: Any = self._jobs
+        if query.author is None:
+            q = q.where(filter=school)
+        else:
+            by_author = And([school, firestore.FieldFilter("author", "==", query.author)])
+            scope = Owner(query.client_id, query.author).scope
+            q = q.where(filter=Or([by_author, firestore.FieldFilter("client_id", "==", scope)]))
         if query.status is not None:
             q = q.where(filter=firestore.FieldFilter("status", "==", query.status.value))
         if query.submission_id is not None:

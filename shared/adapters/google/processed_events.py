@@ -12,6 +12,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD
+from shared.domain.erasure import is_tombstone
 from shared.domain.errors import DependencyUnavailable
 
 
@@ -57,14 +58,16 @@ class FirestoreProcessedEvents:
         return True
 
     def records(self, subscriber: str) -> list[dict[str, Any]]:
-        """Every record the subscriber stored (local reporting; BigQuery serves production)."""
+        """Every record the subscriber stored (local reporting; BigQuery serves production);
+        an erased event's tombstone is no record."""
         query = self._events.where(filter=FieldFilter("subscriber", "==", subscriber))
         try:
             snapshots = list(query.stream(retry=self._retry, timeout=self._deadline_s))
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
-        return [dict(s.get("record")) for s in snapshots]
+        records = [dict(s.get("record")) for s in snapshots]
+        return [r for r in records if not is_tombstone(r)]
 
     def contains(self, subscriber: str, event_id: str) -> bool:
         self.meter.add(metering.FIRESTORE_READS)

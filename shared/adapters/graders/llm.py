@@ -1,9 +1,10 @@
 """The grader that asks a language model, whatever the provider.
 
-One attempt: reserve quota, send the rendered prompt, parse and check the answer. An
-unusable answer is asked again, up to `answer_retries` more times within the attempt
-and its time budget; then the attempt fails with `MalformedModelAnswer`, a transient
-error the queue retries (and the worker records as final on the queue's last attempt).
+One attempt: bound the prompt's estimated input tokens, reserve quota, send the rendered
+prompt, parse and check the answer. An unusable answer is asked again, up to
+`answer_retries` more times within the attempt and its time budget; then the attempt
+fails with `MalformedModelAnswer`, a transient error the queue retries (and the worker
+records as final on the queue's last attempt).
 
 Provider adapters (`gemini.py`, `openai_compat.py`) implement `ChatModel`: they send one
 request and map the provider's failures onto the grading error tree.
@@ -27,6 +28,7 @@ from shared.domain.errors import (
     GradingTimeout,
     MalformedModelAnswer,
     PermanentGradingError,
+    PromptTooLarge,
     ProviderQuotaExhausted,
     ProviderRateLimited,
     ProviderRejected,
@@ -36,6 +38,9 @@ from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest
 
 log = logging.getLogger(__name__)
+
+#: A job's estimated input tokens past this fail it before any request (a setting).
+DEFAULT_MAX_INPUT_TOKENS = 200_000
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ class ModelGrader:
         answer_retries: int = 2,
         request_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
     ) -> None:
         self.name = chat.provider
         self._chat = chat
@@ -172,6 +178,7 @@ class ModelGrader:
         self._answer_retries = answer_retries
         self._request_timeout_s = request_timeout_s
         self._clock = clock
+        self._max_input_tokens = max_input_tokens
 
     def _prompt_for(self, request: GradingRequest) -> GradingPrompt:
         """The prompt version the job asks for (an assignment's), else the configured one."""
@@ -190,7 +197,14 @@ class ModelGrader:
     def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
         deadline = self._clock() + timeout_s
         rendered = self._prompt_for(request).render(request)
-        estimate = rendered.estimated_tokens(self._max_output_tokens)
+        estimated_input = rendered.estimated_input_tokens()
+        if estimated_input > self._max_input_tokens:
+            # The same prompt on every attempt: failed before anything is reserved or sent.
+            raise PromptTooLarge(
+                f"the prompt is about {estimated_input} input tokens, at most "
+                f"{self._max_input_tokens} are sent"
+            )
+        estimate = estimated_input + self._max_output_tokens
         # Nothing has been sent yet: ProviderQuotaExhausted goes up as it is, and the
         # worker gives the job back without counting an attempt.
         reservation = self._limiter.acquire(estimate)

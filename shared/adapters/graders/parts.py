@@ -3,8 +3,9 @@
 Files are read once per attempt by `FileReader`: images and PDFs as bytes, or by
 reference (`gs://`) where the provider reads Cloud Storage itself (Gemini on Vertex AI,
 so nothing passes through the worker); text files and the source files of an archive as
-text, within the upload limits. A file that cannot be read or sent is `FileUnusable`, a
-permanent failure naming the file.
+text, within the upload limits; the text of all of a job's files together is bounded like
+an answer (`PromptTooLarge` past it, before a text file is even read). A file that cannot
+be read or sent is `FileUnusable`, a permanent failure naming the file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from shared.domain.errors import DependencyUnavailable
+from shared.domain.errors import DependencyUnavailable, PromptTooLarge
 from shared.domain.file_content import read_archive
 from shared.domain.uploads import FileKind, FileRef, FileUnusable, UnsafeArchive, UploadLimits
 from shared.ports import BlobStore
@@ -63,9 +64,23 @@ class FileReader:
     def read(self, files: tuple[FileRef, ...]) -> tuple[Attachment, ...]:
         """Every file as attachments (an archive gives one per source file)."""
         out: list[Attachment] = []
+        text_bytes = 0
         for ref in files:
-            out.extend(self._read(ref))
+            if ref.kind is FileKind.TEXT:
+                self._check_text(text_bytes + ref.size)  # known before the bytes are read
+            read = self._read(ref)
+            text_bytes += sum(len(a.text.encode()) for a in read)
+            self._check_text(text_bytes)
+            out.extend(read)
         return tuple(out)
+
+    def _check_text(self, text_bytes: int) -> None:
+        limit = self._limits.max_job_text_bytes
+        if text_bytes > limit:
+            raise PromptTooLarge(
+                f"the job's files hold at least {text_bytes} bytes of text, at most {limit} "
+                "are graded"
+            )
 
     def _read(self, ref: FileRef) -> list[Attachment]:
         name = ref.name or ref.upload_id

@@ -49,10 +49,15 @@ class RenderedPrompt:
     #: The answer's files, sent as the provider's own parts after the user message.
     attachments: tuple[Attachment, ...] = ()
 
+    def estimated_input_tokens(self) -> int:
+        """Input tokens, estimated from the text's length and the files (never counted by
+        the provider before the request)."""
+        files = sum(a.estimated_tokens() for a in self.attachments)
+        return (len(self.system) + len(self.user)) // CHARS_PER_TOKEN + files
+
     def estimated_tokens(self, max_output_tokens: int) -> int:
         """Input tokens (estimated from length and files) plus the output budget."""
-        files = sum(a.estimated_tokens() for a in self.attachments)
-        return (len(self.system) + len(self.user)) // CHARS_PER_TOKEN + files + max_output_tokens
+        return self.estimated_input_tokens() + max_output_tokens
 
 
 @dataclass(frozen=True)
