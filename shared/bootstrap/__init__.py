@@ -24,6 +24,7 @@ from shared.ports import (
     JobEraser,
     JobStore,
     ProcessedEvents,
+    QuotaLedger,
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
@@ -61,6 +62,8 @@ class AdapterFamily(Protocol):
     def upload_references(self) -> UploadReferences: ...
 
     def upload_quota(self) -> UploadQuota: ...
+
+    def quota_ledger(self) -> QuotaLedger: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

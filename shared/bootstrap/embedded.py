@@ -15,6 +15,7 @@ from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.quota_ledger import SqliteQuotaLedger
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
@@ -55,6 +56,9 @@ class EmbeddedFamily:
 
     def upload_quota(self) -> SqliteUploadQuota:
         return SqliteUploadQuota(self._db)
+
+    def quota_ledger(self) -> SqliteQuotaLedger:
+        return SqliteQuotaLedger(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

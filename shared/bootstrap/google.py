@@ -25,6 +25,7 @@ from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.adapters.google.quota_ledger import FirestoreQuotaLedger
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
@@ -43,6 +44,8 @@ ASSIGNMENT_TALLIES = "assignment_tallies"
 ASSIGNMENT_GRADED = "assignment_graded"
 #: Each client's upload bytes of the day (one document per client).
 UPLOAD_QUOTA = "upload_quota"
+#: The provider quota the worker instances share (one document per provider model).
+QUOTA_LEDGER = "quota_ledger"
 
 
 class GoogleFamily:
@@ -106,6 +109,10 @@ class GoogleFamily:
         return FirestoreUploadQuota(
             self._firestore, UPLOAD_QUOTA, self._settings.firestore_deadline_s
         )
+
+    def quota_ledger(self) -> FirestoreQuotaLedger:
+        s = self._settings
+        return FirestoreQuotaLedger(self._firestore, QUOTA_LEDGER, s.firestore_deadline_s)
 
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings
