@@ -115,8 +115,13 @@ def _reads_cloud_storage(settings: Settings) -> bool:
     return settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
 
 
-def quota_limiter(settings: Settings, clock: Callable[[], float] | None = None) -> QuotaLimiter:
-    """The lanes' limiter of the settings' quota mode (docs/graders.md); `clock` for tests."""
+def quota_limiter(
+    settings: Settings,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> QuotaLimiter:
+    """The lanes' limiter of the settings' quota mode (docs/graders.md); `clock` and
+    `sleep` for tests."""
     lanes = LaneQuota.of(settings.queues().values())
     default_lane = settings.default_lane or settings.queue
     if settings.grader_quota_mode is QuotaMode.INSTANCE:
@@ -124,7 +129,9 @@ def quota_limiter(settings: Settings, clock: Callable[[], float] | None = None) 
     key = f"{settings.grader.value}/{settings.grader_model_name}"
     ledger = _LazyLedger(settings)
     limits = pool_limits(settings)
-    return SharedQuotaLimiter(ledger, key, limits, lanes, default_lane, clock or time.time)
+    return SharedQuotaLimiter(
+        ledger, key, limits, lanes, default_lane, clock or time.time, sleep=sleep
+    )
 
 
 class _LazyLedger:

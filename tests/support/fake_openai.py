@@ -19,11 +19,14 @@ Server-wide settings act like the provider's side of a deployment:
   do: it refuses `max_tokens` and any `temperature` but 1 (400), counts its reasoning in
   `completion_tokens` (`completion_tokens_details.reasoning_tokens`), and ends with
   `finish_reason` "length" and no content when `max_completion_tokens` leaves no room.
+- `quota`: the provider's quota (`tests/support/provider_quota.py`): a request past it
+  answers 429 with `Retry-After`; `latency_s`: how long every answer takes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -35,6 +38,7 @@ from typing import Any
 from shared.adapters.graders.rubric import RubricGrader
 from shared.domain.job import GradingRequest
 from tests.support.loopback import LoopbackServer
+from tests.support.provider_quota import ProviderQuota
 
 _MARKER = re.compile(r"#(429|500|malformed|slow)x(\d+)(?:=(\d+(?:\.\d+)?))?|#status=(\d{3})")
 
@@ -141,6 +145,8 @@ class FakeOpenAIServer(LoopbackServer):
         #: The model lookups (GET /v1/models/{id}) answered, by status.
         self.lookups: list[int] = []
         self.served: list[Served] = []
+        self.quota: ProviderQuota | None = None
+        self.latency_s = 0.0
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
         super().__init__(self._handler_class())
@@ -196,7 +202,12 @@ class FakeOpenAIServer(LoopbackServer):
                 return self._log(200, answer, body, {}, _completion(body, "Sure! The score"), 0)
         content = json.dumps(grade_document(document))
         reply = _completion(body, content, self.reasoning_tokens)
-        return self._log(200, answer, body, {}, reply, delay)
+        if self.quota is not None:
+            wait = self.quota.admit(time.monotonic(), reply["usage"]["total_tokens"])
+            if wait is not None:
+                after = {"Retry-After": str(max(1, math.ceil(wait)))}
+                return self._log(429, answer, body, after, _error(429), 0)
+        return self._log(200, answer, body, {}, reply, max(delay, self.latency_s))
 
     def _refuse_parameters(self, body: dict[str, Any]) -> Refusal | None:
         if not self.reasoning_tokens:

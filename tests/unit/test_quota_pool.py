@@ -17,6 +17,7 @@ from shared.adapters.graders.quota_pool import (
     Outcomes,
     PoolLimits,
     Take,
+    adaptive_state,
     status,
     take,
 )
@@ -197,64 +198,79 @@ def test_status_reports_the_window_by_lane_and_the_waiting_jobs() -> None:
 
 
 def adaptive(**kw: Any) -> PoolLimits:
+    """The controller with epochs of 10 s and steps of 3 %, as the tests below count."""
+    kw = {"epochs_per_window": 6, "increase": 0.03, **kw}
     return PoolLimits(rpm=0, window_s=60.0, adaptive=Adaptive(**kw), parts=ADAPTIVE_PARTS)
+
+
+def busy(pool: Pool, start: float, end: float, extra: Outcomes | None = None) -> None:
+    """A demand past the limit from `start` to `end`: a take every lease, each slice sent
+    (and answered) by the next; the take at `end` also reports `extra`."""
+    at = start
+    sent = pool.take(ask("a", requests=1000), at).requests
+    while at + pool.limits.lease_s < end:
+        at += pool.limits.lease_s
+        sent = pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=sent)), at).requests
+    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=sent) + (extra or Outcomes())), end)
 
 
 def test_the_limit_doubles_each_full_epoch_until_the_first_429() -> None:
     limits = adaptive(start_rpm=60)
     pool = Pool(limits)
-    pool.take(ask("a", requests=1000), 0.0)  # starts the epoch; refused past the pace
-    pool.take(ask("a", requests=1000), 10.0)
+    busy(pool, 0.0, 10.0)
     assert status(pool.state, limits, 10.0)["limit_rpm"] == 120
-    pool.take(ask("a", requests=1000), 20.0)
+    busy(pool, 10.0, 20.0)
     assert status(pool.state, limits, 20.0)["limit_rpm"] == 240
 
 
 def test_a_429_cuts_the_limit_and_then_it_grows_by_a_step() -> None:
     limits = adaptive(start_rpm=100)
     pool = Pool(limits)
-    pool.take(ask("a", requests=1000), 0.0)
-    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=100, throttled=5)), 10.0)
+    pool.state = {"adaptive": {**adaptive_state({}, limits), "ssthresh": 100.0}}
+    busy(pool, 0.0, 10.0, Outcomes(ok=100, throttled=5))
     report = status(pool.state, limits, 10.0)
     assert report["limit_rpm"] == 90
     assert report["adaptive"]["last_epoch"]["decision"] == "throttled"
     # The next epoch's 429s may answer requests granted before the cut: no second cut.
-    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=100, throttled=5)), 20.0)
+    busy(pool, 10.0, 20.0, Outcomes(ok=100, throttled=5))
     assert status(pool.state, limits, 20.0)["adaptive"]["last_epoch"]["decision"] == "settle"
-    pool.take(ask("a", requests=1000), 30.0)
+    busy(pool, 20.0, 30.0)
     # Additive: 3 % of where the cut left it (90), at least one request a minute.
     assert status(pool.state, limits, 30.0)["adaptive"]["limit_rpm"] == 92.7
 
 
-def test_a_429_far_past_the_capacity_cuts_to_what_the_provider_admitted() -> None:
+def test_many_429s_cut_the_limit_by_their_share_at_most_by_half_then_by_30_percent() -> None:
     limits = adaptive(start_rpm=1000)
     pool = Pool(limits)
     pool.take(ask("a", requests=1000), 0.0)
-    # 50 admitted in 10 s: 300 a minute.
-    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=50, throttled=40)), 10.0)
-    assert status(pool.state, limits, 10.0)["limit_rpm"] == 300
+    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=60, throttled=40)), 10.0)
+    assert status(pool.state, limits, 10.0)["limit_rpm"] == 600
+    pool.take(ask("a", requests=1000), 20.0)  # the epoch after a cut settles
+    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=10, throttled=90)), 30.0)
+    assert status(pool.state, limits, 30.0)["limit_rpm"] == 420  # past the slow start
 
 
-def test_a_few_429s_hold_the_limit_where_it_is() -> None:
+def test_a_single_429_or_a_few_hold_the_limit_where_it_is() -> None:
     limits = adaptive(start_rpm=100)
     pool = Pool(limits)
-    pool.take(ask("a", requests=1000), 0.0)
-    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=200, throttled=1)), 10.0)
+    busy(pool, 0.0, 10.0, Outcomes(ok=200, throttled=2))
     report = status(pool.state, limits, 10.0)
     assert report["limit_rpm"] == 100
     assert report["adaptive"]["last_epoch"]["decision"] == "hold"
+    busy(pool, 10.0, 20.0, Outcomes(ok=20, throttled=1))
+    assert status(pool.state, limits, 20.0)["adaptive"]["last_epoch"]["decision"] == "hold"
 
 
 def test_an_epoch_whose_latency_doubles_cuts_the_limit() -> None:
     limits = adaptive(start_rpm=100)
     pool = Pool(limits)
-    pool.take(ask("a", requests=1000), 0.0)
-    pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=10, latency_sum_s=10.0)), 10.0)
-    assert status(pool.state, limits, 10.0)["limit_rpm"] == 200  # 1 s: the base
+    pool.state = {"adaptive": {**adaptive_state({}, limits), "ssthresh": 100.0}}
+    busy(pool, 0.0, 10.0, Outcomes(ok=10, latency_sum_s=10.0))
+    assert status(pool.state, limits, 10.0)["limit_rpm"] == 103  # 1 s: the base
     pool.take(ask("a", requests=1000, outcomes=Outcomes(ok=10, latency_sum_s=30.0)), 20.0)
     report = status(pool.state, limits, 20.0)
     assert report["adaptive"]["last_epoch"]["decision"] == "latency"
-    assert report["limit_rpm"] == 180
+    assert report["limit_rpm"] == 92  # 103 x 0.9
 
 
 def test_the_limit_holds_when_the_demand_is_below_it() -> None:

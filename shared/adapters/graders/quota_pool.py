@@ -81,7 +81,8 @@ class Adaptive:
     `increase`: the additive step, a fraction of the limit where the last cut left it
     (before any cut the limit doubles each epoch: a slow start). `decrease`: the factor
     an epoch with more than `tolerated` of its requests answered 429, or a latency rise,
-    cuts the limit by; fewer 429s hold the limit where it is (at the capacity).
+    cuts the limit by (or by the share answered 429 where that is larger, down to half);
+    fewer 429s (or a single one) hold the limit where it is (at the capacity).
     `latency_factor`: an epoch whose mean latency passes this multiple of the lowest
     epoch mean seen counts as congestion.
     """
@@ -89,8 +90,8 @@ class Adaptive:
     start_rpm: int = 60
     min_rpm: int = 1
     max_rpm: int = 1_000_000
-    epochs_per_window: int = 6
-    increase: float = 0.03
+    epochs_per_window: int = 4
+    increase: float = 0.05
     decrease: float = 0.9
     latency_factor: float = 2.0
     tolerated: float = 0.01
@@ -185,9 +186,9 @@ def take(
         if fits < 1 and used_t == 0:
             fits = 1  # larger than the whole token quota: alone in an empty window
         n = min(n, fits)
-    if limits.adaptive is not None and n < ask.requests:
-        new["adaptive"]["refused"] += 1  # the demand passed the limit
     if n < 1:
+        if limits.adaptive is not None:
+            new["adaptive"]["refused"] += 1  # the demand passed the limit
         wait = _retry_after(buckets, recent, limits, now)
         if ask.requests < 1:
             return new, Grant(0, 0, 0, now, wait)  # a report, no request
@@ -245,20 +246,21 @@ def adapt(state: dict[str, Any], limits: PoolLimits, outcomes: Outcomes, now: fl
     mean = a["latency_sum_s"] / a["ok"] if a["ok"] else 0.0
     base = float(a["base_latency_s"])
     slow = bool(mean and base and mean > base * config.latency_factor)
-    # The demand met the limit: requests were refused, or the epoch's grants reached it.
+    # The demand met the limit: the requests sent in the epoch reached it (grants alone
+    # may be slices given back unused; the last lease's sends are reported late).
     elapsed = now - a["epoch_at"]
-    full = a["refused"] > 0 or a["granted"] >= 0.9 * limit * elapsed / limits.window_s
+    full = answered >= 0.75 * limit * elapsed / limits.window_s
     # The 429s an epoch reports may answer requests granted before the last cut: the
     # epoch right after a cut neither cuts again nor grows.
     settling = a["cut_at"] is not None and now - a["cut_at"] <= 1.5 * epoch_s
     if settling:
         reason = "settle"
-    elif a["throttled"] > config.tolerated * answered or slow:
-        limit *= config.decrease
-        if a["throttled"] and a["ok"]:
-            # Far past the capacity (a slow start's overshoot), the cut goes down to
-            # what the provider admitted in the epoch at once.
-            limit = min(limit, a["ok"] * limits.window_s / elapsed)
+    elif a["throttled"] > max(1, config.tolerated * answered) or slow:
+        # Far past the capacity (a slow start's doubling, or the capacity fell), the
+        # share answered 429 says how far: the cut is at least that, at most a half.
+        ratio = a["throttled"] / answered if answered else 0.0
+        floor = 0.5 if not a["ssthresh"] else 0.7
+        limit *= min(config.decrease, max(floor, 1 - ratio))
         a["ssthresh"] = limit
         a["cut_at"] = now
         reason = "throttled" if a["throttled"] else "latency"

@@ -49,6 +49,8 @@ class _Slice:
     requests: int
     tokens: int
     expires_at: float
+    next_at: float  # the slice's next request goes out no earlier: spread over the lease
+    spacing: float
 
 
 class SharedReservation(Reservation):
@@ -86,10 +88,13 @@ class SharedQuotaLimiter:
         default_lane: str,
         clock: Callable[[], float] = time.time,
         holder: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.share = QuotaShare(limits.rpm, limits.tpm)
         self.clock = clock
         self.limits = limits
+        self._sleep = sleep
+        self._closed_until: dict[str, float] = {}
         self._ledger = ledger
         self._key = key
         self._ranks = {q.name: LaneRank(q.priority, q.min_share) for q in lanes}
@@ -118,17 +123,40 @@ class SharedQuotaLimiter:
             held = self._slices.get(name)
             usable = held is not None and held.expires_at > now and held.requests >= 1
             if held is not None and usable and (held.tokens >= tokens or not self.limits.tpm):
-                return self._admit(name, held, tokens, job)
-            grant = self._take(name, held, tokens, job, now)
-            if grant.requests < 1:
-                self._claims[name][job] = now + grant.retry_after_s + CLAIM_GRACE_S
-                raise ProviderQuotaExhausted(
-                    f"lane {name}: the provider quota shared by the instances has no room now",
-                    retry_after_s=grant.retry_after_s,
+                reservation, wait = self._admit(name, held, tokens, job, now)
+            else:
+                closed = self._closed_until.get(name, 0.0)
+                if closed > now:
+                    # The pool refused this lane a moment ago: no write to learn it again.
+                    self._claims[name][job] = closed + CLAIM_GRACE_S
+                    raise self._refused(name, closed - now)
+                grant = self._take(name, held, tokens, job, now)
+                if grant.requests < 1:
+                    self._claims[name][job] = now + grant.retry_after_s + CLAIM_GRACE_S
+                    self._close(name, now + min(grant.retry_after_s, self.limits.lease_s))
+                    raise self._refused(name, grant.retry_after_s)
+                spacing = self.limits.lease_s / grant.requests
+                fresh = _Slice(
+                    grant.bucket, grant.requests, grant.tokens, grant.expires_at, now, spacing
                 )
-            fresh = _Slice(grant.bucket, grant.requests, grant.tokens, grant.expires_at)
-            self._slices[name] = fresh
-            return self._admit(name, fresh, tokens, job)
+                self._slices[name] = fresh
+                reservation, wait = self._admit(name, fresh, tokens, job, now)
+        if wait > 0:
+            self._sleep(wait)  # its turn within the slice: at most a lease away
+        return reservation
+
+    def _refused(self, lane: str, wait: float) -> ProviderQuotaExhausted:
+        return ProviderQuotaExhausted(
+            f"lane {lane}: the provider quota shared by the instances has no room now",
+            retry_after_s=max(wait, 0.001),
+        )
+
+    def _close(self, lane: str, until: float) -> None:
+        """No take for `lane`, nor the lanes below it, until `until`."""
+        rank = self._ranks[lane].priority
+        for name, other in self._ranks.items():
+            if other.priority <= rank:
+                self._closed_until[name] = max(self._closed_until.get(name, 0.0), until)
 
     def report(self, giveback: Giveback | None, outcomes: Outcomes) -> None:
         """Note a request's outcome; it reaches the pool with the next take."""
@@ -141,11 +169,16 @@ class SharedQuotaLimiter:
         """The pool as the ledger holds it now."""
         return status(self._ledger.read(self._key), self.limits, self.clock())
 
-    def _admit(self, lane: str, held: _Slice, tokens: int, job: str) -> SharedReservation:
+    def _admit(
+        self, lane: str, held: _Slice, tokens: int, job: str, now: float
+    ) -> tuple[SharedReservation, float]:
+        """One request from the slice, and how long it waits for its turn in it."""
         held.requests -= 1
         held.tokens = max(0, held.tokens - tokens)
+        turn = max(held.next_at, now)
+        held.next_at = turn + held.spacing
         self._claims[lane].pop(job, None)
-        return SharedReservation(self, held.bucket, lane, tokens)
+        return SharedReservation(self, held.bucket, lane, tokens), turn - now
 
     def _take(self, lane: str, held: _Slice | None, tokens: int, job: str, now: float) -> Grant:
         """Give the old slice's rest back and take a new one (one write)."""
