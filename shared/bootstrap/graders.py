@@ -20,7 +20,13 @@ from shared.adapters.graders.limiter import QuotaLimiter, QuotaShare
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
-from shared.adapters.graders.quota_pool import ADAPTIVE_PARTS, PARTS, Adaptive, PoolLimits
+from shared.adapters.graders.quota_pool import (
+    ADAPTIVE_PARTS,
+    PARTS,
+    Adaptive,
+    PoolLimits,
+    status,
+)
 from shared.adapters.graders.rubric import RubricGrader
 from shared.adapters.graders.shared_quota import SharedQuotaLimiter
 from shared.clock import SystemClock
@@ -157,6 +163,39 @@ class _LazyLedger:
 
     def read(self, key: str) -> dict[str, Any] | None:
         return self._open().read(key)
+
+
+class QuotaReport:
+    """The provider quota of each model the worker grades with, as operators see it."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self._settings = settings
+        self._ledger = _LazyLedger(settings)
+        self._clock = clock
+
+    def __call__(self) -> list[dict[str, Any]]:
+        s = self._settings
+        if s.grader is GraderKind.RUBRIC:
+            return []  # the offline grader has no provider quota
+        models = {s.grader_model_name}
+        models |= {q.lane.grader_model for q in s.queues().values() if q.lane.grader_model}
+        pools: list[dict[str, Any]] = []
+        for model in sorted(models):
+            pool: dict[str, Any] = {"provider": s.grader.value, "model": model}
+            if s.grader_quota_mode is QuotaMode.INSTANCE:
+                share = quota_share(s)
+                pool |= {
+                    "mode": "instance",
+                    "share_rpm": share.requests_per_minute,
+                    "share_tpm": share.tokens_per_minute,
+                    "max_instances": s.worker_max_instances,
+                }
+            else:
+                key = f"{s.grader.value}/{model}"
+                state = self._ledger.read(key)
+                pool |= status(state, pool_limits(s), self._clock())
+            pools.append(pool)
+        return pools
 
 
 def pool_limits(settings: Settings) -> PoolLimits:

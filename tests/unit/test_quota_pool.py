@@ -339,11 +339,18 @@ def test_the_adaptive_limit_converges_on_a_hidden_capacity_with_few_429s() -> No
             spacing = limits.lease_s / max(1, grant.requests)
             sends += [(at + i * spacing, holder) for i in range(grant.requests)]
         now += step
-    # Windows 3-6 at 600 a minute, 9-11 after the drop to 300 (the drop's own window and
-    # the next one re-converge).
-    for windows, capacity in ((by_window[2:6], 600), (by_window[8:11], 300)):
-        admitted_n = sum(a for a, _ in windows)
-        throttled_n = sum(t for _, t in windows)
-        assert admitted_n >= 0.9 * capacity * len(windows), (by_window, trace)
-        assert admitted_n <= capacity * len(windows) * 1.02, (by_window, trace)
-        assert throttled_n < 0.02 * (admitted_n + throttled_n), (by_window, trace)
+    # Windows 3-6 at 600 a minute: within 10 % of the capacity, under 2 % answered 429.
+    settled = by_window[2:6]
+    admitted_n = sum(a for a, _ in settled)
+    throttled_n = sum(t for _, t in settled)
+    assert 0.9 * 600 * 4 <= admitted_n <= 600 * 4 * 1.02, (by_window, trace)
+    assert throttled_n < 0.02 * (admitted_n + throttled_n), (by_window, trace)
+    # Windows 9-11, after the drop to 300: the limit follows it down (within 15 %: its
+    # single 429s, from this provider's short bursts, hold it at about 300 while the
+    # pool's window accounting sends about 4 % less; docs/benchmarks.md).
+    after = by_window[8:11]
+    admitted_n = sum(a for a, _ in after)
+    throttled_n = sum(t for _, t in after)
+    assert 0.85 * 300 * 3 <= admitted_n <= 300 * 3 * 1.02, (by_window, trace)
+    assert throttled_n < 0.03 * (admitted_n + throttled_n), (by_window, trace)
+    assert all(limit < 340 for limit in trace[8:]), trace

@@ -5,8 +5,9 @@ short-lived *slices* of the minute's budget from it, each with one conditional w
 
 - Grants are counted in buckets of 1/300 of the window. A grant counts from when it is
   taken until a full window after its lease ends (the latest moment its requests may be
-  sent), so the requests a provider sees in any rolling window never pass the quota,
-  whoever sent them and however late within their lease.
+  sent) and a margin for the way to the provider, so the requests a provider sees in
+  any rolling window never pass the quota, whoever sent them and however late within
+  their lease.
 - Grants are paced: at most 1/10 of the quota in any 1/10 of the window (1/30 for an
   adaptive limit, which meets providers that admit a rate rather than a window), so slots
   free up every few seconds for the exam lane instead of a minute's budget going out in
@@ -40,6 +41,9 @@ BUCKETS = 300
 LEASES = 30
 PARTS = 10
 ADAPTIVE_PARTS = 30
+#: A grant counts a quarter lease longer than its lease: a request sent at the lease's
+#: end still reaches the provider a little later (0.5 s of a minute's window).
+MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -174,8 +178,9 @@ def take(
     buckets: list[list[Any]] = new["buckets"]
     used_r = sum(b[1] for b in buckets)
     used_t = sum(b[2] for b in buckets)
-    # A grant's bucket is where its lease ends: one lease after it was taken.
-    recent = [b for b in buckets if b[0] * limits.bucket_s > now + limits.lease_s - limits.part_s]
+    # A grant's bucket is where its lease (and margin) ends, after it was taken.
+    shift = limits.lease_s * (1 + MARGIN) - limits.part_s
+    recent = [b for b in buckets if b[0] * limits.bucket_s > now + shift]
     pace = max(1, math.ceil(rpm / limits.parts))
     free = min(rpm - used_r, pace - sum(b[1] for b in recent))
     free -= _reserve(new, ask.lane, lanes, rpm, now)
@@ -197,7 +202,7 @@ def take(
         entry["lanes"][ask.lane] = entry["lanes"].get(ask.lane, 0) + 1
         entry["until"] = max(entry["until"], now + wait + 2 * limits.lease_s)
         return new, Grant(0, 0, 0, now, wait)
-    bucket = math.floor((now + limits.lease_s) / limits.bucket_s)
+    bucket = math.floor((now + limits.lease_s * (1 + MARGIN)) / limits.bucket_s)
     tokens = n * ask.tokens_each
     _add(new, bucket, ask.lane, n, tokens)
     if limits.adaptive is not None:
@@ -408,7 +413,7 @@ def _retry_after(
 ) -> float:
     """Seconds until the oldest grant leaves the pacing part (or the window): a hint."""
     width = limits.bucket_s
-    shift = limits.part_s - limits.lease_s
+    shift = limits.part_s - limits.lease_s * (1 + MARGIN)
     candidates = [(b[0] + 1) * width + shift - now for b in recent if b[1] > 0]
     candidates += [(b[0] + 1) * width + limits.window_s - now for b in buckets[:1]]
     positive = [c for c in candidates if c > 0]

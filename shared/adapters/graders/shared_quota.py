@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.graders.lane_quota import CLAIM_GRACE_S, LaneQuota
+from shared.adapters.graders.lane_quota import LaneQuota
 from shared.adapters.graders.limiter import QuotaShare, Reservation
 from shared.adapters.graders.quota_pool import (
     Giveback,
@@ -94,6 +94,9 @@ class SharedQuotaLimiter:
         self.clock = clock
         self.limits = limits
         self._sleep = sleep
+        # How long a refused job counts as waiting past the time it was told: its task
+        # may come a little late (two leases: 4 s of a minute's window).
+        self._grace = 2 * limits.lease_s
         self._closed_until: dict[str, float] = {}
         self._ledger = ledger
         self._key = key
@@ -121,18 +124,21 @@ class SharedQuotaLimiter:
         with self._lock:
             now = self.clock()
             held = self._slices.get(name)
-            usable = held is not None and held.expires_at > now and held.requests >= 1
+            # A request must go out within its slice's lease: the pool counts it until a
+            # window after the lease ends, no longer.
+            turn = now if held is None else max(held.next_at, now)
+            usable = held is not None and held.requests >= 1 and turn < held.expires_at
             if held is not None and usable and (held.tokens >= tokens or not self.limits.tpm):
                 reservation, wait = self._admit(name, held, tokens, job, now)
             else:
                 closed = self._closed_until.get(name, 0.0)
                 if closed > now:
                     # The pool refused this lane a moment ago: no write to learn it again.
-                    self._claims[name][job] = closed + CLAIM_GRACE_S
+                    self._claims[name][job] = closed + self._grace
                     raise self._refused(name, closed - now)
                 grant = self._take(name, held, tokens, job, now)
                 if grant.requests < 1:
-                    self._claims[name][job] = now + grant.retry_after_s + CLAIM_GRACE_S
+                    self._claims[name][job] = now + grant.retry_after_s + self._grace
                     self._close(name, now + min(grant.retry_after_s, self.limits.lease_s))
                     raise self._refused(name, grant.retry_after_s)
                 spacing = self.limits.lease_s / grant.requests
