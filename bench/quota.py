@@ -153,7 +153,7 @@ def run(
         "grader_request_timeout_s": 30,
         "log_level": "WARNING",
     }
-    threads = max(4, 32 // processes)
+    threads = max(2, 32 // processes)
     children = []
     for p in range(processes):
         config = {

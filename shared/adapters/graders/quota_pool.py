@@ -41,9 +41,11 @@ BUCKETS = 300
 LEASES = 30
 PARTS = 10
 ADAPTIVE_PARTS = 30
-#: A grant counts a quarter lease longer than its lease: a request sent at the lease's
-#: end still reaches the provider a little later (0.5 s of a minute's window).
+#: A grant counts a quarter lease longer than its lease, and at least MARGIN_S: a
+#: request sent at the lease's end still reaches the provider a little later (0.5 s of a
+#: minute's window).
 MARGIN = 0.25
+MARGIN_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class PoolLimits:
     def lease_s(self) -> float:
         """How long a slice may be used."""
         return self.window_s / LEASES
+
+    @property
+    def counted_s(self) -> float:
+        """How long after it is taken a grant's requests may still reach the provider."""
+        return self.lease_s + max(self.lease_s * MARGIN, MARGIN_S)
 
     @property
     def part_s(self) -> float:
@@ -179,7 +186,7 @@ def take(
     used_r = sum(b[1] for b in buckets)
     used_t = sum(b[2] for b in buckets)
     # A grant's bucket is where its lease (and margin) ends, after it was taken.
-    shift = limits.lease_s * (1 + MARGIN) - limits.part_s
+    shift = limits.counted_s - limits.part_s
     recent = [b for b in buckets if b[0] * limits.bucket_s > now + shift]
     pace = max(1, math.ceil(rpm / limits.parts))
     free = min(rpm - used_r, pace - sum(b[1] for b in recent))
@@ -202,7 +209,7 @@ def take(
         entry["lanes"][ask.lane] = entry["lanes"].get(ask.lane, 0) + 1
         entry["until"] = max(entry["until"], now + wait + 2 * limits.lease_s)
         return new, Grant(0, 0, 0, now, wait)
-    bucket = math.floor((now + limits.lease_s * (1 + MARGIN)) / limits.bucket_s)
+    bucket = math.floor((now + limits.counted_s) / limits.bucket_s)
     tokens = n * ask.tokens_each
     _add(new, bucket, ask.lane, n, tokens)
     if limits.adaptive is not None:
@@ -413,7 +420,7 @@ def _retry_after(
 ) -> float:
     """Seconds until the oldest grant leaves the pacing part (or the window): a hint."""
     width = limits.bucket_s
-    shift = limits.part_s - limits.lease_s * (1 + MARGIN)
+    shift = limits.part_s - limits.counted_s
     candidates = [(b[0] + 1) * width + shift - now for b in recent if b[1] > 0]
     candidates += [(b[0] + 1) * width + limits.window_s - now for b in buckets[:1]]
     positive = [c for c in candidates if c > 0]
