@@ -21,7 +21,8 @@ short-lived *slices* of the minute's budget from it, each with one conditional w
 
 Where no quota is declared the pool's limit is found by measurement (`adapt`): additive
 increase while the demand meets the limit, multiplicative decrease on 429s or rising
-latency, decided once per epoch on the outcomes every instance reports.
+latency, decided once per epoch on the outcomes every instance reports. The learned
+limit is held as a rate over one epoch (not a window), so a cut takes effect at once.
 
 Everything here is a pure function of the state and an explicit `now` (seconds on a clock
 the instances share: wall time), so it is tested on a fake clock; the adapters only read
@@ -190,6 +191,12 @@ def take(
     recent = [b for b in buckets if b[0] * limits.bucket_s > now + shift]
     pace = max(1, math.ceil(rpm / limits.parts))
     free = min(rpm - used_r, pace - sum(b[1] for b in recent))
+    if limits.adaptive is not None:
+        # A learned limit is a rate, held over one epoch: a cut takes effect within the
+        # epoch, not once a whole window's grants have left.
+        horizon = limits.window_s / limits.adaptive.epochs_per_window
+        held = [b for b in buckets if b[0] * limits.bucket_s > now + limits.counted_s - horizon]
+        free = min(free, math.floor(rpm * horizon / limits.window_s) - sum(b[1] for b in held))
     free -= _reserve(new, ask.lane, lanes, rpm, now)
     n = min(ask.requests, free)
     if limits.tpm and ask.tokens_each > 0:
