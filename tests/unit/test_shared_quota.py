@@ -188,3 +188,20 @@ def test_429s_reach_the_adaptive_limit_and_cut_it() -> None:
     assert report["mode"] == "adaptive"
     assert report["adaptive"]["limit_rpm"] < 300
     assert report["adaptive"]["last_epoch"]["decision"] in {"throttled", "settle"}
+
+
+def test_a_request_woken_past_its_lease_is_not_sent_and_given_back() -> None:
+    ledger, clock = MemoryLedger(), FakeClock()
+
+    def starved(seconds: float) -> None:
+        clock.now += seconds + 2.0  # the process got the CPU back two seconds late
+
+    quota = SharedQuotaLimiter(
+        ledger, "openai/m", PoolLimits(rpm=600), LANES, "standard", clock, "a", sleep=starved
+    )
+    quota.acquire(10, lane="standard", job_id="j1")  # a slice of 1
+    quota.acquire(10, lane="standard", job_id="j2")  # a slice of 2, its first turn now
+    with pytest.raises(ProviderQuotaExhausted):
+        quota.acquire(10, lane="standard", job_id="j3")  # its turn, but woken too late
+    quota.acquire(10, lane="standard", job_id="j4")  # a slice of 4; j3's grant goes back
+    assert quota.status()["requests_in_window"] == 1 + 2 + 4 - 1

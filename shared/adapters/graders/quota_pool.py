@@ -46,7 +46,7 @@ ADAPTIVE_PARTS = 30
 #: request sent at the lease's end still reaches the provider a little later (0.5 s of a
 #: minute's window).
 MARGIN = 0.25
-MARGIN_S = 0.25
+MARGIN_S = 0.1
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,14 @@ class SharedReservation(Reservation):
 
     def __init__(self, limiter: SharedQuotaLimiter, bucket: int, lane: str, tokens: int) -> None:
         self._owner = limiter
-        self._bucket = bucket
+        self.bucket = bucket
         self._lane = lane
         self._tokens = tokens
         self._started = limiter.clock()
 
     def settle(self, tokens: int) -> None:
         self._owner.report(
-            Giveback(self._bucket, self._lane, 0, tokens - self._tokens),
+            Giveback(self.bucket, self._lane, 0, tokens - self._tokens),
             Outcomes(ok=1, latency_sum_s=max(0.0, self._owner.clock() - self._started)),
         )
 
@@ -97,6 +97,7 @@ class SharedQuotaLimiter:
         # How long a refused job counts as waiting past the time it was told: its task
         # may come a little late (two leases: 4 s of a minute's window).
         self._grace = 2 * limits.lease_s
+        self._margin = limits.counted_s - limits.lease_s
         self._closed_until: dict[str, float] = {}
         self._ledger = ledger
         self._key = key
@@ -130,6 +131,7 @@ class SharedQuotaLimiter:
             usable = held is not None and held.requests >= 1 and turn < held.expires_at
             if held is not None and usable and (held.tokens >= tokens or not self.limits.tpm):
                 reservation, wait = self._admit(name, held, tokens, job, now)
+                deadline = held.expires_at + self._margin
             else:
                 closed = self._closed_until.get(name, 0.0)
                 if closed > now:
@@ -147,8 +149,14 @@ class SharedQuotaLimiter:
                 )
                 self._slices[name] = fresh
                 reservation, wait = self._admit(name, fresh, tokens, job, now)
+                deadline = fresh.expires_at + self._margin
         if wait > 0:
             self._sleep(wait)  # its turn within the slice: at most a lease away
+            if self.clock() > deadline:
+                # Woken too late (a starved process): the pool stops counting the grant
+                # soon, so the request must not go out; the job waits as if refused.
+                self.report(Giveback(reservation.bucket, name, 1, -tokens), Outcomes())
+                raise self._refused(name, self.limits.lease_s)
         return reservation
 
     def _refused(self, lane: str, wait: float) -> ProviderQuotaExhausted:
@@ -167,7 +175,7 @@ class SharedQuotaLimiter:
     def report(self, giveback: Giveback | None, outcomes: Outcomes) -> None:
         """Note a request's outcome; it reaches the pool with the next take."""
         with self._lock:
-            if giveback is not None and giveback.tokens:
+            if giveback is not None and (giveback.tokens or giveback.requests):
                 self._givebacks.append(giveback)
             self._outcomes = self._outcomes + outcomes
 
