@@ -81,7 +81,7 @@ bench-lanes: install
 	$(PY) -m bench.lanes $(BENCH_LANES_ARGS)
 
 # One provider quota shared by 1, 4 and 16 worker processes, and the adaptive limit
-# (bench/quota.py, about three minutes; the quota's minute is 6 s: docs/benchmarks.md).
+# (bench/quota.py, about four minutes; the quota's minute is 6 s: docs/benchmarks.md).
 BENCH_QUOTA_ARGS ?=
 .PHONY: bench-quota
 bench-quota: install

@@ -20,7 +20,7 @@ would.
 
 The quota's window is a minute on the real providers; here it is `--window-s` (6 s: the
 "minute" is ten times shorter, and with it the limiter's leases, paces and epochs, which
-are fractions of the window), so the whole bench runs in about three minutes on two
+are fractions of the window), so the whole bench runs in about four minutes on two
 cores. Waits are reported in real seconds and, scaled back, in seconds of a 60 s window.
 """
 
