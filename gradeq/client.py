@@ -296,7 +296,7 @@ class GradeqClient:
         return self._job(self.request("GET", f"/v1/grading-jobs/{job_id}"))
 
     def cancel(self, job_id: str) -> Job:
-        # Cancelling twice answers 409 job-already-final, so a retry is harmless.
+        # A repeated cancel answers the cancelled job again, so a retry is harmless.
         return self._job(self.request("POST", f"/v1/grading-jobs/{job_id}/cancel"))
 
     def jobs(self, status: str | None = None, submission_id: str | None = None) -> Iterator[Job]:
@@ -520,15 +520,24 @@ def content_type_of(path: Path) -> str:
 
 
 def verify_webhook(
-    secret: str, body: bytes | str, headers: Mapping[str, str], *, client_id: str
+    secret: str,
+    body: bytes | str,
+    headers: Mapping[str, str],
+    *,
+    client_id: str,
+    author: str | None = None,
 ) -> dict[str, Any]:
-    """Check a webhook's signature, age and client; return its CloudEvent, or raise
-    InvalidWebhook.
+    """Check a webhook's signature, age, school and author; return its CloudEvent, or
+    raise InvalidWebhook.
 
     `secret` is this client's `whsec_...` webhook secret and `client_id` its own client id:
-    an event signed with the secret but about another client's job is refused. `headers`
-    must hold webhook-id, webhook-timestamp and webhook-signature (during a rotation the
-    signature header holds one signature per secret; either verifies).
+    an event signed with the secret but about another client's job is refused, and so is
+    a student's practice job (never the school's). The event's `data.author` names who in
+    the school submitted the job (`"server"` for the school's API key, else a signed-in
+    user's id); with `author` given, an event of any other author is refused (pass
+    `author="server"` to take only the grades of jobs the school's server submitted).
+    `headers` must hold webhook-id, webhook-timestamp and webhook-signature (during a
+    rotation the signature header holds one signature per secret; either verifies).
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
@@ -540,8 +549,16 @@ def verify_webhook(
     if not isinstance(event, dict):
         raise InvalidWebhook("the body is not a JSON object")
     data = event.get("data")
-    owner = data.get("client_id") if isinstance(data, dict) else None
-    # A job a signed-in user submitted belongs to `<client>:user:<uid>`.
-    if not isinstance(owner, str) or owner.split(":user:", 1)[0] != client_id:
+    if not isinstance(data, dict) or not isinstance(data.get("client_id"), str):
+        raise InvalidWebhook("the webhook names no client")
+    # Events published before jobs had an author name a user's job `<client>:user:<uid>`.
+    school, mark, uid = data["client_id"].partition(":user:")
+    written_by = data.get("author") or (uid if mark else "server")
+    if school != client_id:
         raise InvalidWebhook("the webhook is about another client's job")
+    if data.get("practice") is True:
+        raise InvalidWebhook("the webhook is about a practice job, which is never the school's")
+    if author is not None and written_by != author:
+        raise InvalidWebhook(f"the webhook's job was submitted by {written_by!r}, not {author!r}")
+    data["author"] = written_by
     return event

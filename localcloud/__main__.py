@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -40,10 +42,24 @@ SAMPLE = {
 }
 
 
+def installed(command: str) -> str:
+    """How a new shell in this folder runs a command of this environment: `.venv/bin/X`.
+
+    The package's commands are in the virtual environment's bin folder, which a new shell
+    does not have on its PATH.
+    """
+    path = Path(sys.executable).parent / command
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def banner(stack: LocalStack) -> str:
     intake = stack.config.url("intake")
     key = stack.api_key
     body = json.dumps(SAMPLE)
+    gradeq, python = installed("gradeq"), installed("python")
     return f"""
 Gradeq is running locally ({stack.config.backend} backend, data in {stack.config.data_dir}/).
   intake        {intake}
@@ -53,17 +69,18 @@ Gradeq is running locally ({stack.config.backend} backend, data in {stack.config
   frontend      {stack.config.url("frontend")}/   (a student submits an answer)
   dashboard     {intake}/admin/   (operator key: {DEMO_OPERATOR_KEY})
 
-The gradeq command (installed with the package) talks to this stack:
+The gradeq command talks to this stack (it is in {Path(gradeq).parent}/; in a new shell,
+from this folder):
   export GRADEQ_URL={intake} GRADEQ_API_KEY={key} GRADEQ_OPERATOR_KEY={DEMO_OPERATOR_KEY}
-  gradeq stats; gradeq failed; gradeq replay <id>
+  {gradeq} stats; {gradeq} failed; {gradeq} replay <id>
 
 A development API key for client "{stack.config.client_id}" (stored hashed; make more with
-`python -m services.intake.auth.keys create --client NAME`):
+`{python} -m services.intake.auth.keys create --client NAME`):
   {key}
 
 Webhooks to client "{stack.config.client_id}" are signed with its own secret (verify with
 gradeq.client.verify_webhook(secret, body, headers, client_id="{stack.config.client_id}");
-rotate with `python -m services.notification.webhook_secrets rotate --client NAME`):
+rotate with `{python} -m services.notification.webhook_secrets rotate --client NAME`):
   {stack.webhook_secret}
 
 Submit a job (change the Idempotency-Key for a new one):
@@ -85,19 +102,36 @@ Ctrl-C stops everything.
 """
 
 
-def follow_sample(stack: LocalStack, stopped: threading.Event) -> None:
-    """Submit one sample job and print its status until it is final."""
+def follow_sample(stack: LocalStack, stopped: threading.Event, timeout_s: float = 60.0) -> None:
+    """Submit one sample job and print its status until it is final (or `timeout_s`)."""
     intake = stack.config.url("intake")
     headers = {
         "Authorization": f"Bearer {stack.api_key}",
         "Idempotency-Key": f"sample-{uuid.uuid4()}",
     }
-    response = requests.post(f"{intake}/v1/grading-jobs", json=SAMPLE, headers=headers, timeout=10)
-    location = response.headers["Location"]
+    try:
+        response = requests.post(
+            f"{intake}/v1/grading-jobs", json=SAMPLE, headers=headers, timeout=10
+        )
+    except requests.RequestException as exc:
+        print(f"\n>>> sample job not submitted: {exc}", flush=True)
+        return
+    location = response.headers.get("Location")
+    if location is None:
+        print(f"\n>>> sample job refused: {response.status_code} {response.text}", flush=True)
+        return
     print(f"\n>>> sample job submitted: {response.status_code} Location: {location}", flush=True)
     last = None
+    deadline = time.monotonic() + timeout_s
     while not stopped.is_set():
-        job = requests.get(intake + location, headers=headers, timeout=10).json()
+        if time.monotonic() > deadline:
+            print(f">>> sample job still {last} after {timeout_s:g} s; poll it below", flush=True)
+            return
+        try:
+            job = requests.get(intake + location, headers=headers, timeout=10).json()
+        except requests.RequestException as exc:
+            print(f">>> sample job not followed further: {exc}", flush=True)
+            return
         if job["status"] != last:
             last = job["status"]
             print(f">>> sample job is {last}", flush=True)
@@ -105,6 +139,23 @@ def follow_sample(stack: LocalStack, stopped: threading.Event) -> None:
             print(">>> final:", json.dumps(job, indent=2), flush=True)
             return
         stopped.wait(0.2)
+
+
+def serve(
+    stack: LocalStack, stopped: threading.Event, sample: Callable[[], None] | None
+) -> str | None:
+    """Start the stack and follow the sample job, then print the banner; watch until stopped.
+
+    The banner comes last, after the services' start-up lines and the sample job, so it
+    is what a newcomer sees. Returns the name of a process that died, if one did.
+    """
+    stack.start()  # every web service answers /healthz: their start-up lines are out
+    if sample is not None:
+        sample()
+    stack.settle()  # the lines the processes still print (the sample's event delivered)
+    if not stopped.is_set():
+        print(banner(stack), flush=True)
+    return stack.watch(stopped.is_set)
 
 
 def main() -> None:
@@ -132,12 +183,9 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    sample = None if args.no_sample else (lambda: follow_sample(stack, stopped))
     try:
-        stack.start()
-        print(banner(stack), flush=True)
-        if not args.no_sample:
-            threading.Thread(target=follow_sample, args=(stack, stopped), daemon=True).start()
-        dead = stack.watch(stopped.is_set)
+        dead = serve(stack, stopped, sample)
         if dead:
             print(f"\n{dead} exited unexpectedly; stopping the stack", flush=True)
     finally:

@@ -425,6 +425,21 @@ class LocalStack:
         for emulator in self._emulators:
             emulator.stop()
 
+    def settle(self, quiet_s: float = 0.5, timeout_s: float = 5.0) -> None:
+        """Wait until no process has printed for `quiet_s`, or `timeout_s` at most.
+
+        What is printed next then is not lost among the processes' start-up lines.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                printed = sum(map(len, self._lines.values()))
+            if self._stop.wait(quiet_s):
+                return
+            with self._lock:
+                if sum(map(len, self._lines.values())) == printed:
+                    return
+
     def lines(self, name: str) -> list[str]:
         with self._lock:
             return list(self._lines[name])

@@ -19,6 +19,12 @@ resource "google_bigquery_dataset" "analytics" {
   description = "Gradeq GradingCompleted events, written by a Pub/Sub BigQuery subscription."
   labels      = var.labels
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -43,6 +49,12 @@ resource "google_bigquery_table" "events" {
     { name = "data", type = "STRING", mode = "NULLABLE", description = "The event's data as JSON text." },
     { name = "attributes", type = "STRING", mode = "NULLABLE", description = "The message attributes (ce-id, ce-type, ce-source, ce-specversion, ce-time, outcome) as JSON text." },
   ])
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
 }
 
 resource "google_bigquery_table" "events_v1" {
@@ -76,10 +88,14 @@ resource "google_bigquery_table" "events_v1" {
         JSON_VALUE(data, '$.error.message') AS error_message,
         JSON_VALUE(data, '$.model') AS model,
         JSON_VALUE(data, '$.lane') AS lane,
+        COALESCE(JSON_VALUE(data, '$.author'), 'server') AS author,
+        COALESCE(SAFE_CAST(JSON_VALUE(data, '$.practice') AS BOOL), FALSE) AS practice,
         SAFE_CAST(JSON_VALUE(data, '$.usage.input_tokens') AS INT64) AS input_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.output_tokens') AS INT64) AS output_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.total_tokens') AS INT64) AS total_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.requests') AS INT64) AS model_requests,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.cached_input_tokens') AS INT64) AS cached_input_tokens,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.cost_micro_usd') AS INT64) AS cost_micro_usd,
         message_id
       FROM `${google_bigquery_table.events.project}.${google_bigquery_table.events.dataset_id}.${google_bigquery_table.events.table_id}`
       WHERE JSON_VALUE(attributes, '$."ce-type"') = 'dev.gradeq.grading.completed.v1'

@@ -83,6 +83,19 @@ resource "google_logging_metric" "jobs_completed" {
   depends_on = [time_sleep.apis]
 }
 
+# Cloud Monitoring knows a new log-based metric only a while after Logging created it
+# (hashicorp/terraform-provider-google#11102): the dashboard that charts them waits as
+# long as each log-event alert waits for its metric (time_sleep.metric in
+# modules/log_alert). A replaced metric waits again.
+resource "time_sleep" "dashboard_metrics" {
+  create_duration = "60s"
+
+  triggers = merge(
+    { for key, metric in google_logging_metric.job_timing : "job_${key}_ms" => metric.id },
+    { jobs_completed = google_logging_metric.jobs_completed.id },
+  )
+}
+
 resource "google_monitoring_dashboard" "operations" {
   dashboard_json = jsonencode({
     displayName = "${var.name_prefix}: grading queue"
@@ -227,5 +240,5 @@ resource "google_monitoring_dashboard" "operations" {
     }
   })
 
-  depends_on = [google_logging_metric.job_timing, google_logging_metric.jobs_completed]
+  depends_on = [time_sleep.dashboard_metrics]
 }

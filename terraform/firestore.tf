@@ -1,14 +1,23 @@
 # The project's "(default)" database may exist already (created in the console, by App
-# Engine, or abandoned by an earlier destroy: deletion_policy ABANDON). Then import it
-# before applying; docs/deploy.md says how.
+# Engine, or kept by an earlier teardown). Then import it before applying;
+# docs/deploy.md says how. Google's delete protection stays on whatever
+# var.deletion_protection says (that one lets the services go before a teardown), and
+# terraform never deletes the database: erasing it is a deliberate gcloud command
+# (docs/deploy.md, "Teardown").
 resource "google_firestore_database" "main" {
   name                              = var.firestore_database
   location_id                       = coalesce(var.firestore_location, var.region)
   type                              = "FIRESTORE_NATIVE"
   concurrency_mode                  = "PESSIMISTIC"
   point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
-  delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
-  deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
+  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
+  deletion_policy                   = "ABANDON"
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [time_sleep.apis]
 }
@@ -344,6 +353,19 @@ resource "google_firestore_field" "processed_events_expire_at" {
   index_config {}
 }
 
+# A grading's charge document only keeps a redelivered grading from being counted twice
+# against its budgets (shared/adapters/google/budget_store.py): deleted by TTL after 62
+# days, the field exempt from indexing like the others.
+resource "google_firestore_field" "budget_charges_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = "budget_charges"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
 # The backlog shards' map of each client's jobs not yet final (one entry per client, kept
 # at zero when its jobs end): never queried, and Firestore allows 40,000 index entries per
 # document, so the map is exempt from single-field indexing. The counters collection keeps
@@ -464,4 +486,32 @@ resource "google_firestore_index" "jobs_client_assignment_review_held" {
   }
 
   depends_on = [google_firestore_index.jobs_client_review_held]
+}
+
+# A student's own jobs (GET /v1/grading-jobs by a signed-in student, FirestoreJobStore.
+# list_jobs with an author): author == U beside the client's filters above, OR the
+# user's scope in client_id (jobs stored before authors: the jobs_client_* indexes).
+# Firestore merges this index with the jobs_client_* ones (equal created_at, __name__
+# suffix), so one index serves every combination of the optional filters.
+resource "google_firestore_index" "jobs_author_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "author"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_client_assignment_review_held]
 }

@@ -1,11 +1,23 @@
 provider "google" {
   project = var.project_id
   region  = var.region
+
+  # Bill and count every call against this project, whatever quota project the
+  # credentials carry: the provider does not read the one in Application Default
+  # Credentials (docs/deploy.md, step 1).
+  billing_project       = var.project_id
+  user_project_override = true
 }
 
 provider "google-beta" {
   project = var.project_id
   region  = var.region
+
+  # Bill and count every call against this project, whatever quota project the
+  # credentials carry: the provider does not read the one in Application Default
+  # Credentials (docs/deploy.md, step 1).
+  billing_project       = var.project_id
+  user_project_override = true
 }
 
 data "google_project" "main" {

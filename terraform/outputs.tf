@@ -24,6 +24,12 @@ output "worker_url" {
     condition     = var.lease_s + var.grader_timeout_s + var.result_write_retry_s <= local.dispatch_deadline_s
     error_message = "lease_s (${var.lease_s}) + grader_timeout_s (${var.grader_timeout_s}) + result_write_retry_s (${var.result_write_retry_s}) = ${var.lease_s + var.grader_timeout_s + var.result_write_retry_s}s must not exceed the queue's dispatch_deadline (${local.dispatch_deadline_s}s)."
   }
+  # Every lane dispatches to the one worker. More tasks in flight than the worker has
+  # slots meet Cloud Run's 429 (no instance free), which spends the tasks' attempts.
+  precondition {
+    condition     = local.lanes_concurrent_dispatches <= var.worker.max_instances * var.worker.concurrency
+    error_message = "The lanes may dispatch ${local.lanes_concurrent_dispatches} tasks at once (the sum of max_concurrent_dispatches in shared/config/queues.json), more than the worker's ${var.worker.max_instances * var.worker.concurrency} slots (worker.max_instances ${var.worker.max_instances} x worker.concurrency ${var.worker.concurrency}). Raise worker.max_instances or worker.concurrency, or lower the lanes' max_concurrent_dispatches."
+  }
 }
 
 output "notification_url" {

@@ -11,6 +11,12 @@ resource "google_pubsub_topic" "events" {
   name   = "${var.name_prefix}-${local.topic_name}"
   labels = var.labels
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -18,6 +24,12 @@ resource "google_pubsub_topic" "dead_letter" {
   #checkov:skip=CKV_GCP_83:Same data as the events topic; Google-managed encryption is enough.
   name   = "${var.name_prefix}-${local.topic_name}-dead-letter"
   labels = var.labels
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
 
   depends_on = [time_sleep.apis]
 }
@@ -56,6 +68,12 @@ resource "google_pubsub_subscription" "notification" {
     max_delivery_attempts = local.notification_subscription.max_delivery_attempts
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [google_cloud_run_v2_service_iam_member.notification_push_invoker]
 }
 
@@ -89,6 +107,12 @@ resource "google_pubsub_subscription" "analytics" {
     max_delivery_attempts = local.analytics_subscription.max_delivery_attempts
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   # The grants below plus the time for them to propagate (bigquery.tf).
   depends_on = [time_sleep.bigquery_iam]
 }
@@ -106,6 +130,12 @@ resource "google_pubsub_subscription" "dead_letter" {
 
   expiration_policy {
     ttl = "" # never expires, even when nobody pulls for a while
+  }
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
   }
 }
 

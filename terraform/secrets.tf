@@ -3,11 +3,13 @@
 # (gcloud, docs/deploy.md) before the first apply, and terraform adopts them: the import
 # blocks below take them over once and do nothing afterwards. The grader's API key exists
 # only when the grader needs one (local.grader_needs_key): Gemini through the Gemini API,
-# or an OpenAI-compatible server.
+# or an OpenAI-compatible server. Terraform never deletes an adopted secret with its value
+# (prevent_destroy): one no longer needed (another grader, reviewer keys off) is forgotten
+# with `terraform state rm` and stays in the project (docs/deploy.md, step 3).
 #
 # Client API keys are not secrets of the deployment: the intake keeps their SHA-256
 # digests in Firestore (GRADEQ_API_KEYS_COLLECTION), issued and revoked with
-# `python -m services.intake.auth.keys` (docs/deploy.md, step 7). Nor are clients' webhook
+# `python -m services.intake.auth.keys` (docs/deploy.md, step 6). Nor are clients' webhook
 # secrets: the notification service keeps them sealed in Firestore; the webhook secret
 # here holds the key that seals them (GRADEQ_WEBHOOK_SECRETS_KEY, docs/webhooks.md). Operator keys (the admin API
 # and dashboard, GRADEQ_OPERATOR_KEYS) are a secret: "name=sha256:<hex>" pairs, so even the
@@ -52,6 +54,12 @@ resource "google_secret_manager_secret" "webhook_secret" {
     auto {}
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -61,6 +69,12 @@ resource "google_secret_manager_secret" "operator_keys" {
 
   replication {
     auto {}
+  }
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
   }
 
   depends_on = [time_sleep.apis]
@@ -78,6 +92,12 @@ resource "google_secret_manager_secret" "reviewer_keys" {
     auto {}
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -89,6 +109,12 @@ resource "google_secret_manager_secret" "grader_api_key" {
 
   replication {
     auto {}
+  }
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
   }
 
   depends_on = [time_sleep.apis]

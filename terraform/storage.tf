@@ -41,6 +41,12 @@ resource "google_storage_bucket" "uploads" {
 
   labels = { app = "gradeq" }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 

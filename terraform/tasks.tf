@@ -46,6 +46,12 @@ resource "google_cloud_tasks_queue" "main" {
     sampling_ratio = 1.0
   }
 
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
   depends_on = [time_sleep.apis]
 }
 
@@ -55,6 +61,10 @@ resource "google_cloud_tasks_queue" "main" {
 # under a "<queue>/<grant>" key would need var.queue in a moved block, which takes
 # literal addresses only.
 locals {
+  # Tasks all lanes may have in flight at once: each is one worker request holding a slot
+  # (output.worker_url checks it against the worker's slots).
+  lanes_concurrent_dispatches = sum([for queue in values(local.queues) : queue.rate_limits.max_concurrent_dispatches])
+
   other_lanes = toset([for name in keys(local.queues) : name if name != var.queue])
   lane_grant_kinds = {
     intake_enqueuer    = { account = "intake", role = "roles/cloudtasks.enqueuer" }

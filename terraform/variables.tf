@@ -40,12 +40,12 @@ variable "labels" {
 }
 
 variable "image" {
-  description = "Container image of Gradeq (one image serves every service), e.g. europe-west1-docker.pkg.dev/PROJECT/gradeq/gradeq:1.2.3. Prefer a digest reference."
+  description = "Container image of Gradeq (one image serves every service), by digest: REGION-docker.pkg.dev/PROJECT/gradeq/gradeq@sha256:<64 hex>. A digest names one image for good; a tag may be moved (docs/deploy.md, step 2)."
   type        = string
 
   validation {
-    condition     = can(regex("^[^\\s]+(:[A-Za-z0-9_.-]+|@sha256:[a-f0-9]{64})$", var.image))
-    error_message = "image must carry an explicit tag or a sha256 digest."
+    condition     = can(regex("^[^\\s@]+@sha256:[a-f0-9]{64}$", var.image))
+    error_message = "image must name the image by digest (...@sha256:<64 hex digits>), not by tag alone: gcloud artifacts docker images describe IMAGE:TAG --format='value(image_summary.fully_qualified_digest)'."
   }
 }
 
@@ -188,13 +188,13 @@ variable "intake" {
 }
 
 variable "worker" {
-  description = "Sizing of the worker service. Each request holds a slot for a whole grading run, so concurrency is also the number of gunicorn threads."
+  description = "Sizing of the worker service. Each request holds a slot for a whole grading run, so concurrency is also the number of gunicorn threads. max_instances x concurrency (the worker's slots) must hold every lane's max_concurrent_dispatches at once (shared/config/queues.json): 40 x 8 = 320 >= 3 x 100."
   type = object({
     cpu           = optional(string, "1")
     memory        = optional(string, "1Gi")
     concurrency   = optional(number, 8)
     min_instances = optional(number, 0)
-    max_instances = optional(number, 20)
+    max_instances = optional(number, 40)
   })
   default = {}
 
@@ -276,7 +276,9 @@ variable "grader" {
     the worker's current default, checked against its retirement date at start-up; openai
     needs one). gemini_api: vertex (Vertex AI as the worker's
     service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
-    with a key). location: the Vertex AI location serving the model. base_url: the
+    with a key). location: the Vertex AI location serving the model; empty means the
+    deployment's region, so answers are processed where they are stored ("global" only
+    when chosen: Google advises against it where the processing location matters). base_url: the
     OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and
     tokens per minute for the model (tpm 0: no token limit), split evenly over the worker's
     max_instances; quota_headroom: the fraction Gradeq may use. request_timeout_s: the
@@ -287,7 +289,7 @@ variable "grader" {
     kind              = optional(string, "rubric")
     model             = optional(string, "")
     gemini_api        = optional(string, "vertex")
-    location          = optional(string, "global")
+    location          = optional(string, "")
     base_url          = optional(string, "")
     quota_rpm         = optional(number, 60)
     quota_tpm         = optional(number, 0)
@@ -412,9 +414,24 @@ variable "dead_letter_retention" {
 }
 
 variable "notification_channels" {
-  description = "Cloud Monitoring notification channel ids (projects/PROJECT/notificationChannels/ID) that alert policies notify."
+  description = "Cloud Monitoring notification channel ids (projects/PROJECT/notificationChannels/ID) that every alert policy notifies. Empty: the alerts fire where nobody is told (the plan warns, check.alerts_notify_someone)."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for channel in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", channel))])
+    error_message = "notification_channels must be channel ids such as projects/PROJECT/notificationChannels/1234567890 (gcloud beta monitoring channels list)."
+  }
+}
+
+# Every alert policy notifies var.notification_channels: with none, an alert opens an
+# incident in the console that nobody is told about. A deployment may do that on purpose
+# (a test project), so this warns at plan and apply instead of refusing.
+check "alerts_notify_someone" {
+  assert {
+    condition     = length(var.notification_channels) > 0
+    error_message = "notification_channels is empty: every alert policy (failed jobs, suspended grading, dead-lettered events, ...) will fire without notifying anyone. Create a channel (gcloud beta monitoring channels create, or the console) and set notification_channels."
+  }
 }
 
 variable "alert_oldest_unacked_age_s" {
@@ -451,7 +468,7 @@ variable "alert_worker_error_ratio" {
 }
 
 variable "deletion_protection" {
-  description = "Protect the Cloud Run services, the Firestore database and the analytics table from terraform destroy."
+  description = "Terraform's own delete protection of the Cloud Run services and the analytics tables: set false and apply before the teardown (docs/deploy.md). The Firestore database keeps Google's delete protection whatever this says."
   type        = bool
   default     = true
 }

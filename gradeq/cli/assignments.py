@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gradeq.cli.common import CliError, JsonFlag, client_of, emit, new_idempotency_key, reported
+from gradeq.cli.render import id_column, text_column
 
 app = typer.Typer(help="Assignments: one rubric, a class's answers, one grade sheet.")
 out = Console()
@@ -89,7 +90,7 @@ def list_assignments(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if as_json:
         emit(found)
         return
-    table = Table("id", "title", "rubric version", "created")
+    table = Table(id_column("id"), *map(text_column, ("title", "rubric version", "created")))
     for a in found:
         table.add_row(a["id"], a["title"], str(a["rubric"]["version"]), a["created_at"])
     out.print(table)
@@ -142,7 +143,7 @@ def grades(
         for job in jobs:
             emit(job.data)
         return
-    table = Table("submission", "status", "score", "job")
+    table = Table(*map(text_column, ("submission", "status", "score")), id_column("job"))
     for job in jobs:
         result = job.result or {}
         score = result.get("score")
@@ -180,6 +181,7 @@ def regrade(
             f" {body['changed']} moved more than {body['threshold']:g},"
             f" kappa {'-' if kappa is None else f'{kappa:.3f}'}"
         )
+        out.print(_changes_table(body["changes"]))
         return
     new_rubric: str | list[str] | None = None
     if rubric is not None:
@@ -193,7 +195,9 @@ def regrade(
     if as_json:
         emit(body)
     else:
-        out.print(f"regrade started: round {body.get('round', '?')}; watch it with `watch`")
+        # The regrade's answer is the assignment without progress: the round is read back.
+        progress = client.assignment(assignment_id).body["progress"]
+        out.print(f"regrade started: round {progress['round']}; watch it with `watch`")
 
 
 @app.command()
@@ -261,3 +265,19 @@ def agreement(ctx: typer.Context, assignment_id: str, as_json: JsonFlag = False)
             _figure(row["quadratic_weighted_kappa"], 3),
         )
     out.print(table)
+
+
+def _changes_table(changes: list[dict[str, Any]]) -> Table:
+    """Per submission of the regraded round: the old and new score and the change."""
+    table = Table(*map(text_column, ("submission", "old", "new", "change", "status")))
+    for change in changes:
+        old, new = change["old"], change["new"]
+        moved = "-" if old is None or new is None else f"{new - old:+g}"
+        table.add_row(
+            change["submission_id"],
+            "-" if old is None else f"{old:g}",
+            "-" if new is None else f"{new:g}",
+            moved,
+            change["status"],
+        )
+    return table

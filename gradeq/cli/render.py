@@ -6,10 +6,24 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 STYLES = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow", "RUNNING": "cyan"}
 CHECK_MARKS = {"ok": "[green]ok[/]", "failed": "[red]FAILED[/]", "skipped": "[yellow]skipped[/]"}
+
+
+def id_column(header: str) -> Column:
+    """A column of ids, copied into the next command: kept whole on one line.
+
+    The table's other columns wrap first; only a console narrower than the ids
+    themselves cuts them.
+    """
+    return Column(header, no_wrap=True)
+
+
+def text_column(header: str) -> Column:
+    """A column of text that wraps onto more lines rather than being cut short."""
+    return Column(header, overflow="fold")
 
 
 def seconds(ms: int | None) -> str:
@@ -35,6 +49,10 @@ def job_panel(job: dict[str, Any]) -> Table:
     table.add_row("state", _status(job["status"]))
     if job.get("lane"):
         table.add_row("lane", str(job["lane"]))
+    waiting = job.get("waiting")
+    if waiting:
+        batch = waiting.get("batch_id") or "the next batch (gathering)"
+        table.add_row("waiting", f"in {waiting['provider']} batch {batch} since {waiting['since']}")
     table.add_row("attempts", str(job.get("attempts", 0)))
     table.add_row("elapsed", elapsed(job))
     table.add_row("queue wait", seconds(timings.get("queue_wait_ms")))

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gradeq.cli.common import JsonFlag, client_of, emit, reported
+from gradeq.cli.render import id_column, text_column
 
 app = typer.Typer(help="Held grades: the review queue, one grade, accept or override.")
 erase_app = typer.Typer(help="Erase a submission or everything of one student.")
@@ -27,7 +28,10 @@ def list_held(
     if as_json:
         emit(found)
         return
-    table = Table("job", "submission", "held at", "reasons", "model score", "release")
+    table = Table(
+        id_column("job"),
+        *map(text_column, ("submission", "held at", "reasons", "model score", "release")),
+    )
     for r in found:
         score = "-" if r["model_score"] is None else f"{r['model_score']:g}/{r['max_score']:g}"
         table.add_row(

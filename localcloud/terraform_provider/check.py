@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localcloud.terraform_provider import schema
+from localcloud.terraform_provider.server import APPLY_TO_LOCAL_STATE
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = REPO / ".cache"
@@ -45,7 +46,7 @@ class Result:
 class Workspace:
     """Launchers and a CLI configuration under `root`; runs terraform against them."""
 
-    def __init__(self, root: Path, cache: Path = DEFAULT_CACHE) -> None:
+    def __init__(self, root: Path, cache: Path = DEFAULT_CACHE, apply: bool = False) -> None:
         terraform = terraform_binary()
         if terraform is None:
             raise FileNotFoundError("terraform is not on PATH")
@@ -80,6 +81,9 @@ class Workspace:
             "TF_DATA_DIR": str(root / "data"),
             "PYTHONPATH": str(REPO),
         }
+        if apply:
+            # The stand-in then "applies" into the local state file only (see `apply`).
+            self.env[APPLY_TO_LOCAL_STATE] = "1"
 
     def run(self, directory: Path, *args: str, timeout: float = 300) -> Result:
         command = [self.terraform, *args]
@@ -118,6 +122,17 @@ class Workspace:
         args = ["plan", "-no-color", "-input=false", "-lock=false", f"-state={state}"]
         args += [f"-var-file={f}" for f in var_files]
         return self.run(directory, *args, *extra, f"-out={self.root / 'plan.bin'}")
+
+    def apply(self, directory: Path, state: Path, *var_files: Path) -> Result:
+        """`terraform apply` into a local state file: what a deployment of `directory`
+        would leave, with every value known only after apply made up (values.settle).
+        Only a Workspace made with apply=True; nothing is created anywhere."""
+        installed = self.modules(directory)
+        if installed.returncode != 0:
+            return installed
+        args = ["apply", "-no-color", "-input=false", "-lock=false", "-auto-approve"]
+        args += [f"-state={state}", *(f"-var-file={f}" for f in var_files)]
+        return self.run(directory, *args)
 
     def show_json(self, directory: Path) -> Result:
         return self.run(directory, "show", "-json", "-no-color", str(self.root / "plan.bin"))

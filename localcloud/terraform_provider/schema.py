@@ -8,11 +8,12 @@ argument). The generated code (lib/*/index.js) names the computed attributes in 
 spelling. Read once, the schema is cached as JSON beside the package.
 
 What the packages do not say, and what the stand-in does instead:
-- whether an optional argument is also computed: every optional argument is served as
-  optional + computed, so an unset one plans as unknown (a reference to it is never null);
+- whether an optional argument is also computed: served as optional + computed, so an
+  unset one plans as unknown, unless provider_facts.json (facts.py) knows the type;
 - lists and sets: collections and repeated blocks are served as lists;
-- sensitivity and validators (enums, formats): not known; terraform still checks names,
-  types, required arguments, block counts of single blocks, references and unknowns.
+- sensitivity and validators (enums, formats): not known here; facts.py applies those
+  provider_facts.json records, and terraform checks names, types, required arguments,
+  block counts of single blocks, references and unknowns.
 """
 
 from __future__ import annotations

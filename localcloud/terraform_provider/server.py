@@ -30,6 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from tfplugin_proto import tfplugin6_5_pb2 as pb
 from tfplugin_proto import tfplugin6_5_pb2_grpc as pb_grpc
 
+from localcloud.terraform_provider import facts as provider_facts
 from localcloud.terraform_provider import schema as schemas
 from localcloud.terraform_provider import values
 from localcloud.terraform_provider.schema import Block
@@ -37,6 +38,8 @@ from localcloud.terraform_provider.schema import Block
 # go-plugin's handshake cookie for terraform providers (hashicorp/terraform plugin/serve.go).
 MAGIC_COOKIE_KEY = "TF_PLUGIN_MAGIC_COOKIE"
 MAGIC_COOKIE_VALUE = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2"
+# Set (to "1") only where a test builds a local state (check.Workspace(apply=True)).
+APPLY_TO_LOCAL_STATE = "GRADEQ_PROVIDER_STANDIN_APPLY"
 
 _NESTING = {
     "list": pb.Schema.NestedBlock.LIST,
@@ -87,13 +90,43 @@ def _error(summary: str, detail: str = "") -> Any:
     return pb.Diagnostic(severity=pb.Diagnostic.ERROR, summary=summary, detail=detail)
 
 
+def attribute_path(steps: tuple[provider_facts.Step, ...]) -> Any:
+    return pb.AttributePath(
+        steps=[
+            pb.AttributePath.Step(element_key_int=step)
+            if isinstance(step, int)
+            else pb.AttributePath.Step(attribute_name=step)
+            for step in steps
+        ]
+    )
+
+
+def _finding(finding: provider_facts.Finding) -> Any:
+    return pb.Diagnostic(
+        severity=pb.Diagnostic.ERROR,
+        summary=finding.summary,
+        detail=finding.detail,
+        attribute=attribute_path(finding.path),
+    )
+
+
 class ProviderStandIn(pb_grpc.ProviderServicer):
     """tfplugin6's Provider service over one provider's published schema."""
 
-    def __init__(self, name: str, schema: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        schema: dict[str, Any],
+        facts: dict[str, provider_facts.ResourceFacts] | None = None,
+    ) -> None:
         self.name = name
-        self.schema = schema
-        self._response = schema_response(schema)
+        self.facts = facts or {}
+        resources = dict(schema["resources"])
+        for rtype, known in self.facts.items():
+            if rtype in resources:
+                resources[rtype] = provider_facts.refine(resources[rtype], known)
+        self.schema = schema | {"resources": resources}
+        self._response = schema_response(self.schema)
 
     def _resource(self, type_name: str) -> Block:
         block: Block = self.schema["resources"][type_name]
@@ -120,7 +153,12 @@ class ProviderStandIn(pb_grpc.ProviderServicer):
         return pb.ValidateProviderConfig.Response()
 
     def ValidateResourceConfig(self, request: Any, context: Any) -> Any:
-        return pb.ValidateResourceConfig.Response()
+        known = self.facts.get(request.type_name)
+        config = values.decode(request.config.msgpack)
+        if known is None or not isinstance(config, dict):
+            return pb.ValidateResourceConfig.Response()
+        findings = provider_facts.validate(known, config)
+        return pb.ValidateResourceConfig.Response(diagnostics=[_finding(f) for f in findings])
 
     def ValidateDataResourceConfig(self, request: Any, context: Any) -> Any:
         return pb.ValidateDataResourceConfig.Response()
@@ -144,14 +182,33 @@ class ProviderStandIn(pb_grpc.ProviderServicer):
         proposed = values.decode(request.proposed_new_state.msgpack)
         prior = values.decode(request.prior_state.msgpack)
         planned = values.plan(block, proposed, prior)
+        known = self.facts.get(request.type_name)
+        replace = []
+        if known is not None:
+            planned = provider_facts.with_defaults(known, planned)
+            replace = provider_facts.requires_replace(known, prior, planned)
         return pb.PlanResourceChange.Response(
             planned_state=pb.DynamicValue(msgpack=values.encode(planned)),
+            requires_replace=[attribute_path(steps) for steps in replace],
             planned_private=request.prior_private,
+            # As the provider's SDK says: a planned default differs from the (null)
+            # configuration, which terraform then tolerates.
+            legacy_type_system=known is not None,
         )
 
     def ApplyResourceChange(self, request: Any, context: Any) -> Any:
+        # Only a state for tests: terraform's apply then records, in a local state file,
+        # what an apply of the plan would leave, resolving every reference itself.
+        if os.environ.get(APPLY_TO_LOCAL_STATE) != "1":
+            return pb.ApplyResourceChange.Response(
+                diagnostics=[_error("The provider stand-in does not apply", self.name)]
+            )
+        planned = values.decode(request.planned_state.msgpack)
+        state = values.settle(self._resource(request.type_name), planned)
         return pb.ApplyResourceChange.Response(
-            diagnostics=[_error("The provider stand-in does not apply", self.name)]
+            new_state=pb.DynamicValue(msgpack=values.encode(state)),
+            private=request.planned_private,
+            legacy_type_system=request.type_name in self.facts,
         )
 
     def ImportResourceState(self, request: Any, context: Any) -> Any:
@@ -240,7 +297,9 @@ def _plugin_services(stopped: threading.Event) -> tuple[grpc.GenericRpcHandler, 
 
 
 def load_servicer(provider: str, cache: Path) -> ProviderStandIn:
-    return ProviderStandIn(provider, schemas.load(provider, cache))
+    # The facts are hashicorp/google's; google-beta's differ and are not recorded.
+    known = provider_facts.load() if provider == "google" else {}
+    return ProviderStandIn(provider, schemas.load(provider, cache), known)
 
 
 def serve(provider: str, cache: Path) -> int:

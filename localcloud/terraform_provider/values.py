@@ -7,6 +7,7 @@ passed through untouched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -130,3 +131,45 @@ def read_data(block: Block, config: dict[str, Any]) -> dict[str, Any]:
 
 def cty_type_json(cty_type: Any) -> bytes:
     return json.dumps(cty_type, separators=(",", ":")).encode()
+
+
+# What every object of one deployment shares (the provider's project and region).
+_SHARED = {"project", "region", "location", "zone"}
+
+
+def _settled(name: str, cty_type: Any, value: Any, context: dict[str, Any]) -> Any:
+    """`value` with every unknown inside it replaced by a plausible known value."""
+    if value is UNKNOWN:
+        if cty_type == "string" and name not in _SAMPLES and name not in _SHARED:
+            # Distinct per object (a digest of what the plan knew), the same on every run.
+            return f"standin-{name.replace('_', '-')}-{context['_seed']}"
+        return _sample(name, cty_type, context)
+    if isinstance(cty_type, list) and isinstance(value, list):
+        return [_settled(name, cty_type[1], item, context) for item in value]
+    if isinstance(cty_type, list) and cty_type[0] == "map" and isinstance(value, dict):
+        return {key: _settled(key, cty_type[1], item, context) for key, item in value.items()}
+    if isinstance(cty_type, list) and cty_type[0] == "object" and isinstance(value, dict):
+        return {
+            key: _settled(key, cty_type[1][key], value.get(key), context) for key in cty_type[1]
+        }
+    return value
+
+
+def settle(block: Block, planned: Any) -> Any:
+    """The object an apply of `planned` leaves: what the plan knew, and for each value
+    known only after apply a plausible one (nothing is created anywhere)."""
+    if not isinstance(planned, dict):
+        return planned
+    result = dict(planned)
+    context = planned | {"_seed": hashlib.sha256(encode(planned)).hexdigest()[:8]}
+    for attribute in block["attributes"]:
+        name = attribute["name"]
+        result[name] = _settled(name, attribute["type"], result.get(name), context)
+    for nested in block["blocks"]:
+        name = nested["name"]
+        value = result.get(name)
+        if nested["nesting"] == "single":
+            result[name] = settle(nested["block"], value)
+        elif isinstance(value, list):
+            result[name] = [settle(nested["block"], item) for item in value]
+    return result

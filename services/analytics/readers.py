@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from shared.domain.client_ids import owning_client
+from shared.domain.authorization import SERVER, Action, Principal, Role, owner_of
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 
@@ -29,16 +29,24 @@ class NotAReader(GradeqError):
 
 @dataclass(frozen=True)
 class Reader:
-    """A reader of the reports: one client's, or (client_id None) an operator's view."""
+    """A reader of the reports: a school's server, or (principal None) an operator's view."""
 
-    client_id: str | None
+    principal: Principal | None
+
+    @property
+    def client_id(self) -> str | None:
+        return self.principal.school if self.principal is not None else None
 
     def sees(self, record: Mapping[str, Any]) -> bool:
-        """Operators see every record; a client its own and its signed-in users'."""
-        if self.client_id is None:
+        """Operators see every record; a school what the policy lets it read: its own
+        records, its students' included."""
+        if self.principal is None:
             return True
-        owner = record.get("client_id")
-        return isinstance(owner, str) and owning_client(owner) == self.client_id
+        school, author = record.get("client_id"), record.get("author")
+        if not isinstance(school, str):
+            return False
+        owner = owner_of(school, author if isinstance(author, str) else None)
+        return self.principal.may(Action.JOB_READ, owner)
 
     def visible(self, records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         return [r for r in records if self.sees(r)]
@@ -76,4 +84,4 @@ class ReaderAuthenticator:
         client_id = self._keys().client_for(credential)
         if client_id not in self._readers:
             raise NotAReader(f"client {client_id} is not in GRADEQ_ANALYTICS_READERS")
-        return Reader(client_id)
+        return Reader(Principal(client_id, SERVER, Role.SERVER))

@@ -11,17 +11,19 @@ from services.intake.auth.cors import register_cors
 from services.intake.auth.failures import FailedAuthLimiter, client_address
 from services.intake.auth.firebase import FirebaseAuthenticator, SignInPolicy
 from services.intake.auth.firebase_revocation import IdentityToolkitLookup
-from services.intake.auth.reviewers import ReviewerAuthenticator
+from services.intake.auth.reviewers import ReviewerKeys
 from services.intake.jobs.routes import bp
 from services.intake.limits.body import check_request_head
 from services.intake.limits.rate_limit import SubmissionRateLimiter
+from services.intake.lti import init_app as init_lti
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.reviews import page as review_page
 from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
 from services.intake.uploads import routes as uploads
-from shared.bootstrap import Adapters, adapter_family, build_clock, family_adapters
+from services.notification.sealing import Sealer
+from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CachedResolver, CallbackGuard
@@ -33,8 +35,11 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.lti_keys import LtiToolKeys
+from shared.service_layer.lti_launch import LtiLaunches
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
@@ -49,15 +54,20 @@ def create_app(
     guard: CallbackGuard | None = None,
     api_keys: ApiKeyStore | None = None,
     firebase: FirebaseAuthenticator | None = None,
+    family: AdapterFamily | None = None,
 ) -> Flask:
     """Build the intake app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
     configure_logging("intake", settings.log_level)
-    family = adapter_family(settings)
+    family = family or adapter_family(settings)
     adapters = adapters or family_adapters(family)
     clock = clock or build_clock()
     app = Flask(__name__)
-    app.config.update(MAX_CONTENT_LENGTH=MAX_BODY_BYTES, RETRY_AFTER_S=settings.retry_after_s)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        RETRY_AFTER_S=settings.retry_after_s,
+        PRACTICE_CLIENTS=settings.practice_client_set(),
+    )
     firebase = firebase or _firebase(settings)
     failures = FailedAuthLimiter(
         settings.auth_failure_burst,
@@ -66,13 +76,18 @@ def create_app(
         lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.failed_auth"] = failures
+    lti = _lti(settings, family, clock)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
         ),
         firebase,
         failures,
+        ReviewerKeys(settings.reviewer_key_map()),
+        lti[0] if lti else None,
     )
+    if lti is not None:
+        init_lti(app, *lti, secure_cookie=settings.lti_tool_url.startswith("https://"))
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
@@ -89,6 +104,7 @@ def create_app(
     limits = AdmissionLimits(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
+    budgets = BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None
     app.extensions["gradeq.intake"] = IntakeService(
         adapters.store,
         adapters.queue,
@@ -99,6 +115,7 @@ def create_app(
         uow=adapters.uow,
         lanes=settings.lane_policy(),
         on_final=completion.on_final if completion else None,
+        budgets=budgets,
     )
     if adapters.assignments is not None and adapters.batch is not None:
         assignments = AssignmentService(
@@ -110,6 +127,8 @@ def create_app(
             limits,
             adapters.uow,
             adapters.enqueue_parallelism,
+            lanes=settings.lane_policy(),
+            budgets=budgets,
         )
         app.extensions["gradeq.assignments"] = assignments
         app.extensions["gradeq.regrader"] = Regrader(
@@ -124,9 +143,6 @@ def create_app(
             limits=limits,
         )
         app.register_blueprint(assignments_bp)
-    app.extensions["gradeq.reviewer_auth"] = ReviewerAuthenticator(
-        settings.reviewer_key_map(), firebase, failures
-    )
     review_queue = family.review_queue()
     app.extensions["gradeq.review_queue"] = review_queue
     app.extensions["gradeq.reviews"] = ReviewService(
@@ -167,6 +183,21 @@ def create_app(
     register_cors(app, settings.cors_origin_list())
     admin.init_app(app, settings, adapters, clock)
     return app
+
+
+def _lti(
+    settings: Settings, family: AdapterFamily, clock: Clock
+) -> tuple[LtiLaunches, LtiToolKeys] | None:
+    """LTI 1.3 launches, where configured (the tool URL and the key sealing its keys)."""
+    if not settings.lti_configured():
+        return None
+    keys = LtiToolKeys(
+        family.lti_store(), Sealer.from_setting(settings.lti_secrets_key.get_secret_value()), clock
+    )
+    launches = LtiLaunches(
+        family.lti_store(), keys, family.processed_events(), clock, settings.lti_tool_url
+    )
+    return launches, keys
 
 
 def _firebase(settings: Settings) -> FirebaseAuthenticator | None:

@@ -24,9 +24,12 @@ from services.intake.jobs.views import JobPage, JobView, Problem
 from services.intake.limits.body import MAX_HEADER_BYTES, MAX_JSON_DEPTH, MAX_TARGET_BYTES
 from services.intake.limits.rate_limit import RateLimited
 from services.intake.uploads.routes import UploadIn, UploadOut
+from shared.domain.authorization import AssignmentRequired, Forbidden, SetByTheSchool
 from shared.domain.errors import (
     PROBLEM_BASE,
+    AssignmentNotFound,
     BacklogFull,
+    BudgetExhausted,
     DependencyUnavailable,
     GradeqError,
     IdempotencyConflict,
@@ -80,6 +83,7 @@ COMMON_ERRORS: tuple[type[GradeqError], ...] = (
     NoClientForUser,
     SignInNotAccepted,
     TooManyFailedAuthentications,
+    Forbidden,
     UriTooLong,
     HeaderFieldsTooLarge,
     InternalError,
@@ -125,7 +129,14 @@ def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
         headers = (
             {"Retry-After": _RETRY_AFTER}
             if any(
-                e in (TooManyActiveJobs, RateLimited, BacklogFull, TooManyFailedAuthentications)
+                e
+                in (
+                    TooManyActiveJobs,
+                    RateLimited,
+                    BacklogFull,
+                    TooManyFailedAuthentications,
+                    BudgetExhausted,
+                )
                 for e in group
             )
             else {}
@@ -195,6 +206,9 @@ def _paths() -> dict[str, Any]:
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     create_errors = (
         *COMMON_ERRORS,
+        SetByTheSchool,
+        AssignmentRequired,
+        AssignmentNotFound,
         ValidationFailed,
         NestingTooDeep,
         JsonTooComplex,
@@ -207,6 +221,7 @@ def _paths() -> dict[str, Any]:
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,
+        BudgetExhausted,
         UploadTooLarge,
         UploadTypeNotAllowed,
         UploadNotFound,

@@ -7,7 +7,6 @@ from enum import StrEnum
 
 from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
-from shared.domain.client_ids import owning_client
 from shared.domain.events import GradingCompleted
 from shared.http.callback_guard import CallbackRefused
 from shared.ports import JobStore, ProcessedEvents
@@ -25,6 +24,7 @@ class Handled(StrEnum):
     REFUSED = "refused"
     UNSIGNABLE = "unsignable"
     GONE = "gone"
+    PRACTICE = "practice"
 
 
 _MESSAGES = {
@@ -32,6 +32,7 @@ _MESSAGES = {
     Handled.REFUSED: "event recorded without a webhook",
     Handled.UNSIGNABLE: "event recorded without a webhook: the client has no webhook secret",
     Handled.NO_CALLBACK: "event has no callback_url",
+    Handled.PRACTICE: "event of a practice job: no webhook",
 }
 
 
@@ -73,9 +74,12 @@ class Notifier:
         record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
         callback_url = job.request.callback_url
         handled = Handled.NO_CALLBACK
+        if event.practice or job.request.practice:
+            # A student's practice job is never the school's: nothing is signed for it.
+            handled, callback_url = Handled.PRACTICE, None
         if callback_url:
-            # A signed-in user's job is signed for the client the user belongs to.
-            secrets = self._secrets.signing_secrets(owning_client(job.client_id))
+            # Signed for the school the job belongs to, whoever in it submitted the job.
+            secrets = self._secrets.signing_secrets(job.client_id)
             if not secrets:
                 record["callback_refused"] = "the client has no webhook secret"
                 handled = Handled.UNSIGNABLE

@@ -52,5 +52,6 @@ def drain_on_sigterm(worker: WorkerService, grace_s: float) -> bool:
             previous(signum, frame)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    log.info("SIGTERM drains gradings in flight for %.1fs", grace_s)
+    # Logged at start-up: worded as the promise it is, not as a shutdown under way.
+    log.info("on SIGTERM, gradings in flight get %.1f s to finish", grace_s)
     return True

@@ -19,11 +19,14 @@ from google.cloud.pubsub_v1 import PublisherClient
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.blob_store import GcsBlobStore
+from shared.adapters.google.budget_store import FirestoreBudgetStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.context_cache_records import FirestoreContextCacheRecords
 from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.lti_store import FirestoreLtiStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.quota_ledger import FirestoreQuotaLedger
 from shared.adapters.google.review_store import FirestoreReviewQueue
@@ -44,6 +47,10 @@ ASSIGNMENT_TALLIES = "assignment_tallies"
 ASSIGNMENT_GRADED = "assignment_graded"
 #: Each client's upload bytes of the day (one document per client).
 UPLOAD_QUOTA = "upload_quota"
+#: The prefix of the budget collections (budgets, charges, monthly and daily spend).
+BUDGET = "budget"
+#: One record per explicit provider context cache (shared/adapters/graders/gemini_cache.py).
+CONTEXT_CACHES = "context_caches"
 #: The provider quota the worker instances share (one document per provider model).
 QUOTA_LEDGER = "quota_ledger"
 
@@ -110,6 +117,14 @@ class GoogleFamily:
             self._firestore, UPLOAD_QUOTA, self._settings.firestore_deadline_s
         )
 
+    def budget_store(self) -> FirestoreBudgetStore:
+        return FirestoreBudgetStore(self._firestore, BUDGET, self._settings.firestore_deadline_s)
+
+    def context_cache_records(self) -> FirestoreContextCacheRecords:
+        return FirestoreContextCacheRecords(
+            self._firestore, CONTEXT_CACHES, self._settings.firestore_deadline_s
+        )
+
     def quota_ledger(self) -> FirestoreQuotaLedger:
         s = self._settings
         return FirestoreQuotaLedger(self._firestore, QUOTA_LEDGER, s.firestore_deadline_s)
@@ -159,6 +174,16 @@ class GoogleFamily:
         s = self._settings
         return FirestoreWebhookSecretStore(
             self._firestore, s.webhook_secrets_collection, s.firestore_deadline_s
+        )
+
+    def lti_store(self) -> FirestoreLtiStore:
+        s = self._settings
+        return FirestoreLtiStore(
+            self._firestore,
+            s.lti_registrations_collection,
+            s.lti_keys_collection,
+            s.lti_links_collection,
+            s.firestore_deadline_s,
         )
 
     def event_publisher(self) -> PubSubEventPublisher:

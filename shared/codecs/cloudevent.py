@@ -116,6 +116,8 @@ def _event(event_id: str, occurred_at: datetime, data: dict[str, Any]) -> Gradin
         model=data.get("model"),
         usage=dict(data["usage"]) if data.get("usage") is not None else None,
         lane=data.get("lane"),
+        author=data.get("author") or "server",
+        practice=bool(data.get("practice", False)),
     )
 
 

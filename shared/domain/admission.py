@@ -2,21 +2,22 @@
 
 Both count jobs not yet final. Stores keep the counts as counters updated in the same
 transaction as the job (+1 when created, -1 when it first reaches a final state), so a
-check is a counter read, never a scan. A signed-in user's jobs count as their client's
-(`counted_as`): user scopes share the client's ceiling instead of each having one.
+check is a counter read, never a scan. Every job counts as its school's, whoever in the
+school submitted it (`counted_as`): students share their school's ceiling.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.domain.client_ids import owning_client
+from shared.domain.authorization import owner_of
 from shared.domain.errors import BacklogFull, GradeqError, TooManyActiveJobs
 
 
 def counted_as(client_id: str) -> str:
-    """The client whose counter a job of `client_id` (a client or a user scope) moves."""
-    return owning_client(client_id)
+    """The school whose counter a job of `client_id` moves (a user's scope in data stored
+    before jobs had an author counts as its school)."""
+    return owner_of(client_id).school
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.job import Job
 from shared.domain.status import JobStatus
 
@@ -79,6 +80,8 @@ class Assignment:
     #: The current round's regrade has submissions still to move, waiting for room under
     #: the ceilings of jobs not yet final: the recovery sweep resumes it.
     regrade_waiting: bool = False
+    #: Who in the school (`client_id`) made it: its server, or a signed-in user's id.
+    author: str = SERVER
 
     @classmethod
     def new(
@@ -91,8 +94,10 @@ class Assignment:
         prompt_version: str,
         now: datetime,
         settings: dict[str, Any] | None = None,
+        author: str = SERVER,
     ) -> Assignment:
         return cls(
+            author=author,
             id=assignment_id,
             client_id=client_id,
             title=title,
@@ -103,6 +108,11 @@ class Assignment:
             updated_at=now,
             settings=dict(settings or {}),
         )
+
+    @property
+    def owner(self) -> Owner:
+        """The school the assignment belongs to and its author there."""
+        return Owner(self.client_id, self.author)
 
     @property
     def rubric(self) -> RubricVersion:
@@ -154,13 +164,17 @@ class Assignment:
             "settings": dict(self.settings),
             "expected": self.expected,
             "regrade_waiting": self.regrade_waiting,
+            "author": self.author,
         }
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Assignment:
+        # One made in a user's scope before objects had an author names the user there.
+        owner = owner_of(data["client_id"], data.get("author"))
         return cls(
             id=data["id"],
-            client_id=data["client_id"],
+            client_id=owner.school,
+            author=owner.author,
             title=data["title"],
             max_score=float(data["max_score"]),
             prompt_version=data["prompt_version"],

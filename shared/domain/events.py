@@ -58,6 +58,10 @@ class GradingCompleted:
     # attribute so the notification subscription's filter skips events it has no work for.
     # Not part of the data. None when not known (an event decoded without the attribute).
     has_callback: bool | None = None
+    # Who in the school submitted the job ("server", or a signed-in user's id), and
+    # whether it was a student's practice job (never the school's webhook or gradebook).
+    author: str = "server"
+    practice: bool = False
 
     @classmethod
     def from_job(cls, job: Job) -> GradingCompleted:
@@ -82,6 +86,8 @@ class GradingCompleted:
             usage=(dict(job.result.usage) or None) if job.result else None,
             lane=job.lane,
             has_callback=bool(job.request.callback_url),
+            author=job.author,
+            practice=job.request.practice,
         )
 
     def data(self) -> dict[str, Any]:
@@ -103,6 +109,8 @@ class GradingCompleted:
             "model": self.model,
             "usage": dict(self.usage) if self.usage is not None else None,
             "lane": self.lane,
+            "author": self.author,
+            "practice": self.practice,
         }
 
 
@@ -192,6 +200,8 @@ class GradeReviewed:
     model: str | None
     prompt_version: str | None
     occurred_at: datetime
+    # Who in the school (`client_id`) submitted the reviewed job: "server" or a user id.
+    author: str = "server"
 
     @classmethod
     def from_job(cls, job: Job) -> GradeReviewed:
@@ -213,6 +223,7 @@ class GradeReviewed:
             model=job.result.model or None,
             prompt_version=job.result.prompt_version or None,
             occurred_at=latest.at,
+            author=job.author,
         )
 
     def data(self) -> dict[str, Any]:
@@ -230,4 +241,5 @@ class GradeReviewed:
             "max_score": self.max_score,
             "model": self.model,
             "prompt_version": self.prompt_version,
+            "author": self.author,
         }

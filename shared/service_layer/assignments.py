@@ -21,6 +21,7 @@ from typing import Any
 
 from shared.domain.admission import AdmissionLimits
 from shared.domain.assignment import Assignment, Rubric, Tally
+from shared.domain.authorization import Action, Principal, as_principal, authorize, require
 from shared.domain.errors import (
     AssignmentNotFound,
     GradeqError,
@@ -29,6 +30,7 @@ from shared.domain.errors import (
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
 from shared.domain.job import GradingRequest, Job
+from shared.domain.lanes import LanePolicy
 from shared.domain.status import JobStatus
 from shared.ports import (
     AssignmentStore,
@@ -41,6 +43,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.intake import decode_cursor, encode_cursor
 
 log = logging.getLogger(__name__)
@@ -140,7 +143,13 @@ class AssignmentService:
         limits: AdmissionLimits | None = None,
         uow: UnitOfWork | None = None,
         enqueue_parallelism: int = 1,
+        lanes: LanePolicy | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # The school's lanes: its default one for every submission (None: the queue's).
+        self._lanes = lanes
+        # Monthly budgets: past a hard limit a whole batch is refused (BudgetExhausted).
+        self._budgets = budgets
         self._assignments = assignments
         self._jobs = jobs
         self._batch = batch
@@ -154,7 +163,7 @@ class AssignmentService:
 
     def create(
         self,
-        client_id: str,
+        caller: Principal | str,
         idempotency_key: str,
         title: str,
         rubric: Rubric,
@@ -163,15 +172,19 @@ class AssignmentService:
         settings: dict[str, Any] | None = None,
     ) -> tuple[Assignment, bool]:
         """Create the assignment once per key; a retry with another body is a conflict."""
+        principal = as_principal(caller)
+        require(principal, Action.ASSIGNMENT_CREATE)
         new = Assignment.new(
-            assignment_id_for(client_id, idempotency_key),
-            client_id,
+            # The school's key space, whoever of its staff creates it.
+            assignment_id_for(principal.school, idempotency_key),
+            principal.school,
             title,
             rubric,
             max_score,
             prompt_version,
             self._clock.now(),
             settings,
+            author=principal.author,
         )
         stored, created = self._assignments.create(new)
         if not created and _definition(stored) != _definition(new):
@@ -180,53 +193,81 @@ class AssignmentService:
             )
         return stored, created
 
-    def get(self, client_id: str, assignment_id: str) -> Assignment:
-        """The client's assignment; another client's is as unknown as a missing one."""
+    def get(
+        self,
+        caller: Principal | str,
+        assignment_id: str,
+        action: Action = Action.ASSIGNMENT_READ,
+        read: Action = Action.ASSIGNMENT_READ,
+    ) -> Assignment:
+        """The assignment, if the policy lets the caller `action` it; one the caller may
+        not `read` is as unknown as a missing one (another school's always)."""
+        principal = as_principal(caller)
         assignment = self._assignments.get(assignment_id)
-        if assignment is None or assignment.client_id != client_id:
-            raise AssignmentNotFound(f"no assignment {assignment_id}")
+        authorize(
+            principal,
+            action,
+            assignment.owner if assignment else None,
+            lambda _: AssignmentNotFound(f"no assignment {assignment_id}"),
+            read,
+        )
+        assert assignment is not None
         return assignment
 
-    def find(self, client_id: str, assignment_id: str) -> Assignment | None:
-        """The client's assignment of this id, or None (a free-form label on a job)."""
+    def find(self, caller: Principal | str, assignment_id: str) -> Assignment | None:
+        """The caller's school's assignment of this id to submit into, or None (a free-form
+        label on a job, or another school's: as unknown as a missing one)."""
+        principal = as_principal(caller)
         assignment = self._assignments.get(assignment_id)
-        return assignment if assignment and assignment.client_id == client_id else None
+        if assignment is None or not principal.may(Action.JOB_SUBMIT, assignment.owner):
+            return None
+        return assignment
 
-    def page(self, client_id: str, limit: int, cursor: str | None = None) -> AssignmentPage:
+    def page(
+        self, caller: Principal | str, limit: int, cursor: str | None = None
+    ) -> AssignmentPage:
+        principal = as_principal(caller)
+        require(principal, Action.ASSIGNMENT_LIST)
         after = decode_cursor(cursor) if cursor else None
-        found = self._assignments.list_of(client_id, limit + 1, after)
+        found = self._assignments.list_of(principal.school, limit + 1, after)
         more = len(found) > limit
         found = found[:limit]
         return AssignmentPage(found, _cursor_of(found[-1]) if more else None)
 
-    def revise(self, client_id: str, assignment_id: str, rubric: Rubric) -> Assignment:
+    def revise(self, caller: Principal | str, assignment_id: str, rubric: Rubric) -> Assignment:
         """Make `rubric` the assignment's next rubric version (the same rubric: no change)."""
-        self.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        self.get(principal, assignment_id, Action.ASSIGNMENT_EDIT)
         now = self._clock.now()
         return self._assignments.update(assignment_id, lambda a: a.revise(rubric, now))
 
-    def progress(self, client_id: str, assignment_id: str) -> Progress:
+    def progress(self, caller: Principal | str, assignment_id: str) -> Progress:
         """The assignment and its current round's counters: two reads plus the tally's."""
-        assignment = self.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self.get(principal, assignment_id)
         return Progress(assignment, self._assignments.tally(assignment.id, assignment.round))
 
     def grades(
-        self, client_id: str, assignment_id: str, limit: int, cursor: str | None = None
+        self, caller: Principal | str, assignment_id: str, limit: int, cursor: str | None = None
     ) -> GradePage:
         """One page of the assignment's jobs, newest first."""
-        assignment = self.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
+        return self._grades(assignment, limit, cursor)
+
+    def _grades(self, assignment: Assignment, limit: int, cursor: str | None) -> GradePage:
         after = JobCursor(*decode_cursor(cursor)) if cursor else None
-        where = JobFilter(client_id=client_id, assignment_id=assignment.id)
+        where = JobFilter(client_id=assignment.client_id, assignment_id=assignment.id)
         jobs = self._jobs.find_jobs(where, limit + 1, after)
         more = len(jobs) > limit
         jobs = jobs[:limit]
         return GradePage(jobs, encode_cursor(jobs[-1]) if more else None)
 
-    def all_grades(self, client_id: str, assignment_id: str, page: int = 200) -> Iterator[Job]:
-        """Every job of the assignment, a page at a time (for a streamed sheet)."""
+    def all_grades(self, assignment: Assignment, page: int = 200) -> Iterator[Job]:
+        """Every job of an assignment the caller was allowed, a page at a time."""
         cursor: str | None = None
         while True:
-            found = self.grades(client_id, assignment_id, page, cursor)
+            found = self._grades(assignment, page, cursor)
             yield from found.jobs
             if found.next_cursor is None:
                 return
@@ -251,19 +292,29 @@ class AssignmentService:
         )
 
     def submit_batch(
-        self, client_id: str, assignment_id: str, answers: list[Answer]
+        self,
+        caller: Principal | str,
+        assignment_id: str,
+        answers: list[Answer],
+        action: Action = Action.ASSIGNMENT_BATCH,
     ) -> list[ItemResult]:
         """Accept each answer once: new ones get a job and its task, retries their job back.
 
         Items come back in the order given. An answer whose submission id was used with
         other content is refused (a conflict); a repeated id within one batch too.
         """
+        principal = as_principal(caller)
         if len(answers) > MAX_BATCH:
             raise ValidationFailed(
                 f"a batch holds at most {MAX_BATCH} answers",
                 errors=[{"field": "answers", "message": f"at most {MAX_BATCH} items"}],
             )
-        assignment = self.get(client_id, assignment_id)
+        # A student submits one answer (`JOB_SUBMIT`) into an assignment it may not read.
+        assignment = self.get(principal, assignment_id, action, read=action)
+        if self._budgets is not None:
+            self._budgets.admit(assignment.client_id, assignment.id)
+        owner = principal.owner
+        lane = self._lanes.resolve(assignment.client_id, None) if self._lanes else None
         now = self._clock.now()
         results: dict[int, ItemResult] = {}
         seen: set[str] = set()
@@ -277,9 +328,16 @@ class AssignmentService:
                 )
                 continue
             seen.add(answer.submission_id)
-            job_id = submission_job_id(client_id, assignment.id, answer.submission_id)
+            # A student's submission ids are their own; the staff share the school's.
+            job_id = submission_job_id(principal.key_space, assignment.id, answer.submission_id)
             new = Job.new(
-                job_id, client_id, self.request_for(assignment, answer), answer.fingerprint(), now
+                job_id,
+                assignment.client_id,
+                self.request_for(assignment, answer),
+                answer.fingerprint(),
+                now,
+                lane=lane,
+                author=owner.author,
             )
             wanted.append((index, answer, new))
         with self._uow.atomic() if self._uow else nullcontext():

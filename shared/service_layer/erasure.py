@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from shared.domain.authorization import Action, Principal, as_principal, authorize, require
 from shared.domain.erasure import ErasureReport, event_ids_of, tally_removal
 from shared.domain.errors import GradeqError, JobAlreadyFinal, JobNotFound
 from shared.domain.job import Job
@@ -75,25 +76,37 @@ class ErasureService:
         self._clock = clock
         self._retention = retention or Retention()
 
-    def erase_job(self, client_id: str, job_id: str) -> ErasureReport:
+    def erase_job(self, caller: Principal | str, job_id: str) -> ErasureReport:
+        """Erase one submission the policy lets the caller erase (the school's staff: any of
+        the school's, a student's included); one it may not read is as unknown as missing."""
+        principal = as_principal(caller)
         job = self._store.get(job_id)
-        if job is None or job.client_id != client_id:
-            raise JobNotFound(f"no grading job {job_id}")
+        authorize(
+            principal,
+            Action.JOB_ERASE,
+            job.owner if job else None,
+            lambda _: JobNotFound(f"no grading job {job_id}"),
+            Action.JOB_READ,
+        )
+        assert job is not None
         report = ErasureReport()
         self._erase(job, report)
         return self._finish(report)
 
-    def erase_student(self, client_id: str, student_id: str) -> ErasureReport:
+    def erase_student(self, caller: Principal | str, student_id: str) -> ErasureReport:
+        """Erase every submission of the school's student `student_id`, whoever sent it."""
+        principal = as_principal(caller)
+        require(principal, Action.STUDENT_ERASE)
         report = ErasureReport()
         while True:
-            found = self._eraser.jobs_of_student(client_id, student_id, PAGE)
+            found = self._eraser.jobs_of_student(principal.school, student_id, PAGE)
             if not found:
                 break
             for job in found:
                 self._erase(job, report)
         if self._blobs is not None:
             # The student's uploads, named by a job or never: all live under one prefix.
-            removed = self._blobs.delete_under(student_prefix(client_id, student_id))
+            removed = self._blobs.delete_under(student_prefix(principal.school, student_id))
             report.uploads += [name for name in removed if name not in report.uploads]
         return self._finish(report)
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.domain.admission import AdmissionLimits
-from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
+from shared.domain.authorization import Action, Principal, as_principal, authorize
+from shared.domain.errors import (
+    BudgetExhausted,
+    IdempotencyConflict,
+    JobNotFound,
+    ValidationFailed,
+)
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
@@ -28,6 +34,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -94,7 +101,10 @@ class IntakeService:
         uow: UnitOfWork | None = None,
         lanes: LanePolicy | None = None,
         on_final: Callable[[Job], None] | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: past a hard limit a new job is refused (BudgetExhausted).
+        self._budgets = budgets
         # None: every job goes to the queue's default lane (the request's lane is kept).
         self._lanes = lanes
         self._on_final = on_final
@@ -106,9 +116,17 @@ class IntakeService:
         self._publisher = publisher
         self._clock = clock
 
-    def submit(self, client_id: str, idempotency_key: str, request: GradingRequest) -> Submission:
-        """Store the job once per key, then make sure its task exists."""
-        job_id = job_id_for(client_id, idempotency_key)
+    def submit(
+        self, caller: Principal | str, idempotency_key: str, request: GradingRequest
+    ) -> Submission:
+        """Store the job once per key (of its author), then make sure its task exists.
+
+        The caller's right to send this request (its own rubric, or practice) is checked
+        before: the job belongs to the caller's school and names the caller its author.
+        """
+        principal = as_principal(caller)
+        owner = principal.owner
+        job_id = job_id_for(principal.key_space, idempotency_key)
         with job_context(job_id):
             now = self._clock.now()
             scheduled = request.scheduled_for
@@ -117,9 +135,25 @@ class IntakeService:
                     f"not_before may be at most {MAX_SCHEDULE_AHEAD.days} days ahead",
                     errors=[{"field": "not_before", "message": "too far ahead"}],
                 )
-            lane = self._lanes.resolve(client_id, request.lane) if self._lanes else request.lane
+            # The school's lanes, whoever in it submits.
+            lane = self._lanes.resolve(owner.school, request.lane) if self._lanes else request.lane
+            if self._budgets is not None:
+                try:
+                    self._budgets.admit(owner.school, request.assignment_id)
+                except BudgetExhausted:
+                    # A retried request of a job accepted before is answered with it.
+                    known = self._store.get(job_id)
+                    if known is None or known.client_id != owner.school:
+                        raise
+                    if known.fingerprint != fingerprint(request):
+                        raise IdempotencyConflict(
+                            "this Idempotency-Key was already used with a different request body"
+                        ) from None
+                    return Submission(known, False)
             digest = fingerprint(request)
-            new = Job.new(job_id, client_id, request, digest, now, lane=lane)
+            new = Job.new(
+                job_id, owner.school, request, digest, now, lane=lane, author=owner.author
+            )
             # The job and its task commit together where the backend allows: nothing is
             # half-written. Elsewhere a job may be stored without its task; its client's
             # retry (same key) or the recovery sweep creates the task.
@@ -159,34 +193,54 @@ class IntakeService:
             )
         return job, created
 
-    def get(self, client_id: str, job_id: str) -> Job:
-        """Return the client's job; another client's job is as unknown as a missing one."""
+    def get(self, caller: Principal | str, job_id: str, action: Action = Action.JOB_READ) -> Job:
+        """The job, if the policy lets the caller `action` it; a job it may not read is as
+        unknown as a missing one (another school's always)."""
+        principal = as_principal(caller)
         job = self._store.get(job_id)
-        if job is None or job.client_id != client_id:
-            raise JobNotFound(f"no grading job {job_id}")
+        authorize(
+            principal,
+            action,
+            job.owner if job else None,
+            lambda _: JobNotFound(f"no grading job {job_id}"),
+            Action.JOB_READ,
+        )
+        assert job is not None
         return job
 
     def list(
         self,
-        client_id: str,
+        caller: Principal | str,
         limit: int,
         status: JobStatus | None = None,
         submission_id: str | None = None,
         cursor: str | None = None,
     ) -> Page:
-        """The client's jobs, newest first, `limit` at a time."""
+        """The jobs the caller sees, newest first, `limit` at a time: the whole school's
+        for its staff, one's own for a student (or staff narrowing to their own)."""
+        principal = as_principal(caller)
         after = decode_cursor(cursor) if cursor else None
+        author = None if principal.sees_school else principal.author
         # One more than asked tells whether another page exists.
-        query = JobQuery(client_id, limit + 1, status, submission_id, after)
+        query = JobQuery(principal.school, limit + 1, status, submission_id, after, author)
         jobs = self._store.list_jobs(query)
         more = len(jobs) > limit
         jobs = jobs[:limit]
         return Page(jobs, encode_cursor(jobs[-1]) if more else None)
 
-    def cancel(self, client_id: str, job_id: str) -> Job:
-        """Cancel a job that has not finished; announce it like any final state."""
-        self.get(client_id, job_id)
+    def cancel(self, caller: Principal | str, job_id: str) -> Job:
+        """Cancel a job that has not finished; announce it like any final state.
+
+        A repeated cancel (a client's retry, or two racing) answers the cancelled job as
+        the first did; a job that ended otherwise is refused as already final.
+        """
+        job = self.get(as_principal(caller), job_id, Action.JOB_CANCEL)
         with job_context(job_id):
-            job = self._store.update(job_id, lambda j: j.cancel(self._clock.now()))
-            log.info("job cancelled")
+            if job.status is not JobStatus.CANCELLED:
+                now = self._clock.now()
+                # A racing cancel may have got there first: its job is left as it is.
+                job = self._store.update(
+                    job_id, lambda j: j if j.status is JobStatus.CANCELLED else j.cancel(now)
+                )
+                log.info("job cancelled")
             return announce(job, self._store, self._publisher, self._clock, self._on_final)

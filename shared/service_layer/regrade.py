@@ -26,6 +26,7 @@ from datetime import datetime
 from shared.domain.admission import AdmissionLimits
 from shared.domain.agreement import quadratic_weighted_kappa
 from shared.domain.assignment import Assignment, Rubric
+from shared.domain.authorization import Action, Principal, as_principal
 from shared.domain.errors import (
     AssignmentBusy,
     BacklogFull,
@@ -101,13 +102,14 @@ class Regrader:
 
     def regrade(
         self,
-        client_id: str,
+        caller: Principal | str,
         assignment_id: str,
         rubric: Rubric | None = None,
         prompt_version: str | None = None,
     ) -> Assignment:
         """Open the next round and move every final submission into it (or finish moving)."""
-        assignment = self._service.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_REGRADE)
         tally = self._assignments.tally(assignment.id, assignment.round)
         resuming = assignment.round > 0 and tally.total < assignment.expected
         if not resuming:
@@ -142,7 +144,7 @@ class Regrader:
             raise full  # nothing fits now (429 or 503): asking again resumes the round
         if self._check_round is not None:
             # Every job may have been graded already while others were still moving.
-            self._check_round(assignment.id, client_id, assignment.round)
+            self._check_round(assignment.id, assignment.client_id, assignment.round)
         return assignment
 
     def resume(self, assignment_id: str) -> int:
@@ -234,7 +236,7 @@ class Regrader:
                     log.warning("regrade task not made; the sweep replays it", exc_info=True)
             return 1
 
-        jobs = self._service.all_grades(assignment.client_id, assignment.id)
+        jobs = self._service.all_grades(assignment)
         if self._parallelism <= 1:
             moved = sum(one(job) for job in jobs)
         else:
@@ -262,9 +264,12 @@ class Regrader:
                 time.sleep(wait_s)
         return None
 
-    def report(self, client_id: str, assignment_id: str, threshold: float = 1.0) -> RegradeReport:
+    def report(
+        self, caller: Principal | str, assignment_id: str, threshold: float = 1.0
+    ) -> RegradeReport:
         """Old and new score of each submission of the current round, and the summary."""
-        assignment = self._service.get(client_id, assignment_id)
+        principal = as_principal(caller)
+        assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
         changes = list(self._changes(assignment))
         pairs = [(c.old, c.new) for c in changes if c.old is not None and c.new is not None]
         old = [p[0] for p in pairs]
@@ -281,7 +286,7 @@ class Regrader:
         )
 
     def _changes(self, assignment: Assignment) -> Iterator[ScoreChange]:
-        for job in self._service.all_grades(assignment.client_id, assignment.id):
+        for job in self._service.all_grades(assignment):
             if job.request.assignment_round != assignment.round:
                 continue
             before = job.regraded_from

@@ -21,6 +21,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.domain.agreement import Agreement, agreement_of
+from shared.domain.authorization import (
+    SERVER,
+    Action,
+    Principal,
+    as_principal,
+    authorize,
+    require,
+    same_school,
+)
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.domain.events import GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
@@ -67,7 +76,8 @@ class ReviewPolicies:
         assignment_id = job.request.assignment_id
         if assignment_id is not None and self._assignments is not None:
             assignment = self._assignments.get(assignment_id)
-            if assignment is not None and assignment.client_id == job.client_id:
+            # The assignment's rules hold for every submission of its school, a student's too.
+            if assignment is not None and same_school(assignment.owner, job.owner):
                 policy = policy_of(assignment.settings)
                 if policy is not None:
                     return policy
@@ -131,34 +141,49 @@ class ReviewService:
         self._clock = clock
 
     def held(
-        self, client_id: str, assignment_id: str | None, limit: int, cursor: str | None = None
+        self,
+        caller: Principal | str,
+        assignment_id: str | None,
+        limit: int,
+        cursor: str | None = None,
     ) -> ReviewPage:
-        """The client's held grades, oldest first (of one assignment, or all)."""
+        """The school's held grades, oldest first (of one assignment, or all)."""
+        principal = as_principal(caller)
+        require(principal, Action.REVIEW_LIST)
         after = _decode_cursor(cursor) if cursor else None
-        found = self._queue.held(client_id, assignment_id, limit + 1, after)
+        found = self._queue.held(principal.school, assignment_id, limit + 1, after)
         more = len(found) > limit
         found = found[:limit]
         return ReviewPage(found, _encode_cursor(found[-1]) if more else None)
 
-    def get(self, client_id: str, job_id: str) -> Job:
-        """A held or reviewed job of the reviewer's client; JobNotFound for any other."""
+    def get(self, caller: Principal | str, job_id: str, action: Action = Action.REVIEW_READ) -> Job:
+        """A held or reviewed job the caller may `action`; JobNotFound for one it may not
+        read, or one never held."""
+        principal = as_principal(caller)
         job = self._store.get(job_id)
-        if job is None or job.client_id != client_id or job.review is None:
-            raise JobNotFound(f"no grading job {job_id} held for review")
+        authorize(
+            principal,
+            action,
+            job.owner if job is not None and job.review is not None else None,
+            lambda _: JobNotFound(f"no grading job {job_id} held for review"),
+            Action.JOB_READ,
+        )
+        assert job is not None
         # A review whose events a crash left unpublished goes out on the next look at it.
         return self.announce_pending(job)
 
     def decide(
         self,
-        client_id: str,
+        caller: Principal | str,
         job_id: str,
-        by: str,
         reason: str,
         override: Override | None = None,
     ) -> Job:
         """Accept the model's grade (`override` None) or replace it; then announce."""
+        principal = as_principal(caller)
         # A previous review still unannounced goes out first (`get`): each keeps its events.
-        self.get(client_id, job_id)
+        self.get(principal, job_id, Action.REVIEW_DECIDE)
+        by = reviewer_name(principal)
 
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
@@ -256,11 +281,24 @@ class AgreementReport:
     pairs: list[tuple[float, float]]
 
 
+def reviewer_name(principal: Principal) -> str:
+    """Who reviewed, as the job's history records it: `key:<name>`, `server`, `user:<uid>`."""
+    if principal.author == SERVER or principal.author.startswith("key:"):
+        return principal.author
+    return f"user:{principal.author}"
+
+
 def agreement_report(
-    queue: ReviewQueue, client_id: str, assignment_id: str | None
+    queue: ReviewQueue, principal: Principal | str, assignment_id: str | None
 ) -> AgreementReport:
-    """Compare each reviewed grade's model score with its newest review's score."""
-    jobs = queue.reviewed(client_id, assignment_id, MAX_AGREEMENT_GRADES)
+    """Compare each reviewed grade's model score with its newest review's score (of the
+    caller's school; an operator names the school)."""
+    if isinstance(principal, Principal):
+        require(principal, Action.REVIEW_LIST)
+        school = principal.school
+    else:
+        school = principal
+    jobs = queue.reviewed(school, assignment_id, MAX_AGREEMENT_GRADES)
     rows: list[tuple[str, str, float, float, float]] = []
     for job in jobs:
         teacher = job.effective_result

@@ -4,7 +4,9 @@
 variables {
   project_id = "my-gradeq-project"
   region     = "europe-west1"
-  image      = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq:0.1.0"
+  image      = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq@sha256:69ee2d9c6dc292a5c4da9a0edce074dcaf08cea41296940cd03bfb952ff4e4ae"
+  # Without one the plan warns (check.alerts_notify_someone), which a test counts as a failure.
+  notification_channels = ["projects/my-gradeq-project/notificationChannels/123"]
 }
 
 run "production_defaults" {
@@ -95,4 +97,48 @@ run "worker_budget_is_checked" {
 
   # lease + grader timeout + result write retry must fit the queue's dispatch deadline.
   expect_failures = [output.worker_url]
+}
+
+# Three lanes of 100 concurrent dispatches against 20 x 8 worker slots: tasks would meet
+# Cloud Run's 429 and spend their attempts.
+run "lanes_fit_the_worker_slots" {
+  command = plan
+
+  variables {
+    worker = { max_instances = 20 }
+  }
+
+  expect_failures = [output.worker_url]
+}
+
+# No notification channel: the plan warns that the alerts notify nobody.
+run "alerts_without_channels_warn" {
+  command = plan
+
+  variables {
+    notification_channels = []
+  }
+
+  expect_failures = [check.alerts_notify_someone]
+}
+
+run "notification_channels_are_channel_ids" {
+  command = plan
+
+  variables {
+    notification_channels = ["my-team@example.com"]
+  }
+
+  expect_failures = [var.notification_channels]
+}
+
+# A tag may be moved to another image; the services are deployed by digest.
+run "image_by_digest" {
+  command = plan
+
+  variables {
+    image = "europe-west1-docker.pkg.dev/my-gradeq-project/gradeq/gradeq:0.1.0"
+  }
+
+  expect_failures = [var.image]
 }

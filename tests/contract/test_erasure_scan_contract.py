@@ -32,6 +32,7 @@ from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.codecs.push_envelope import ReceivedEvent
+from shared.domain.authorization import Principal, Role
 from shared.domain.events import GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
@@ -294,7 +295,9 @@ def test_an_erased_student_leaves_nothing_in_any_store(
     backend.jobs.create(Job.new("job-ada-2", CLIENT, request, "fp", clock.now()))
     school.finish("job-ada-2", 5.0, policy)
     reviews = ReviewService(backend.jobs, backend.queue, school.publisher, clock)
-    reviews.decide(CLIENT, "job-ada-2", "key:ms", "generous", Override(7.0))
+    reviews.decide(
+        Principal(CLIENT, "key:ms", Role.REVIEWER), "job-ada-2", "generous", Override(7.0)
+    )
     school.deliver()
     bob = school.graded(1, BOB, (bobs_file,))
 

@@ -17,6 +17,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
+from shared.domain.authorization import Principal, Role
 from shared.domain.errors import JobNotFound
 from shared.domain.events import GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
@@ -84,8 +85,12 @@ def test_held_reviewed_and_erased_on_each_backend(backend: Backend) -> None:
     assert [j.id for j in reviews.held("client-a", "a-1", 10).jobs] == ["job-1"]
     with pytest.raises(JobNotFound):
         reviews.get("client-b", "job-1")
-    reviews.decide("client-a", "job-1", "key:ms", "generous", Override(7.0))
-    reviews.decide("client-a", "job-1", "key:ms", "generous", Override(7.0))  # a second review
+    reviews.decide(
+        Principal("client-a", "key:ms", Role.REVIEWER), "job-1", "generous", Override(7.0)
+    )
+    reviews.decide(
+        Principal("client-a", "key:ms", Role.REVIEWER), "job-1", "generous", Override(7.0)
+    )  # a second review
     completed = [e for e in publisher.events if isinstance(e, GradingCompleted)]
     reviewed = [e for e in publisher.events if isinstance(e, GradeReviewed)]
     assert [e.score for e in completed] == [7.0]

@@ -385,8 +385,11 @@ def test_deploy_docs_build_the_image_for_cloud_runs_platform() -> None:
 def test_deploy_docs_deploy_the_image_they_built() -> None:
     lines = _shell_lines()
     text = "\n".join(lines)
-    (image,) = re.findall(r"^IMAGE=(\S+)", text, re.M)
-    assert any(re.search(r'(docker|podman) push "\$IMAGE"', line) for line in lines)
+    # The image is pushed by tag and deployed by the digest of what that tag names.
+    (tagged,) = re.findall(r"^TAGGED=(\S+)", text, re.M)
+    assert any(re.search(r'(docker|podman) push "\$TAGGED"', line) for line in lines)
+    (image,) = re.findall(r"^IMAGE=(.+)$", text, re.M)
+    assert 'describe "$TAGGED"' in image and "fully_qualified_digest" in image
     var_files = set(re.findall(r"terraform [^\n]*-var-file=(\S+)", text))
     assert len(var_files) == 1, f"terraform runs with several variable files: {var_files}"
     (var_file,) = var_files
@@ -394,12 +397,71 @@ def test_deploy_docs_deploy_the_image_they_built() -> None:
     written = re.search(rf"cat > {re.escape(var_file)} <<EOF\n(.*?)\nEOF", text, re.S)
     assert written, f"docs/deploy.md never writes {var_file}"
     assert re.search(r'^image\s*=\s*"\$IMAGE"$', written.group(1), re.M), written.group(1)
-    assert image.startswith("$REGION-docker.pkg.dev/$PROJECT/")
+    assert tagged.startswith("$REGION-docker.pkg.dev/$PROJECT/")
 
 
 def test_deploy_docs_change_into_terraform_once() -> None:
     lines = [line.split("#", 1)[0].strip() for line in _shell_lines()]
     cds = [i for i, line in enumerate(lines) if line == "cd terraform"]
     assert len(cds) == 1, "a second `cd terraform` fails: the shell is already in terraform/"
-    first_terraform = next(i for i, line in enumerate(lines) if line.startswith("terraform "))
+    # The bootstrap runs before, from the root, with -chdir.
+    first_terraform = next(
+        i for i, line in enumerate(lines) if line.startswith("terraform ") and "-chdir" not in line
+    )
     assert cds[0] < first_terraform
+
+
+def _section(text: str, heading: str) -> str:
+    """One `## ` section of a document, from its heading to the next."""
+    start = text.index(f"\n## {heading}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_deploy_docs_give_googles_queue_name_tombstone() -> None:
+    # Google's reference for queues.delete: "a tombstone window of up to 3 days".
+    text = " ".join(DEPLOY.read_text().split())
+    assert "up to 3 days" in text
+    assert "up to 7 days" not in text
+
+
+def test_step_one_says_how_terraform_authenticates_and_whom_it_bills() -> None:
+    step = " ".join(_section(DEPLOY.read_text(), "1. ").split())
+    assert "Application Default Credentials" in step
+    assert "gcloud auth application-default login" in step
+    assert "--impersonate-service-account" in step
+    # The provider ignores ADC's quota project: the configuration names its own.
+    assert "does not read the quota project" in step
+    assert "`billing_project = var.project_id`" in step
+    assert "`user_project_override = true`" in step
+
+
+def test_the_grader_choice_is_said_where_the_variables_are_written() -> None:
+    text = DEPLOY.read_text()
+    step = " ".join(_section(text, "4. ").split())
+    assert "cat > gradeq.tfvars" in step
+    assert "**offline keyword grader**" in step
+    assert 'grader = { kind = "gemini" }' in step
+    example = (tfconfig.TERRAFORM_DIR / "examples" / "minimal.tfvars").read_text()
+    assert "offline keyword grader" in example
+
+
+def test_deploy_docs_walk_bootstrap_first_apply_check_upgrade_and_teardown() -> None:
+    text = DEPLOY.read_text()
+    headings = [
+        "## 2. Bootstrap",
+        "## 5. First apply",
+        "## 7. Check the deployment end to end",
+        "## Upgrade",
+        "## Teardown",
+    ]
+    positions = [text.index(f"\n{h}") for h in headings]
+    assert positions == sorted(positions)
+    check = _section(text, "7. ")
+    assert "gradeq doctor --url" in check
+    teardown = _section(text, "Teardown")
+    assert "./teardown.sh -var-file=gradeq.tfvars" in teardown
+    assert "terraform apply teardown.tfplan" in teardown
+    assert (tfconfig.TERRAFORM_DIR / "teardown.sh").exists()
+    upgrade = _section(text, "Upgrade")
+    assert "terraform plan -var-file=gradeq.tfvars" in upgrade

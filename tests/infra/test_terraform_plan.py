@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from localcloud.terraform_provider.check import Workspace
+from shared.config.settings import Settings
 from tests.infra import terraform_run, tfconfig
 from tests.infra.tfconfig import REPO
 
@@ -309,3 +310,34 @@ def test_an_applied_deployment_keeps_what_moved(
     assert {c["address"] for c in moved.values()} <= created
     deleted = [c["address"] for c in plan["resource_changes"] if "delete" in c["change"]["actions"]]
     assert deleted == []
+
+
+def _plain_env(values: dict[str, Any]) -> dict[str, str]:
+    """A planned service's plain env variables (not the secret ones), by name."""
+    (container,) = values["template"][0]["containers"]
+    return {e["name"]: e["value"] for e in container["env"] if e.get("value") is not None}
+
+
+@pytest.mark.parametrize("plan_name", ["production_plan", "keyed_grader_plan"])
+def test_the_model_is_called_in_the_deployments_region_by_default(
+    plan_name: str, request: pytest.FixtureRequest
+) -> None:
+    # Data residency: Gemini on Vertex AI runs where the answers are stored unless
+    # grader.location names another location (docs/deploy.md, "The grader").
+    plan: dict[str, Any] = request.getfixturevalue(plan_name)
+    region = plan["variables"]["region"]["value"]
+    (worker,) = services(plan, ("worker",)).values()
+    env = _plain_env(worker)
+    settings = Settings(
+        location=env["GRADEQ_LOCATION"], grader_location=env.get("GRADEQ_GRADER_LOCATION", "")
+    )
+    assert settings.grader_vertex_location == region != "global"
+
+
+def test_the_plan_warns_when_the_alerts_notify_nobody(production_plan: dict[str, Any]) -> None:
+    # minimal.tfvars names no channel: every alert policy would notify nobody.
+    policies = planned(production_plan, "google_monitoring_alert_policy")
+    assert len(policies) >= 9
+    assert all(not values.get("notification_channels") for values in policies.values())
+    checks = {c["address"]["to_display"]: c["status"] for c in production_plan["checks"]}
+    assert checks.get("check.alerts_notify_someone") == "fail", checks

@@ -282,6 +282,30 @@ def test_a_signed_in_users_job_belongs_to_its_client() -> None:
         verify_webhook(SECRET, lookalike, signed(lookalike), client_id="a")
 
 
+def test_a_webhook_names_its_author_and_a_receiver_may_take_the_servers_jobs_only() -> None:
+    by_student = json.dumps({"data": {"job_id": "job-1", "client_id": "a", "author": "ada"}})
+    verified = verify_webhook(SECRET, by_student, signed(by_student), client_id="a")
+    assert verified["data"]["author"] == "ada"
+    with pytest.raises(InvalidWebhook, match="submitted by 'ada'"):
+        verify_webhook(SECRET, by_student, signed(by_student), client_id="a", author="server")
+    # An event from before authors existed names the user in its client id.
+    legacy = json.dumps({"data": {"job_id": "job-1", "client_id": "a:user:ada"}})
+    assert verify_webhook(SECRET, legacy, signed(legacy), client_id="a")["data"]["author"] == "ada"
+    with pytest.raises(InvalidWebhook):
+        verify_webhook(SECRET, legacy, signed(legacy), client_id="a", author="server")
+    by_server = json.dumps({"data": {"job_id": "job-2", "client_id": "a"}})
+    served = verify_webhook(SECRET, by_server, signed(by_server), client_id="a", author="server")
+    assert served["data"]["author"] == "server"
+
+
+def test_a_practice_jobs_webhook_is_never_the_schools() -> None:
+    practice = json.dumps(
+        {"data": {"job_id": "job-1", "client_id": "a", "author": "ada", "practice": True}}
+    )
+    with pytest.raises(InvalidWebhook, match="practice"):
+        verify_webhook(SECRET, practice, signed(practice), client_id="a")
+
+
 def test_a_retry_after_longer_than_the_longest_backoff_is_raised_not_slept(
     client: GradeqClient, sleeps: list[float], requests_mock: rm.Mocker
 ) -> None:

@@ -74,6 +74,33 @@ def test_gemini_on_vertex_and_on_the_gemini_api_are_built_without_network() -> N
     assert Settings(grader="gemini", project_id="p").grader_model_name == "gemini-3.5-flash"  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"location": "europe-west1"}, "europe-west1"),
+        ({"location": "europe-west4"}, "europe-west4"),
+        ({"location": "europe-west4", "grader_location": "global"}, "global"),
+        ({"location": "europe-west4", "grader_location": "europe-west1"}, "europe-west1"),
+    ],
+)
+def test_gemini_on_vertex_processes_in_the_region_unless_a_location_is_chosen(
+    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], expected: str
+) -> None:
+    from google import genai
+
+    made: list[dict[str, object]] = []
+    real_client = genai.Client
+
+    def client(**kwargs: object) -> object:
+        made.append(kwargs)
+        return real_client(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(genai, "Client", client)
+    grader_for(Settings(grader="gemini", project_id="p", **settings))  # type: ignore[arg-type]
+    assert [kwargs["location"] for kwargs in made] == [expected]
+    assert made[0]["vertexai"] is True
+
+
 def test_the_instance_share_comes_from_the_project_quota_and_max_instances() -> None:
     settings = Settings(
         grader_quota_rpm=600,

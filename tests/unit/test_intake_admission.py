@@ -91,7 +91,9 @@ def firebase_client(
 
 
 def as_user(uid: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token(gradeq_client='client-a', sub=uid)}"}
+    """A signed-in teacher of client-a (who may send a job with its own rubric)."""
+    signed_in = token(gradeq_client="client-a", sub=uid, gradeq_role="teacher")
+    return {"Authorization": f"Bearer {signed_in}"}
 
 
 def test_signed_in_users_draw_on_their_clients_rate_limit(
@@ -111,9 +113,10 @@ def test_signed_in_users_share_their_clients_active_job_ceiling(
 ) -> None:
     client = firebase_client(settings, adapters, clock, max_active_jobs_per_client=2)
     assert post(client, key="k-1").status_code == 202  # the client's server
-    assert post(client, key="k-1", headers=as_user("u1")).status_code == 202
+    # Staff share the school's keys: each sends a key of its own.
+    assert post(client, key="k-2", headers=as_user("u1")).status_code == 202
     problem = assert_problem(
-        post(client, key="k-1", headers=as_user("u2")), 429, "too-many-active-jobs"
+        post(client, key="k-3", headers=as_user("u2")), 429, "too-many-active-jobs"
     )
     assert problem["limit"] == 2
     assert post(client, key="k-1", api_key=OTHER_KEY).status_code == 202

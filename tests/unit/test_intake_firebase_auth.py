@@ -101,6 +101,17 @@ def token(**overrides: Any) -> str:
     return jwt.encode(signer, claims).decode()
 
 
+#: The schools of these tests let students send practice jobs of their own.
+PRACTICE = "school-a,school-b,client-a"
+#: A practice job: a student's own rubric, no assignment, no lane, no callback.
+STUDENT_BODY = {k: v for k, v in BODY.items() if k != "assignment_id"}
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"practice_clients": PRACTICE})
+
+
 @pytest.fixture
 def endpoint() -> FakeCertEndpoint:
     return FakeCertEndpoint()
@@ -119,7 +130,7 @@ def client(
 def submit(client: FlaskClient, bearer: str, key: str = "k-1", **headers: str) -> Any:
     return client.post(
         "/v1/grading-jobs",
-        json=BODY,
+        json=BODY if bearer.startswith("gq_") else STUDENT_BODY,
         headers={"Authorization": f"Bearer {bearer}", "Idempotency-Key": key, **headers},
     )
 
@@ -220,6 +231,9 @@ def test_without_a_role_a_signed_in_user_sees_only_their_own_jobs(client: FlaskC
         client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(other)), 404, "job-not-found"
     )
     assert client.get(url, headers=bearer(API_KEY)).status_code == 200
+    # The student's job is the school's: its server sees it, marked practice.
+    seen = client.get(f"/v1/grading-jobs/{own['id']}", headers=bearer(API_KEY))
+    assert seen.status_code == 200
 
 
 @pytest.mark.parametrize("roles", ["teacher", ["admin", "x"]])

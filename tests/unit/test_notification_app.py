@@ -3,6 +3,7 @@ redelivery on failure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import timedelta
@@ -418,3 +419,17 @@ def test_a_signed_in_users_job_is_signed_with_its_clients_secret(
     assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
     [sent] = hook.request_history
     assert Webhook(secret).verify(sent.body, dict(sent.headers))
+
+
+def test_a_practice_job_never_reaches_the_schools_webhook(
+    client: FlaskClient, jobs: SqliteJobStore, secret: str, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    job = sample_job()
+    practice = dataclasses.replace(
+        job, author="ada", request=dataclasses.replace(job.request, practice=True)
+    )
+    event = stored(jobs, practice)
+    assert event.practice and event.author == "ada"
+    assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    assert hook.request_history == []

@@ -9,6 +9,7 @@ from flask import Flask
 
 from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
+from services.intake.admin.budgets import budgets_api
 from services.intake.admin.dashboard import page
 from services.intake.admin.lanes import lanes_api
 from services.intake.admin.quota import quota_api
@@ -50,8 +51,11 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
         settings.lane_policy().default,
         on_final=completion.on_final if completion else None,
     )
+    app.extensions["gradeq.budgets"] = adapters.budgets
+    app.extensions["gradeq.budget_clock"] = clock
     app.register_blueprint(api)
     app.register_blueprint(lanes_api)
+    app.register_blueprint(budgets_api)
     app.extensions["gradeq.quota"] = QuotaReport(settings)
     app.register_blueprint(quota_api)
     app.register_blueprint(page)

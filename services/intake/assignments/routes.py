@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -39,7 +37,15 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
 from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
 from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
-from shared.domain.errors import GradeqError, NoValidAnswer
+from shared.codecs.csv_cells import csv_line
+from shared.domain.authorization import (
+    SCHOOL_SETTINGS,
+    Action,
+    Principal,
+    SetByTheSchool,
+    require,
+)
+from shared.domain.errors import AssignmentNotFound, GradeqError, NoValidAnswer
 from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
@@ -70,9 +76,9 @@ def _service() -> AssignmentService:
     return service
 
 
-def _client_id() -> str:
+def _principal() -> Principal:
     auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
-    return auth.client_id()
+    return auth.principal()
 
 
 def _json_body(limit: int | None = None, max_tokens: int = MAX_JSON_TOKENS) -> object:
@@ -94,14 +100,15 @@ bp.after_request(rate_limit_headers)
 
 @bp.post("")
 def create_assignment() -> Response:
-    client_id = _client_id()
-    spend_submissions(client_id)
+    principal = _principal()
+    spend_submissions(principal.school)
+    require(principal, Action.ASSIGNMENT_CREATE)
     key = request.headers.get("Idempotency-Key")
     if key is None or not _KEY.match(key):
         raise IdempotencyKeyInvalid("send an Idempotency-Key of 1-255 visible ASCII characters")
     body: AssignmentIn = parse(AssignmentIn, _json_body())
     assignment, created = _service().create(
-        client_id,
+        principal,
         key,
         body.title,
         body.rubric_value(),
@@ -121,7 +128,7 @@ def create_assignment() -> Response:
 @bp.get("")
 def list_assignments() -> Response:
     query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
-    page = _service().page(_client_id(), query.limit, query.cursor)
+    page = _service().page(_principal(), query.limit, query.cursor)
     return _json(
         AssignmentPageView(
             assignments=[assignment_view(a) for a in page.assignments],
@@ -132,7 +139,7 @@ def list_assignments() -> Response:
 
 @bp.get("/<assignment_id>")
 def get_assignment(assignment_id: str) -> Response:
-    progress = _service().progress(_client_id(), assignment_id)
+    progress = _service().progress(_principal(), assignment_id)
     response = _json(assignment_view(progress.assignment, progress.tally))
     if not progress.tally.done:
         response.headers["Retry-After"] = str(current_app.config["RETRY_AFTER_S"])
@@ -141,18 +148,20 @@ def get_assignment(assignment_id: str) -> Response:
 
 @bp.patch("/<assignment_id>")
 def revise_assignment(assignment_id: str) -> Response:
-    client_id = _client_id()
+    principal = _principal()
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_EDIT)  # 404/403 before the body
     body: RubricRevisionIn = parse(RubricRevisionIn, _json_body())
-    return _json(assignment_view(_service().revise(client_id, assignment_id, body.rubric_value())))
+    return _json(assignment_view(_service().revise(principal, assignment_id, body.rubric_value())))
 
 
 @bp.post("/<assignment_id>/submissions:batch")
 def submit_batch(assignment_id: str) -> Response:
-    client_id = _client_id()
-    spend_submissions(client_id)  # before the body is read: a refused body costs a token too
-    _service().get(client_id, assignment_id)  # a 404 before any callback URL is resolved
+    principal = _principal()
+    spend_submissions(principal.school)  # before the body is read: a refused body costs too
+    # A 404 (or 403) before any callback URL is resolved.
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_BATCH)
     parsed = parse_batch(_json_body(MAX_BATCH_BODY_BYTES, MAX_BATCH_TOKENS))
-    spend_submissions(client_id, batch_cost(len(parsed)) - 1)
+    spend_submissions(principal.school, batch_cost(len(parsed)) - 1)
     guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
     guard.check_hosts(
         item.callback_url
@@ -177,7 +186,7 @@ def submit_batch(assignment_id: str) -> Response:
             "no answer of the batch is valid: see each item's problem",
             items=batch_view(list(refused.values())).model_dump(mode="json")["items"],
         )
-    stored = iter(_service().submit_batch(client_id, assignment_id, answers))
+    stored = iter(_service().submit_batch(principal, assignment_id, answers))
     results: list[ItemResult | tuple[str | None, GradeqError]] = [
         refused[i] if i in refused else next(stored) for i in range(len(parsed))
     ]
@@ -186,11 +195,12 @@ def submit_batch(assignment_id: str) -> Response:
 
 @bp.post("/<assignment_id>/regrade")
 def regrade(assignment_id: str) -> Response:
-    client_id = _client_id()
+    principal = _principal()
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_REGRADE)  # before the body
     body: RegradeIn = parse(RegradeIn, _json_body())
     regrader: Regrader = current_app.extensions["gradeq.regrader"]
     assignment = regrader.regrade(
-        client_id, assignment_id, body.rubric_value(), body.prompt_version
+        principal, assignment_id, body.rubric_value(), body.prompt_version
     )
     response = _json(assignment_view(assignment), 202)
     response.headers["Location"] = url_for(
@@ -201,31 +211,32 @@ def regrade(assignment_id: str) -> Response:
 
 @bp.get("/<assignment_id>/regrade")
 def regrade_report(assignment_id: str) -> Response:
-    client_id = _client_id()
+    principal = _principal()
     query: ReportQuery = parse(ReportQuery, request.args.to_dict(), "invalid query parameters")
     regrader: Regrader = current_app.extensions["gradeq.regrader"]
-    return _json(report_view(regrader.report(client_id, assignment_id, query.threshold)))
+    return _json(report_view(regrader.report(principal, assignment_id, query.threshold)))
 
 
 @bp.get("/<assignment_id>/grades")
 def grades(assignment_id: str) -> Response:
-    client_id = _client_id()
+    principal = _principal()
     if request.accept_mimetypes.best_match(["application/json", CSV]) == CSV:
-        return _grades_csv(client_id, assignment_id)
+        return _grades_csv(principal, assignment_id)
     query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
-    page = _service().grades(client_id, assignment_id, query.limit, query.cursor)
+    page = _service().grades(principal, assignment_id, query.limit, query.cursor)
     return _json(
         GradePageView(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
     )
 
 
-def _grades_csv(client_id: str, assignment_id: str) -> Response:
+def _grades_csv(principal: Principal, assignment_id: str) -> Response:
     service = _service()
-    assignment = service.get(client_id, assignment_id)  # a 404 before the stream starts
+    # A 404 (or 403) before the stream starts.
+    assignment = service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
     criteria = criteria_of(assignment.rubric.rubric)
 
     def rows() -> Iterator[str]:
-        yield _csv_line(
+        yield csv_line(
             [
                 "submission_id",
                 "job_id",
@@ -240,8 +251,8 @@ def _grades_csv(client_id: str, assignment_id: str) -> Response:
                 *REVIEW_COLUMNS,
             ]
         )
-        for job in service.all_grades(client_id, assignment.id):
-            yield _csv_line(_row(job, len(criteria)))
+        for job in service.all_grades(assignment):
+            yield csv_line(_row(job, len(criteria)))
 
     response = Response(stream_with_context(rows()), mimetype=CSV)
     response.headers["Content-Disposition"] = f'attachment; filename="{assignment.id}.csv"'
@@ -291,29 +302,38 @@ def _review_cells(job: Job) -> list[object]:
     ]
 
 
-def _csv_line(values: list[object]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerow(values)
-    return buffer.getvalue()
+def submit_to_assignment(principal: Principal, payload: object) -> Submission | None:
+    """Submit a single job's body that names one of the school's assignments.
 
-
-def submit_to_assignment(client_id: str, payload: object) -> Submission | None:
-    """Submit a single job's body that names one of the client's assignments.
-
-    None when it names none (an `assignment_id` may also be a free-form label on a job
-    that carries its own rubric): the caller handles it as a job of its own.
+    None when it names none (for the school's staff an `assignment_id` may also be a
+    free-form label on a job that carries its own rubric): the caller handles it as a job
+    of its own. A student's answer takes everything but the answer from the assignment and
+    the school: a body that sets any of it is refused, and the student id is the
+    student's own.
     """
     assignment_id = payload.get("assignment_id") if isinstance(payload, dict) else None
     service: AssignmentService | None = current_app.extensions.get("gradeq.assignments")
-    if service is None or not isinstance(assignment_id, str):
+    if service is None or not isinstance(assignment_id, str) or not isinstance(payload, dict):
         return None
-    if service.find(client_id, assignment_id) is None:
-        return None
+    configures = principal.may(Action.JOB_CONFIGURE)
+    if service.find(principal, assignment_id) is None:
+        if configures:
+            return None
+        raise AssignmentNotFound(f"no assignment {assignment_id}")
+    if not configures:
+        refused = sorted(f for f in SCHOOL_SETTINGS if f in payload)
+        if payload.get("student_id", principal.author) != principal.author:
+            refused.append("student_id")
+        if refused:
+            raise SetByTheSchool(
+                f"the assignment and the school set {', '.join(refused)}", fields=refused
+            )
+        payload = {**payload, "student_id": principal.author}
     body: AssignmentJobIn = parse(AssignmentJobIn, payload)
     if body.callback_url is not None:
         guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
         guard.check(body.callback_url)
-    [result] = service.submit_batch(client_id, assignment_id, [body.to_answer()])
+    [result] = service.submit_batch(principal, assignment_id, [body.to_answer()], Action.JOB_SUBMIT)
     if result.problem is not None:
         raise result.problem
     assert result.job is not None

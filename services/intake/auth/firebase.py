@@ -5,8 +5,8 @@ published certificates, issuer and audience = the Firebase project, expiry). The
 certificates are fetched once and kept for their Cache-Control max-age. A token maps to
 a client by a custom claim (set with the Admin SDK), or else by its Identity Platform
 tenant. Anonymous sign-ins and unverified email addresses are refused unless the settings
-allow them. A user works in a scope of their own unless a role claim makes them
-client-wide (a teacher, an admin); see docs/auth.md.
+allow them. A role claim makes a user a teacher (or admin) or a reviewer of their school;
+anyone else is a student (see docs/auth.md and shared/domain/authorization.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from google.auth.transport import requests as google_requests
 from google.oauth2 import id_token
 
 from services.intake.auth.firebase_revocation import AccountLookup
-from shared.domain.client_ids import check_client_id, user_scope
+from shared.domain.authorization import Principal, Role
+from shared.domain.client_ids import check_client_id
 from shared.domain.errors import DependencyUnavailable, GradeqError
 from shared.http.errors import Unauthenticated
 
@@ -133,10 +134,11 @@ class FirebaseAuthenticator:
         self._request = request or CachingRequest()
         self._accounts = accounts
 
-    def client_for(self, token: str, only_own: bool = False) -> str:
-        """The scope jobs belong to: the client for a client-wide role, else the user's.
+    def principal_for(self, token: str, only_own: bool = False) -> Principal:
+        """The signed-in caller: their school, their user id, and the role the claim gives.
 
-        `only_own` narrows a client-wide user to their own jobs; nothing widens a scope.
+        A client-wide role (`teacher`, `admin`) is a teacher, a reviewer role a reviewer,
+        anyone else a student. `only_own` narrows staff's lists to their own objects.
         """
         claims = self._verified_claims(token)
         firebase = claims.get("firebase")
@@ -146,22 +148,14 @@ class FirebaseAuthenticator:
         client = self._client_of(claims, tenant)
         if self._accounts is not None:
             _check_not_revoked(self._accounts, claims, tenant)
-        wide = bool(_roles(claims.get(self._policy.role_claim)) & self._policy.client_wide_roles)
-        return client if wide and not only_own else user_scope(client, claims["sub"])
-
-    def reviewer_for(self, token: str) -> tuple[str, str] | None:
-        """(client, user id) of a signed-in user with a reviewer role; None without one."""
-        claims = self._verified_claims(token)
-        firebase = claims.get("firebase")
-        firebase = firebase if isinstance(firebase, dict) else {}
-        tenant = firebase.get("tenant") if isinstance(firebase.get("tenant"), str) else None
-        self._check_sign_in(claims, firebase)
-        client = self._client_of(claims, tenant)
-        if self._accounts is not None:
-            _check_not_revoked(self._accounts, claims, tenant)
-        if not _roles(claims.get(self._policy.role_claim)) & self._policy.reviewer_roles:
-            return None
-        return client, str(claims["sub"])
+        roles = _roles(claims.get(self._policy.role_claim))
+        if roles & self._policy.client_wide_roles:
+            role = Role.TEACHER
+        elif roles & self._policy.reviewer_roles:
+            role = Role.REVIEWER
+        else:
+            role = Role.STUDENT
+        return Principal(client, str(claims["sub"]), role, only_own and role is not Role.STUDENT)
 
     def _verified_claims(self, token: str) -> dict[str, Any]:
         try:

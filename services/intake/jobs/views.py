@@ -7,7 +7,7 @@ The same models render every answer and generate the OpenAPI document
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +68,17 @@ class FileView(BaseModel):
     size: int
 
 
+class BatchWaitView(BaseModel):
+    """Where a RUNNING job waits in a provider batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["provider-batch"] = "provider-batch"
+    provider: str
+    batch_id: str | None = Field(description="the provider's batch id; null while gathered")
+    since: str
+
+
 class JobView(BaseModel):
     """A grading job as its client sees it."""
 
@@ -78,6 +89,14 @@ class JobView(BaseModel):
     submission_id: str
     assignment_id: str | None
     student_id: str | None = None
+    author: str = Field(
+        default="server",
+        description="Who in the school submitted the job: server, or a signed-in user's id.",
+    )
+    practice: bool = Field(
+        default=False,
+        description="A student's practice job: never sent to the school's webhook.",
+    )
     attempts: int = Field(ge=0)
     created_at: str
     started_at: str | None
@@ -86,6 +105,16 @@ class JobView(BaseModel):
     not_before: str | None = None
     lane: str | None = Field(
         default=None, description="The priority lane the job goes through (docs/lanes.md)."
+    )
+    deadline: str | None = Field(
+        default=None, description='"hours" when the client lets a provider batch grade it.'
+    )
+    waiting: BatchWaitView | None = Field(
+        default=None,
+        description=(
+            "Set while the job (RUNNING) waits in a provider batch: gathered for the next "
+            "batch, or submitted to the provider's batch `batch_id` (docs/graders.md#batch-mode)."
+        ),
     )
     timings: Timings
     files: list[FileView] | None = None
@@ -132,6 +161,8 @@ def job_model(job: Job) -> JobView:
         submission_id=job.request.submission_id,
         assignment_id=job.request.assignment_id,
         student_id=job.request.student_id,
+        author=job.author,
+        practice=job.request.practice,
         attempts=job.attempts,
         created_at=created_at,
         started_at=_iso(job.started_at),
@@ -139,6 +170,8 @@ def job_model(job: Job) -> JobView:
         last_updated_at=updated_at,
         not_before=job.request.not_before,
         lane=job.lane,
+        deadline=job.request.deadline,
+        waiting=_waiting(job),
         timings=Timings(**job.timings()),
         files=[
             FileView(upload_id=f.upload_id, name=f.name, content_type=f.content_type, size=f.size)
@@ -148,6 +181,15 @@ def job_model(job: Job) -> JobView:
         result=_result(job),
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
         review=_review(job),
+    )
+
+
+def _waiting(job: Job) -> BatchWaitView | None:
+    wait = job.provider_batch
+    if wait is None or not job.waits_in_batch:
+        return None
+    return BatchWaitView(
+        provider=wait.provider, batch_id=wait.batch_id, since=_iso(wait.since) or ""
     )
 
 
@@ -173,7 +215,8 @@ def _review(job: Job) -> ReviewSummary | None:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "lane", "files", "review", "student_id"):
+    optionals = ("result", "error", "not_before", "lane", "files", "review", "student_id")
+    for optional in (*optionals, "deadline", "waiting"):
         if view[optional] is None:
             del view[optional]
     return view

@@ -1,7 +1,8 @@
 """HTTP handlers of the review queue: list held grades, read one, accept or override it.
 
-Only reviewers call these (a reviewer key, or a signed-in user with a reviewer role),
-and only for their own client: any other client's job answers 404, as an unknown one.
+The school's reviewers, teachers and server key call these (shared/domain/authorization.py
+decides who may), for every submission of their school, students' included; any other
+school's job answers 404, as an unknown one.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from services.intake.assignments.schemas import parse
-from services.intake.auth.reviewers import Reviewer, ReviewerAuthenticator
+from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import Result, _iso
 from services.intake.limits.body import read_json_body
 from shared.domain.agreement import Agreement
+from shared.domain.authorization import Action, Principal
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
@@ -113,9 +115,9 @@ def _service() -> ReviewService:
     return service
 
 
-def _reviewer() -> Reviewer:
-    auth: ReviewerAuthenticator = current_app.extensions["gradeq.reviewer_auth"]
-    return auth.reviewer()
+def _reviewer() -> Principal:
+    auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
+    return auth.principal()
 
 
 def _result(result: GradeResult) -> Result:
@@ -169,20 +171,21 @@ def list_held() -> Response:
     query: ReviewQueueQuery = parse(
         ReviewQueueQuery, request.args.to_dict(), "invalid query parameters"
     )
-    page = _service().held(reviewer.client_id, query.assignment_id, query.limit, query.cursor)
+    page = _service().held(reviewer, query.assignment_id, query.limit, query.cursor)
     body = ReviewQueueView(reviews=[held_view(j) for j in page.jobs], next_cursor=page.next_cursor)
     return jsonify(body.model_dump(mode="json"))
 
 
 @bp.get("/<job_id>")
 def get_review(job_id: str) -> Response:
-    job = _service().get(_reviewer().client_id, job_id)
+    job = _service().get(_reviewer(), job_id)
     return jsonify(detail_view(job).model_dump(mode="json"))
 
 
 @bp.post("/<job_id>")
 def review(job_id: str) -> Response:
     reviewer = _reviewer()
+    _service().get(reviewer, job_id, Action.REVIEW_DECIDE)  # 404/403 before the body
     body: ReviewIn = parse(ReviewIn, read_json_body(current_app.config["MAX_CONTENT_LENGTH"]))
     override = None
     if body.decision == "override":
@@ -192,7 +195,7 @@ def review(job_id: str) -> Response:
             tuple(body.criteria) if body.criteria is not None else None,
             body.feedback,
         )
-    job = _service().decide(reviewer.client_id, job_id, reviewer.by, body.reason, override)
+    job = _service().decide(reviewer, job_id, body.reason, override)
     return jsonify(detail_view(job).model_dump(mode="json"))
 
 
@@ -264,5 +267,5 @@ def agreement() -> Response:
         AgreementQuery, request.args.to_dict(), "invalid query parameters"
     )
     queue: ReviewQueue = current_app.extensions["gradeq.review_queue"]
-    report = agreement_report(queue, reviewer.client_id, query.assignment_id)
+    report = agreement_report(queue, reviewer, query.assignment_id)
     return jsonify(agreement_view(report).model_dump(mode="json"))

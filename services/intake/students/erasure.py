@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from pydantic import BaseModel
 
 from services.intake.auth.clients import ClientAuthenticator
+from shared.domain.authorization import Principal
 from shared.domain.erasure import ErasureReport
 from shared.domain.errors import ValidationFailed
 from shared.service_layer.erasure import ErasureService
@@ -49,9 +50,9 @@ def _service() -> ErasureService:
     return service
 
 
-def _client_id() -> str:
+def _principal() -> Principal:
     auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
-    return auth.client_id()
+    return auth.principal()
 
 
 def erasure_view(report: ErasureReport) -> ErasureView:
@@ -70,17 +71,17 @@ def erasure_view(report: ErasureReport) -> ErasureView:
 
 @bp.delete("/grading-jobs/<job_id>")
 def erase_job(job_id: str) -> Response:
-    report = _service().erase_job(_client_id(), job_id)
+    report = _service().erase_job(_principal(), job_id)
     return jsonify(erasure_view(report).model_dump(mode="json", exclude_none=True))
 
 
 @bp.delete("/students/<student_id>")
 def erase_student(student_id: str) -> Response:
-    client_id = _client_id()
+    principal = _principal()
     if not 0 < len(student_id) <= 256:
         raise ValidationFailed(
             "a student id has 1-256 characters",
             errors=[{"field": "student_id", "message": "1-256 characters"}],
         )
-    report = _service().erase_student(client_id, student_id)
+    report = _service().erase_student(principal, student_id)
     return jsonify(erasure_view(report).model_dump(mode="json", exclude_none=True))

@@ -11,6 +11,7 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.schemas import _failed
 from services.intake.limits.body import read_json_body
 from services.intake.limits.rate_limit import SubmissionRateLimiter
+from shared.domain.authorization import Action, SetByTheSchool, require
 from shared.domain.errors import ValidationFailed
 from shared.http.errors import UnsupportedMediaType
 from shared.service_layer.uploads import UploadService
@@ -51,7 +52,10 @@ def uploads_service() -> UploadService:
 @bp.post("")
 def create_upload() -> Response:
     auth: ClientAuthenticator = current_app.extensions["gradeq.client_auth"]
-    client_id = auth.client_id()
+    principal = auth.principal()
+    require(principal, Action.UPLOAD_CREATE)
+    # An upload belongs to the school (whoever in it sends it), as the jobs naming it do.
+    client_id = principal.school
     # Each upload may store a file: its own bucket of tokens keeps storage bounded.
     limiter: SubmissionRateLimiter = current_app.extensions["gradeq.upload_rate_limiter"]
     limiter.take(client_id)
@@ -67,7 +71,13 @@ def create_upload() -> Response:
         body = UploadIn.model_validate(payload)
     except ValidationError as exc:
         raise _failed(exc, "invalid fields") from exc
-    created = uploads_service().create(client_id, body.content_type, body.size, body.student_id)
+    student_id = body.student_id
+    if not principal.may(Action.JOB_CONFIGURE):
+        # A student uploads for themselves: their submissions name it, their erasure takes it.
+        if student_id not in (None, principal.author):
+            raise SetByTheSchool("a student uploads for themselves", fields=["student_id"])
+        student_id = principal.author
+    created = uploads_service().create(client_id, body.content_type, body.size, student_id)
     url = created.signed.url
     if url.startswith("/"):  # the embedded store's URL is served by this intake
         url = request.host_url.rstrip("/") + url

@@ -131,9 +131,13 @@ _MOVE_COUNTERS = (
 
 
 # Newest first; an absent filter is NULL. Served by the jobs_client_created index.
+# A school's jobs include those a signed-in user stored before jobs had an author: their
+# client_id is the user's scope `<school>:user:<uid>`, a range of the same index.
 _LIST = """
 SELECT record FROM jobs
-WHERE client_id = :client
+WHERE (client_id = :client OR (client_id >= :legacy_from AND client_id < :legacy_to))
+  AND (:author IS NULL OR json_extract(record, '$.author') = :author
+       OR client_id = :legacy_author)
   AND (:status IS NULL OR status = :status)
   AND (:submission IS NULL OR json_extract(record, '$.request.submission_id') = :submission)
   AND (:after_at IS NULL
@@ -245,8 +249,13 @@ class SqliteJobStore:
         after_at, after_id = (
             (query.after[0].isoformat(), query.after[1]) if query.after else (None, None)
         )
+        legacy = query.client_id + USER_SCOPE_MARK
         params = {
             "client": query.client_id,
+            "legacy_from": legacy,
+            "legacy_to": legacy[:-1] + chr(ord(legacy[-1]) + 1),
+            "author": query.author,
+            "legacy_author": legacy + query.author if query.author else None,
             "status": query.status.value if query.status else None,
             "submission": query.submission_id,
             "after_at": after_at,

@@ -30,6 +30,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import And, Or
 
 from shared.adapters.google import backlog_shards, metering
 from shared.adapters.google.backlog_shards import (
@@ -42,6 +43,7 @@ from shared.adapters.google.backlog_shards import (
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.authorization import Owner
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import Job
 from shared.domain.status import FINAL_STATUSES, JobStatus
@@ -467,7 +469,17 @@ class FirestoreJobStore:
     def list_jobs(self, query: JobQuery) -> list[Job]:
         # Needs composite indexes on (client_id, [status,] [request.submission_id,]
         # created_at DESC, __name__ DESC): one per combination of filters.
-        q: Any = self._jobs.where(filter=firestore.FieldFilter("client_id", "==", query.client_id))
+        # One author's jobs (a student's) add `author` (index jobs_author_created, merged
+        # with these), or are the user's jobs stored before jobs had an author: their
+        # client_id is the user's scope (see docs/auth.md).
+        school = firestore.FieldFilter("client_id", "==", query.client_id)
+        q: Any = self._jobs
+        if query.author is None:
+            q = q.where(filter=school)
+        else:
+            by_author = And([school, firestore.FieldFilter("author", "==", query.author)])
+            scope = Owner(query.client_id, query.author).scope
+            q = q.where(filter=Or([by_author, firestore.FieldFilter("client_id", "==", scope)]))
         if query.status is not None:
             q = q.where(filter=firestore.FieldFilter("status", "==", query.status.value))
         if query.submission_id is not None:

@@ -10,9 +10,11 @@ let key = "";
 const { el } = pageKit;
 const call = pageKit.caller(API, () => key);
 let shown = null;
+// Opened from an LMS (an LTI launch): only this assignment's held grades.
+let queueFilter = "";
 
 async function loadQueue() {
-  const page = await call("reviews?limit=100");
+  const page = await call(`reviews?limit=100${queueFilter}`);
   const rows = page.reviews.map((r) => {
     const row = el("tr", { "data-job-id": r.job_id },
       el("td", {}, r.submission_id), el("td", {}, r.held_at), el("td", {}, r.reasons.join(", ")),
@@ -140,3 +142,18 @@ document.getElementById("decide").addEventListener("submit", (event) => {
   if (feedback) body.feedback = feedback;
   decide(body).catch(report);
 });
+
+// An LTI launch from the LMS brings a session token in the URL fragment, which no server
+// sees: it is kept in this script like a typed key and leaves the address bar at once.
+const launched = new URLSearchParams(location.hash.slice(1)).get("lti_session");
+if (launched) {
+  history.replaceState(null, "", location.pathname + location.search);
+  key = launched;
+  const assignment = new URLSearchParams(location.search).get("assignment_id");
+  if (assignment) {
+    queueFilter = `&assignment_id=${encodeURIComponent(assignment)}`;
+    document.getElementById("agreement-assignment").value = assignment;
+  }
+  document.getElementById("login").hidden = true;
+  loadQueue().then(() => { document.getElementById("board").hidden = false; }).catch(report);
+}
