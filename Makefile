@@ -65,7 +65,7 @@ bench-tools:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server wrk; \
 	fi
 
-bench: install $(BENCH_STAMP) bench-tools bench-lanes bench-bill
+bench: install $(BENCH_STAMP) bench-tools bench-lanes bench-bill bench-quota
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
 
@@ -87,6 +87,13 @@ BENCH_LANES_ARGS ?=
 .PHONY: bench-lanes
 bench-lanes: install
 	$(PY) -m bench.lanes $(BENCH_LANES_ARGS)
+
+# One provider quota shared by 1, 4 and 16 worker processes, and the adaptive limit
+# (bench/quota.py, about four minutes; the quota's minute is 6 s: docs/benchmarks.md).
+BENCH_QUOTA_ARGS ?=
+.PHONY: bench-quota
+bench-quota: install
+	$(PY) -m bench.quota $(BENCH_QUOTA_ARGS)
 
 # RPCs per request of the Google adapters on the official emulators and the local Cloud
 # Tasks API, by method; fails if a client or channel is built per request.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
@@ -25,6 +25,8 @@ from shared.domain.job import GradingRequest, Job
 from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
 from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -572,6 +574,22 @@ class ContextCacheRecords(Protocol):
     def of_assignment(self, assignment_id: str) -> list[ContextCacheRecord]: ...
 
     def remove(self, key: str) -> None: ...
+
+
+class QuotaLedger(Protocol):
+    """The provider quota every worker instance shares: one small state per provider model,
+    changed atomically (see `shared/adapters/graders/quota_pool.py`)."""
+
+    def change(
+        self, key: str, change: Callable[[dict[str, Any] | None], tuple[dict[str, Any], _T]]
+    ) -> _T:
+        """Apply `change` to the stored state (None: none yet), store what it returns
+        first and answer the second; a racing change makes it run again on the new state."""
+        ...
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        """The stored state, or None."""
+        ...
 
 
 class UploadReferences(Protocol):

@@ -315,14 +315,21 @@ def stats(
     window: Annotated[int, typer.Option(min=1, max=1440, help="Minutes to look back.")] = 60,
     as_json: JsonFlag = False,
 ) -> None:
-    """Queue health: counts, oldest waiting job, timing percentiles, failures, throughput."""
+    """Queue health: counts, oldest waiting job, timing percentiles, failures, throughput,
+    and each model's provider quota (the shared pool, or the adaptive limit)."""
     api = _client(ctx)
     reply = api.admin("GET", "/queue-health", params={"window_minutes": window})
     lanes = api.admin("GET", "/lanes", params={"window_minutes": window}).body["lanes"]
+    pools = api.admin("GET", "/quota").body["pools"]
     if as_json:
-        _emit({**reply.body, "lanes": lanes})
+        _emit({**reply.body, "lanes": lanes, "quota": pools})
     else:
-        render.print_all(out, *render.health_tables(reply.body), render.lanes_table(lanes))
+        render.print_all(
+            out,
+            *render.health_tables(reply.body),
+            render.lanes_table(lanes),
+            render.quota_table(pools),
+        )
 
 
 @app.command()

@@ -138,6 +138,41 @@ def lanes_table(lanes: list[dict[str, Any]]) -> Table:
     return table
 
 
+def quota_table(pools: list[dict[str, Any]]) -> Table:
+    """Per model: the quota mode and limit, the window's use by lane, waiting jobs, and
+    the adaptive controller's last decision."""
+    table = Table(title="provider quota")
+    for column in ("model", "mode", "limit", "in window", "by lane", "waiting", "last epoch"):
+        table.add_column(column)
+    for pool in pools:
+        if pool["mode"] == "instance":
+            limit = f"{pool['share_rpm']}/min per instance (x{pool['max_instances']})"
+            table.add_row(pool["model"], "instance", limit, "-", "-", "-", "-")
+            continue
+        limit = f"{pool['limit_rpm']} req"
+        if pool["limit_tpm"]:
+            limit += f", {pool['limit_tpm']} tok"
+        used = f"{pool['requests_in_window']} req, {pool['tokens_in_window']} tok"
+        epoch = pool.get("adaptive", {}).get("last_epoch") or {}
+        last = "-"
+        if epoch:
+            last = f"{epoch['decision']}: {epoch['throttled']}/{epoch['answered']} 429"
+        table.add_row(
+            pool["model"],
+            pool["mode"],
+            f"{limit} / {pool['window_s']:g}s",
+            used,
+            _pairs(pool["requests_by_lane"]),
+            _pairs(pool["waiting_by_lane"]),
+            last,
+        )
+    return table
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
+
+
 def print_all(console: Console, *renderables: Any) -> None:
     for item in renderables:
         console.print(item)

@@ -27,6 +27,7 @@ from shared.ports import (
     JobStore,
     LtiStore,
     ProcessedEvents,
+    QuotaLedger,
     ReviewQueue,
     TaskQueue,
     UnitOfWork,
@@ -70,6 +71,8 @@ class AdapterFamily(Protocol):
     def context_cache_records(self) -> ContextCacheRecords: ...
 
     def lti_store(self) -> LtiStore: ...
+
+    def quota_ledger(self) -> QuotaLedger: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

@@ -18,6 +18,7 @@ from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.quota_ledger import SqliteQuotaLedger
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.task_queue import SqliteTaskQueue
@@ -64,6 +65,9 @@ class EmbeddedFamily:
 
     def context_cache_records(self) -> SqliteContextCacheRecords:
         return SqliteContextCacheRecords(self._db)
+
+    def quota_ledger(self) -> SqliteQuotaLedger:
+        return SqliteQuotaLedger(self._db)
 
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)

@@ -28,6 +28,7 @@ from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.lti_store import FirestoreLtiStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
+from shared.adapters.google.quota_ledger import FirestoreQuotaLedger
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
 from shared.adapters.google.unit_of_work import SeparateCommits
@@ -50,6 +51,8 @@ UPLOAD_QUOTA = "upload_quota"
 BUDGET = "budget"
 #: One record per explicit provider context cache (shared/adapters/graders/gemini_cache.py).
 CONTEXT_CACHES = "context_caches"
+#: The provider quota the worker instances share (one document per provider model).
+QUOTA_LEDGER = "quota_ledger"
 
 
 class GoogleFamily:
@@ -121,6 +124,10 @@ class GoogleFamily:
         return FirestoreContextCacheRecords(
             self._firestore, CONTEXT_CACHES, self._settings.firestore_deadline_s
         )
+
+    def quota_ledger(self) -> FirestoreQuotaLedger:
+        s = self._settings
+        return FirestoreQuotaLedger(self._firestore, QUOTA_LEDGER, s.firestore_deadline_s)
 
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings

@@ -7,25 +7,39 @@ time), with the SDKs' own retries off: the queue owns retries.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
 from shared.adapters.graders.lanes import LaneGraders
 from shared.adapters.graders.lifecycle import ModelRetired, RetirementWatch
-from shared.adapters.graders.limiter import QuotaShare
+from shared.adapters.graders.limiter import QuotaLimiter, QuotaShare
 from shared.adapters.graders.llm import ChatModel, ModelGrader
 from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
+from shared.adapters.graders.quota_pool import (
+    ADAPTIVE_PARTS,
+    PARTS,
+    Adaptive,
+    PoolLimits,
+    status,
+)
 from shared.adapters.graders.rubric import RubricGrader
+from shared.adapters.graders.shared_quota import SharedQuotaLimiter
 from shared.clock import SystemClock
 from shared.config.prices import load_prices
-from shared.config.settings import GeminiApi, GraderKind, Settings
-from shared.ports import Clock, Grader
+from shared.config.settings import GeminiApi, GraderKind, QuotaMode, Settings
+from shared.ports import Clock, Grader, QuotaLedger
 
 if TYPE_CHECKING:
     from shared.adapters.graders.gemini_cache import GeminiContextCaches
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: SDK and HTTP loggers that log request bodies (the answers) or headers at DEBUG.
 _CHATTY_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "google_genai")
@@ -85,12 +99,9 @@ def _watched(grader: Grader, settings: Settings, clock: Clock) -> RetirementWatc
 def _model_grader(settings: Settings) -> ModelGrader:
     """The model grader of the settings' model, its quota shared by the lanes by priority."""
     chat = gemini_chat(settings) if settings.grader is GraderKind.GEMINI else openai_chat(settings)
-    queues = settings.queues().values()
     return ModelGrader(
         chat,
-        limiter=LaneQuotaLimiter(
-            quota_share(settings), LaneQuota.of(queues), settings.default_lane or settings.queue
-        ),
+        limiter=quota_limiter(settings),
         prompt=GradingPrompt.load(settings.grader_prompt_version).with_files(
             file_reader(settings, by_reference=_reads_cloud_storage(settings))
         ),
@@ -113,6 +124,102 @@ def file_reader(settings: Settings, *, by_reference: bool) -> FileReader:
 def _reads_cloud_storage(settings: Settings) -> bool:
     """Gemini on Vertex AI reads gs:// objects itself; every other provider gets bytes."""
     return settings.grader is GraderKind.GEMINI and settings.grader_gemini_api is GeminiApi.VERTEX
+
+
+def quota_limiter(
+    settings: Settings,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> QuotaLimiter:
+    """The lanes' limiter of the settings' quota mode (docs/graders.md); `clock` and
+    `sleep` for tests."""
+    lanes = LaneQuota.of(settings.queues().values())
+    default_lane = settings.default_lane or settings.queue
+    if settings.grader_quota_mode is QuotaMode.INSTANCE:
+        return LaneQuotaLimiter(quota_share(settings), lanes, default_lane, clock or time.monotonic)
+    key = f"{settings.grader.value}/{settings.grader_model_name}"
+    ledger = _LazyLedger(settings)
+    limits = pool_limits(settings)
+    return SharedQuotaLimiter(
+        ledger, key, limits, lanes, default_lane, clock or time.time, sleep=sleep
+    )
+
+
+class _LazyLedger:
+    """The backend's quota ledger, opened on the first grading (not when the app is made)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._ledger: QuotaLedger | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> QuotaLedger:
+        with self._lock:
+            if self._ledger is None:
+                from shared.bootstrap import adapter_family
+
+                self._ledger = adapter_family(self._settings).quota_ledger()
+            return self._ledger
+
+    def change(
+        self, key: str, change: Callable[[dict[str, Any] | None], tuple[dict[str, Any], T]]
+    ) -> T:
+        return self._open().change(key, change)
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        return self._open().read(key)
+
+
+class QuotaReport:
+    """The provider quota of each model the worker grades with, as operators see it."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        self._settings = settings
+        self._ledger = _LazyLedger(settings)
+        self._clock = clock
+
+    def __call__(self) -> list[dict[str, Any]]:
+        s = self._settings
+        if s.grader is GraderKind.RUBRIC:
+            return []  # the offline grader has no provider quota
+        models = {s.grader_model_name}
+        models |= {q.lane.grader_model for q in s.queues().values() if q.lane.grader_model}
+        pools: list[dict[str, Any]] = []
+        for model in sorted(models):
+            pool: dict[str, Any] = {"provider": s.grader.value, "model": model}
+            if s.grader_quota_mode is QuotaMode.INSTANCE:
+                share = quota_share(s)
+                pool |= {
+                    "mode": "instance",
+                    "share_rpm": share.requests_per_minute,
+                    "share_tpm": share.tokens_per_minute,
+                    "max_instances": s.worker_max_instances,
+                }
+            else:
+                key = f"{s.grader.value}/{model}"
+                state = self._ledger.read(key)
+                pool |= status(state, pool_limits(s), self._clock())
+            pools.append(pool)
+        return pools
+
+
+def pool_limits(settings: Settings) -> PoolLimits:
+    """The pool's limits: the declared quota x headroom, or the adaptive controller's."""
+    adaptive = None
+    if settings.grader_quota_mode is QuotaMode.ADAPTIVE:
+        adaptive = Adaptive(
+            start_rpm=settings.grader_adaptive_start_rpm,
+            min_rpm=settings.grader_adaptive_min_rpm,
+            max_rpm=settings.grader_adaptive_max_rpm,
+        )
+    headroom = settings.grader_quota_headroom
+    return PoolLimits(
+        rpm=max(1, math.floor(settings.grader_quota_rpm * headroom)),
+        tpm=math.floor(settings.grader_quota_tpm * headroom),
+        window_s=settings.grader_quota_window_s,
+        adaptive=adaptive,
+        parts=ADAPTIVE_PARTS if adaptive else PARTS,
+    )
 
 
 def quota_share(settings: Settings) -> QuotaShare:

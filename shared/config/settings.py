@@ -61,6 +61,14 @@ class GeminiApi(StrEnum):
 DEFAULT_MODELS = {GraderKind.GEMINI: "gemini-3.5-flash"}
 
 
+class QuotaMode(StrEnum):
+    """How the worker instances share the provider's quota (docs/graders.md)."""
+
+    SHARED = "shared"  # the declared quota, leased in slices from the job store
+    ADAPTIVE = "adaptive"  # no declared quota: the limit found by AIMD, shared the same way
+    INSTANCE = "instance"  # a fixed share per instance: quota x headroom / max instances
+
+
 class ThinkingLevel(StrEnum):
     """How much Gemini 3 and later think before answering (google-genai ThinkingLevel)."""
 
@@ -188,7 +196,8 @@ class Settings(BaseSettings):
     grader_token_limit_param: TokenLimitParam = TokenLimitParam.MAX_COMPLETION_TOKENS
     grader_request_timeout_s: float = Field(default=300.0, gt=0)
     grader_answer_retries: int = Field(default=2, ge=0, le=5)
-    # The project's quota for the model, split evenly over the worker's max instances.
+    # The project's quota for the model, shared by the worker's instances (QuotaMode).
+    grader_quota_mode: QuotaMode = QuotaMode.SHARED
     grader_quota_rpm: int = Field(default=60, ge=1)
     grader_quota_tpm: int = Field(default=0, ge=0)  # 0: no token limit
     grader_quota_headroom: float = Field(default=0.9, gt=0, le=1)
@@ -200,6 +209,12 @@ class Settings(BaseSettings):
     batch_window_s: float = Field(default=600.0, gt=0)
     batch_tick_s: float = Field(default=300.0, gt=0)  # the recovery sweep's period
     worker_max_instances: int = Field(default=1, ge=1)
+    # The provider's quota window: a minute (shorter only to run the quota bench fast).
+    grader_quota_window_s: float = Field(default=60.0, gt=0)
+    # adaptive: the limit's start, floor and ceiling, in requests a minute.
+    grader_adaptive_start_rpm: int = Field(default=60, ge=1)
+    grader_adaptive_min_rpm: int = Field(default=1, ge=1)
+    grader_adaptive_max_rpm: int = Field(default=100_000, ge=1)
 
     # The attempt's lease, renewed every heartbeat while it grades.
     lease_s: float = Field(default=45.0, gt=0)

@@ -32,12 +32,15 @@ Server-wide settings act like the provider's side of a deployment:
   do: it refuses `max_tokens` and any `temperature` but 1 (400), counts its reasoning in
   `completion_tokens` (`completion_tokens_details.reasoning_tokens`), and ends with
   `finish_reason` "length" and no content when `max_completion_tokens` leaves no room.
+- `quota`: the provider's quota (`tests/support/provider_quota.py`): a request past it
+  answers 429 with `Retry-After`; `latency_s`: how long every answer takes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -51,6 +54,7 @@ from typing import Any
 from shared.adapters.graders.rubric import RubricGrader
 from shared.domain.job import GradingRequest
 from tests.support.loopback import LoopbackServer
+from tests.support.provider_quota import ProviderQuota
 
 _MARKER = re.compile(r"#(429|500|malformed|slow)x(\d+)(?:=(\d+(?:\.\d+)?))?|#status=(\d{3})")
 
@@ -177,6 +181,8 @@ class FakeOpenAIServer(LoopbackServer):
         #: The model lookups (GET /v1/models/{id}) answered, by status.
         self.lookups: list[int] = []
         self.served: list[Served] = []
+        self.quota: ProviderQuota | None = None
+        self.latency_s = 0.0
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
         #: Chat completions requests answered one at a time (not in a batch).
@@ -246,7 +252,12 @@ class FakeOpenAIServer(LoopbackServer):
                 self.prefix_cache.serve(_prompt_text(body)), reply["usage"]["prompt_tokens"]
             )
             reply["usage"]["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
-        return self._log(200, answer, body, {}, reply, delay)
+        if self.quota is not None:
+            wait = self.quota.admit(time.monotonic(), reply["usage"]["total_tokens"])
+            if wait is not None:
+                after = {"Retry-After": str(max(1, math.ceil(wait)))}
+                return self._log(429, answer, body, after, _error(429), 0)
+        return self._log(200, answer, body, {}, reply, max(delay, self.latency_s))
 
     # --- the Batch API (files and batches endpoints) ---------------------------------------
 

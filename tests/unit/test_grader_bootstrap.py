@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -111,9 +112,10 @@ def test_the_instance_share_comes_from_the_project_quota_and_max_instances() -> 
 
 
 def test_openai_compatible_grading_logs_neither_the_answer_nor_the_key(
-    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     settings = Settings(
+        data_dir=tmp_path,  # the quota pool's ledger
         grader="openai",  # type: ignore[arg-type]
         grader_base_url=server.url,
         grader_model="fake-grader",

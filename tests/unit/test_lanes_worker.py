@@ -14,11 +14,12 @@ from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
 from shared.adapters.graders.lanes import LaneGraders
 from shared.adapters.graders.limiter import QuotaShare
 from shared.adapters.graders.llm import ModelGrader
+from shared.adapters.graders.shared_quota import SharedQuotaLimiter
 from shared.bootstrap import Adapters
 from shared.bootstrap.graders import grader_for
 from shared.clock import FrozenClock
 from shared.config.queues import DEFAULT_QUEUES_FILE
-from shared.config.settings import GraderKind, Settings
+from shared.config.settings import GraderKind, QuotaMode, Settings
 from shared.domain.errors import ProviderQuotaExhausted, ProviderUnavailable
 from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
@@ -148,7 +149,10 @@ def test_the_model_graders_of_the_bootstrap_share_one_quota_by_lane(tmp_path: Pa
     )
     grader = grader_for(settings)
     assert isinstance(grader, ModelGrader)
-    assert isinstance(grader._limiter, LaneQuotaLimiter)
+    assert isinstance(grader._limiter, SharedQuotaLimiter)  # one pool for every instance
+    fixed = grader_for(settings.model_copy(update={"grader_quota_mode": QuotaMode.INSTANCE}))
+    assert isinstance(fixed, ModelGrader)
+    assert isinstance(fixed._limiter, LaneQuotaLimiter)
 
 
 def test_the_recovery_sweep_logs_each_lanes_oldest_job_for_its_alert(

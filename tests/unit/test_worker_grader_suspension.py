@@ -41,6 +41,7 @@ def client(
     server: FakeOpenAIServer, settings: Settings, adapters: Adapters, clock: FrozenClock
 ) -> FlaskClient:
     model = Settings(
+        data_dir=settings.data_dir,  # the quota pool's ledger: this test's own
         grader="openai",  # type: ignore[arg-type]
         grader_base_url=server.url,
         grader_model="fake-grader",

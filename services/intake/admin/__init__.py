@@ -12,8 +12,10 @@ from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.budgets import budgets_api
 from services.intake.admin.dashboard import page
 from services.intake.admin.lanes import lanes_api
+from services.intake.admin.quota import quota_api
 from services.intake.admin.routes import api
 from shared.bootstrap import Adapters
+from shared.bootstrap.graders import QuotaReport
 from shared.config.settings import Settings
 from shared.ports import Clock
 from shared.service_layer.admin import AdminService
@@ -54,6 +56,8 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
     app.register_blueprint(api)
     app.register_blueprint(lanes_api)
     app.register_blueprint(budgets_api)
+    app.extensions["gradeq.quota"] = QuotaReport(settings)
+    app.register_blueprint(quota_api)
     app.register_blueprint(page)
     if adapters.assignments is not None:
         app.extensions["gradeq.admin_assignments"] = adapters.assignments

@@ -70,6 +70,9 @@ class Reservation:
         """Replace the estimate with the tokens the request really took."""
         self._limiter._settle(self._entry, tokens)
 
+    def throttled(self) -> None:
+        """The provider answered 429 (a limiter that learns from it takes note)."""
+
 
 class QuotaLimiter(Protocol):
     """What a model grader asks before each provider request."""

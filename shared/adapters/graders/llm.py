@@ -268,6 +268,7 @@ class ModelGrader:
             try:
                 completion = self._chat.complete(rendered, timeout_s=timeout)
             except ProviderRateLimited as exc:
+                reservation.throttled()
                 if ask == 1:
                     raise  # nothing was spent: the worker gives the job back uncounted
                 # An unusable answer was already paid for: this attempt counts.

@@ -209,6 +209,30 @@ function showLanes(lanes) {
   document.querySelector("#lanes tbody").replaceChildren(...rows);
 }
 
+function pairs(counts) {
+  return Object.entries(counts).sort().map(([name, n]) => `${name} ${n}`).join(", ") || "-";
+}
+
+function showQuota(pools) {
+  const rows = pools.map((pool) => {
+    if (pool.mode === "instance") {
+      return el("tr", {}, el("td", {}, pool.model), el("td", {}, "instance"),
+        el("td", {}, `${pool.share_rpm}/min per instance (x${pool.max_instances})`),
+        el("td", {}, "-"), el("td", {}, "-"), el("td", {}, "-"), el("td", {}, "-"));
+    }
+    const tokens = pool.limit_tpm ? `, ${pool.limit_tpm} tok` : "";
+    const epoch = pool.adaptive && pool.adaptive.last_epoch && pool.adaptive.last_epoch.decision
+      ? `${pool.adaptive.last_epoch.decision}: ${pool.adaptive.last_epoch.throttled}/`
+        + `${pool.adaptive.last_epoch.answered} 429` : "-";
+    return el("tr", { "data-model": pool.model }, el("td", {}, pool.model),
+      el("td", {}, pool.mode), el("td", {}, `${pool.limit_rpm} req${tokens} / ${pool.window_s} s`),
+      el("td", {}, `${pool.requests_in_window} req, ${pool.tokens_in_window} tok`),
+      el("td", {}, pairs(pool.requests_by_lane)), el("td", {}, pairs(pool.waiting_by_lane)),
+      el("td", {}, epoch));
+  });
+  document.querySelector("#quota tbody").replaceChildren(...rows);
+}
+
 async function laneAction(lane, action, button) {
   button.disabled = true;
   try {
@@ -269,10 +293,11 @@ function say(text) {
 }
 
 async function refresh() {
-  const [health, failed, lanes] = await Promise.all(
-    [call("queue-health"), call("dead-letters?limit=50"), call("lanes")]);
+  const [health, failed, lanes, quota] = await Promise.all(
+    [call("queue-health"), call("dead-letters?limit=50"), call("lanes"), call("quota")]);
   showCounts(health);
   showLanes(lanes.lanes);
+  showQuota(quota.pools);
   drawChart(health.series);
   showFailed(failed);
   // Budgets may not be served (no budget store): the rest of the board still refreshes.
