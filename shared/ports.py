@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
@@ -19,6 +19,8 @@ from shared.domain.assignment import Assignment, Tally
 from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
+from shared.domain.gradebook import Begin, GradebookHealth, GradeMark, MarkStatus
+from shared.domain.gradebook import MarkKey as GradeMarkKey
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
@@ -520,4 +522,42 @@ class BlobStore(Protocol):
     def delete_under(self, prefix: str) -> list[str]:
         """Remove every object whose name starts with `prefix` (a folder, ending in "/");
         answer their names."""
+        ...
+
+
+class GradebookMarks(Protocol):
+    """The gradebook subscriber's memory: a high-water mark per (school, assignment,
+    student) with a short write lease, and each school's gradebook health. Each method is
+    one atomic read-modify-write."""
+
+    def begin(
+        self, key: GradeMarkKey, version: int, holder: str, now: datetime, lease: timedelta
+    ) -> Begin: ...
+
+    def finish(
+        self,
+        key: GradeMarkKey,
+        version: int,
+        holder: str,
+        status: MarkStatus,
+        detail: str | None,
+        at: datetime,
+    ) -> GradeMark: ...
+
+    def release(self, key: GradeMarkKey, holder: str) -> None: ...
+
+    def mark(self, key: GradeMarkKey) -> GradeMark | None: ...
+
+    def rejected(self, school: str | None = None) -> list[GradeMark]:
+        """The marks whose latest version the gradebook refused, oldest first."""
+        ...
+
+    def record_success(self, school: str, at: datetime) -> GradebookHealth: ...
+
+    def record_busy(
+        self, school: str, at: datetime, error: str, retry_after_s: float | None
+    ) -> GradebookHealth: ...
+
+    def health(self) -> list[GradebookHealth]:
+        """Every school's gradebook health, by school."""
         ...
