@@ -552,7 +552,9 @@ class GradebookMarks(Protocol):
         """The marks whose latest version the gradebook refused, oldest first."""
         ...
 
-    def record_success(self, school: str, at: datetime) -> GradebookHealth: ...
+    def record_success(self, school: str, at: datetime) -> tuple[GradebookHealth, GradebookHealth]:
+        """Record a write the LMS answered; the school's health (before, after)."""
+        ...
 
     def record_busy(
         self, school: str, at: datetime, error: str, retry_after_s: float | None

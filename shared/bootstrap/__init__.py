@@ -19,6 +19,7 @@ from shared.ports import (
     Clock,
     EventPublisher,
     EventRecords,
+    GradebookMarks,
     Grader,
     JobBatchWriter,
     JobEraser,
@@ -49,6 +50,8 @@ class AdapterFamily(Protocol):
     def api_key_store(self) -> ApiKeyStore: ...
 
     def webhook_secret_store(self) -> WebhookSecretStore: ...
+
+    def gradebook_marks(self) -> GradebookMarks: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 

@@ -13,6 +13,7 @@ from shared.adapters.embedded.assignment_store import (
 from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.review_store import SqliteReviewQueue
@@ -88,6 +89,9 @@ class EmbeddedFamily:
 
     def processed_events(self) -> SqliteProcessedEvents:
         return self._processed
+
+    def gradebook_marks(self) -> SqliteGradebookMarks:
+        return SqliteGradebookMarks(self._db)
 
     def event_records(self) -> EventRecords:
         return self._processed

@@ -97,7 +97,8 @@ def test_an_outage_runs_from_the_first_failure_to_the_next_success(
     health = {h.school: h for h in marks.health()}
     assert health["school-a"].state is HealthState.OUTAGE
     assert health["school/b"].failures == 1
-    back = marks.record_success("school-a", T0 + timedelta(minutes=3))
+    before, back = marks.record_success("school-a", T0 + timedelta(minutes=3))
+    assert before == second
     assert (back.state, back.since, back.failures, back.last_error) == (
         HealthState.OK,
         T0 + timedelta(minutes=3),

@@ -133,7 +133,7 @@ class SqliteGradebookMarks:
 
     def _change_health(
         self, school: str, change: Callable[[GradebookHealth], GradebookHealth]
-    ) -> GradebookHealth:
+    ) -> tuple[GradebookHealth, GradebookHealth]:
         with unavailable_on_error("record gradebook health"), self._db.transaction() as conn:
             row = conn.execute(
                 "SELECT record FROM gradebook_health WHERE school = ?", (school,)
@@ -149,15 +149,15 @@ class SqliteGradebookMarks:
                 " ON CONFLICT (school) DO UPDATE SET record = excluded.record",
                 (school, _dump(after.to_record(), _HEALTH_TIMES)),
             )
-            return after
+            return before, after
 
-    def record_success(self, school: str, at: datetime) -> GradebookHealth:
+    def record_success(self, school: str, at: datetime) -> tuple[GradebookHealth, GradebookHealth]:
         return self._change_health(school, lambda h: h.after_success(at))
 
     def record_busy(
         self, school: str, at: datetime, error: str, retry_after_s: float | None
     ) -> GradebookHealth:
-        return self._change_health(school, lambda h: h.after_busy(at, error, retry_after_s))
+        return self._change_health(school, lambda h: h.after_busy(at, error, retry_after_s))[1]
 
     def health(self) -> list[GradebookHealth]:
         with unavailable_on_error("read gradebook health"):

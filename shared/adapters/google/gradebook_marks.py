@@ -142,11 +142,11 @@ class FirestoreGradebookMarks:
 
     def _change_health(
         self, school: str, change: Callable[[GradebookHealth], GradebookHealth]
-    ) -> GradebookHealth:
+    ) -> tuple[GradebookHealth, GradebookHealth]:
         ref = self._health.document(safe_id(school))
 
         @firestore.transactional
-        def apply(transaction: firestore.Transaction) -> GradebookHealth:
+        def apply(transaction: firestore.Transaction) -> tuple[GradebookHealth, GradebookHealth]:
             snapshot = ref.get(transaction=transaction, retry=self._retry, timeout=self._deadline_s)
             before = (
                 GradebookHealth.from_record(
@@ -157,22 +157,22 @@ class FirestoreGradebookMarks:
             )
             after = change(before)
             transaction.set(ref, after.to_record())
-            return after
+            return before, after
 
         try:
-            result: GradebookHealth = apply(self._client.transaction())
+            result: tuple[GradebookHealth, GradebookHealth] = apply(self._client.transaction())
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore transaction failed: {exc}") from exc
         self.meter.add(metering.FIRESTORE_WRITES)
         return result
 
-    def record_success(self, school: str, at: datetime) -> GradebookHealth:
+    def record_success(self, school: str, at: datetime) -> tuple[GradebookHealth, GradebookHealth]:
         return self._change_health(school, lambda h: h.after_success(at))
 
     def record_busy(
         self, school: str, at: datetime, error: str, retry_after_s: float | None
     ) -> GradebookHealth:
-        return self._change_health(school, lambda h: h.after_busy(at, error, retry_after_s))
+        return self._change_health(school, lambda h: h.after_busy(at, error, retry_after_s))[1]
 
     def health(self) -> list[GradebookHealth]:
         try:
