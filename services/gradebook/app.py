@@ -4,8 +4,9 @@
         'services.gradebook.app:create_app()'
 
 POST /pubsub/push takes GradePosted events (the subscription's filter admits only that
-type; any other type is acknowledged unread). GET /admin/gradebooks shows each school's
-gradebook health and the grades the LMS refused (operator key).
+type; any other type is acknowledged unread). Each school's gradebook health and the
+grades an LMS refused are in the store, shown by the intake's admin API
+(GET /admin/v1/gradebooks).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import logging
 from datetime import timedelta
 
-from flask import Blueprint, Flask, Response, jsonify, request
+from flask import Blueprint, Flask, Response, request
 
 from services.gradebook.connections import load_connections
 from services.gradebook.event import (
@@ -25,7 +26,6 @@ from services.gradebook.event import (
 )
 from services.gradebook.settings import GradebookSettings
 from services.gradebook.subscriber import Connections, GradebookSubscriber
-from services.intake.admin.auth import OperatorAuthenticator
 from shared.bootstrap import adapter_family, build_clock
 from shared.config.settings import Settings
 from shared.domain.gradebook import MarkKey
@@ -82,26 +82,6 @@ def _push_blueprint(
     return blueprint
 
 
-def _admin_blueprint(marks: GradebookMarks, operators: OperatorAuthenticator) -> Blueprint:
-    blueprint = Blueprint("gradebook_admin", __name__, url_prefix="/admin")
-
-    @blueprint.before_request
-    def _authenticate() -> None:
-        operators.operator()
-
-    @blueprint.get("/gradebooks")
-    def gradebooks() -> Response:
-        school = request.args.get("school") or None
-        health = [h for h in marks.health() if school is None or h.school == school]
-        return jsonify(
-            gradebooks=[h.as_dict() for h in health],
-            outages=[h.school for h in health if h.state.value == "outage"],
-            rejected=[m.as_dict() for m in marks.rejected(school)],
-        )
-
-    return blueprint
-
-
 def create_app(
     settings: Settings | None = None,
     gradebook_settings: GradebookSettings | None = None,
@@ -130,9 +110,6 @@ def create_app(
     register_trace_context(app, settings.project_id)
     register_health(app, [("gradebook_marks", lambda: _probe(marks))])
     app.register_blueprint(_push_blueprint(verifier, subscriber, processed))
-    app.register_blueprint(
-        _admin_blueprint(marks, OperatorAuthenticator(settings.operator_key_map()))
-    )
     return app
 
 

@@ -1,5 +1,6 @@
 """The gradebook subscriber: latest version wins whatever the order of delivery, a busy
-LMS never spends a grade, a refusal is recorded and shown, an outage is visible."""
+LMS never spends a grade, a refusal is recorded and shown, an outage is visible (in the
+intake's admin API, which reads the same store)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from services.gradebook.app import create_app
 from services.gradebook.connections import StaticConnections
 from services.gradebook.ports import GradebookBusy, GradebookRejected
 from services.gradebook.settings import GradebookSettings
+from services.intake.app import create_app as create_intake_app
 from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.gradebook import MarkKey
@@ -35,8 +38,8 @@ def _restore_logging() -> Iterator[None]:
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> SqliteGradebookMarks:
-    return SqliteGradebookMarks(SqliteDatabase(tmp_path / "gradeq.sqlite3"))
+def marks(settings: Settings) -> SqliteGradebookMarks:
+    return SqliteGradebookMarks(SqliteDatabase(settings.database_path))
 
 
 @pytest.fixture
@@ -50,14 +53,24 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-def client(
-    tmp_path: Path, marks: SqliteGradebookMarks, writer: ScriptedWriter, clock: FrozenClock
-) -> FlaskClient:
-    settings = Settings(
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
         data_dir=tmp_path,
         push_token=PUSH_TOKEN,  # type: ignore[arg-type]
         operator_keys="ops=operator-key-for-tests",  # type: ignore[arg-type]
     )
+
+
+@pytest.fixture
+def admin(settings: Settings, adapters: Adapters, clock: FrozenClock) -> FlaskClient:
+    """The intake's admin API on the same data directory (so the same store)."""
+    return create_intake_app(settings, adapters, clock).test_client()
+
+
+@pytest.fixture
+def client(
+    settings: Settings, marks: SqliteGradebookMarks, writer: ScriptedWriter, clock: FrozenClock
+) -> FlaskClient:
     connections = StaticConnections(
         writers={"school-a": writer}, rosters={"school-a": {"student-1": "lms-1"}}
     )
@@ -129,6 +142,7 @@ def test_a_busy_lms_never_spends_the_grade(
 
 def test_an_outage_is_visible_in_the_admin_api_until_the_lms_answers(
     client: FlaskClient,
+    admin: FlaskClient,
     writer: ScriptedWriter,
     clock: FrozenClock,
     caplog: pytest.LogCaptureFixture,
@@ -142,7 +156,7 @@ def test_an_outage_is_visible_in_the_admin_api_until_the_lms_answers(
         assert push(client, grade_data(3, score=6.0)) == 503
     events = [(r.levelno, r.__dict__["event"]) for r in caplog.records if "event" in r.__dict__]
     assert events == [(logging.ERROR, "gradebook_outage"), (logging.WARNING, "gradebook_busy")]
-    seen = client.get("/admin/gradebooks", headers=OPERATOR).get_json()
+    seen = admin.get("/admin/v1/gradebooks", headers=OPERATOR).get_json()
     assert seen["outages"] == ["school-a"]
     [school] = seen["gradebooks"]
     assert (school["state"], school["failures"], school["last_error"]) == ("outage", 2, "HTTP 503")
@@ -153,7 +167,7 @@ def test_an_outage_is_visible_in_the_admin_api_until_the_lms_answers(
         assert push(client, grade_data(3, score=6.0)) == 204
     assert any(r.__dict__.get("event") == "gradebook_recovered" for r in caplog.records)
     assert (held(writer).version, held(writer).score) == (3, 6.0)
-    after = client.get("/admin/gradebooks", headers=OPERATOR).get_json()
+    after = admin.get("/admin/v1/gradebooks", headers=OPERATOR).get_json()
     assert after["outages"] == [] and after["gradebooks"][0]["state"] == "ok"
 
 
@@ -170,13 +184,13 @@ def test_an_outage_in_reverse_order_still_ends_on_the_latest(
 
 
 def test_a_rejected_grade_is_recorded_shown_and_not_retried(
-    client: FlaskClient, writer: ScriptedWriter
+    client: FlaskClient, admin: FlaskClient, writer: ScriptedWriter
 ) -> None:
     writer.failures = [GradebookRejected("course work created by another project")]
     assert push(client, grade_data(1)) == 204
     assert push(client, grade_data(1)) == 204
     assert len(writer.calls) == 1
-    seen = client.get("/admin/gradebooks?school=school-a", headers=OPERATOR).get_json()
+    seen = admin.get("/admin/v1/gradebooks?school=school-a", headers=OPERATOR).get_json()
     [rejected] = seen["rejected"]
     assert (rejected["student_id"], rejected["version"], rejected["detail"]) == (
         "student-1",
@@ -186,7 +200,7 @@ def test_a_rejected_grade_is_recorded_shown_and_not_retried(
     # A later version is written again (the refusal was about that version).
     assert push(client, grade_data(2)) == 204
     assert held(writer).version == 2
-    assert client.get("/admin/gradebooks", headers=OPERATOR).get_json()["rejected"] == []
+    assert admin.get("/admin/v1/gradebooks", headers=OPERATOR).get_json()["rejected"] == []
 
 
 def test_a_write_in_progress_holds_off_a_second_delivery(
@@ -220,8 +234,8 @@ def test_other_event_types_and_malformed_grades_are_acknowledged_unwritten(
 
 
 def test_pushes_need_the_push_credential_and_the_admin_api_an_operator(
-    client: FlaskClient,
+    client: FlaskClient, admin: FlaskClient
 ) -> None:
     assert client.post("/pubsub/push", json=push_body(grade_data(1))).status_code == 401
-    assert client.get("/admin/gradebooks").status_code == 401
-    assert client.get("/admin/gradebooks", headers=AUTH).status_code == 403
+    assert admin.get("/admin/v1/gradebooks").status_code == 401
+    assert admin.get("/admin/v1/gradebooks", headers=AUTH).status_code == 403
