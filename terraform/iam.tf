@@ -20,6 +20,11 @@ locals {
       display_name = "Gradeq notification subscriber"
       description  = "Runs the notification service: delivers signed webhooks."
     }
+    gradebook = {
+      account_id   = "${var.name_prefix}-gradebook"
+      display_name = "Gradeq gradebook subscriber"
+      description  = "Runs the gradebook service: writes posted grades to each school's LMS."
+    }
     tasks_invoker = {
       account_id   = "${var.name_prefix}-tasks"
       display_name = "Gradeq Cloud Tasks invoker"
@@ -33,7 +38,7 @@ locals {
     pubsub_push = {
       account_id   = "${var.name_prefix}-push"
       display_name = "Gradeq Pub/Sub push"
-      description  = "Identity in the OIDC tokens Pub/Sub sends to the notification service."
+      description  = "Identity in the OIDC tokens Pub/Sub sends to the push subscribers."
     }
   }
 }
@@ -57,6 +62,7 @@ locals {
     intake       = google_service_account.main["intake"].email
     worker       = google_service_account.main["worker"].email
     notification = google_service_account.main["notification"].email
+    gradebook    = google_service_account.main["gradebook"].email
   }
 }
 
@@ -133,6 +139,13 @@ resource "google_cloud_run_v2_service_iam_member" "worker_scheduler_invoker" {
 
 resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
   name     = module.notification.name
+  location = var.region
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.main["pubsub_push"].email}"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "gradebook_push_invoker" {
+  name     = module.gradebook.name
   location = var.region
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.main["pubsub_push"].email}"

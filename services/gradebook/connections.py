@@ -1,4 +1,5 @@
-"""Each school's gradebook connection, read from GRADEQ_GRADEBOOK_CONNECTIONS_FILE.
+"""Each school's gradebook connection, read from GRADEQ_GRADEBOOK_CONNECTIONS_FILE (or
+the same JSON in GRADEQ_GRADEBOOK_CONNECTIONS_JSON).
 
 The file maps a school to its connection: `{"school-a": {"kind": "classroom", ...,
 "roster": {"<student id>": "<LMS user id>"}}}` (docs/gradebook.md lists each kind's
@@ -46,9 +47,12 @@ def load_connections(
 ) -> StaticConnections:
     """Read the connections file (none: no school has a gradebook); ValueError when an
     entry is malformed or names an unknown kind, so a bad file never starts a service."""
-    if settings.connections_file is None:
+    if settings.connections_file is not None:
+        raw = json.loads(settings.connections_file.read_text())
+    elif settings.connections_json.strip():
+        raw = json.loads(settings.connections_json)
+    else:
         return StaticConnections()
-    raw = json.loads(settings.connections_file.read_text())
     if not isinstance(raw, dict):
         raise ValueError("the gradebook connections file must hold a JSON object")
     factories = _factories() if factories is None else factories

@@ -14,6 +14,8 @@ class GradebookSettings(BaseSettings):
     #: JSON file naming each school's gradebook connection (docs/gradebook.md); none: no
     #: school has one, and posted grades are acknowledged without a write.
     connections_file: Path | None = None
+    #: The same as JSON text (Cloud Run's env); used when no file is named.
+    connections_json: str = ""
     #: How long one delivery holds a student's mark while it writes.
     lease_s: float = Field(default=60.0, gt=0)
     #: Seconds before a Classroom call gives up (then the write is retried later).
