@@ -39,7 +39,9 @@ class StaticConnections:
 
 
 def _factories() -> dict[str, WriterFactory]:
-    return {}
+    from services.gradebook.classroom import classroom_writer
+
+    return {"classroom": classroom_writer}
 
 
 def load_connections(
