@@ -165,6 +165,15 @@ resource "google_cloud_run_v2_service_iam_member" "intake_invokers" {
   member   = each.value
 }
 
+# Google Classroom: the gradebook acts as a school's teacher through domain-wide
+# delegation, signing the delegation assertion with its own account through IAM signBlob
+# (docs/gradebook.md): it needs the token creator role on itself, not a key.
+resource "google_service_account_iam_member" "gradebook_signs_delegation" {
+  service_account_id = google_service_account.main["gradebook"].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${google_service_account.main["gradebook"].email}"
+}
+
 # --- Pub/Sub: only the worker publishes events.
 resource "google_pubsub_topic_iam_member" "worker_publisher" {
   topic  = google_pubsub_topic.events.name
