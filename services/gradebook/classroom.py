@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import requests
+from google.auth.exceptions import GoogleAuthError
 
 from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from services.gradebook.settings import GradebookSettings
@@ -178,7 +179,8 @@ class ClassroomWriter:
             response = self._session.request(
                 method, url, params=params, json=body, timeout=self._timeout_s
             )
-        except requests.RequestException as exc:
+        except (requests.RequestException, GoogleAuthError) as exc:
+            # GoogleAuthError: no token (the Workspace admin's grant is missing or revoked).
             raise GradebookBusy(None, f"Classroom {method} failed: {type(exc).__name__}") from exc
         if response.ok:
             payload = response.json() if response.content else {}

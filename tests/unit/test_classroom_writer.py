@@ -180,3 +180,14 @@ def test_the_gradebook_service_retries_a_busy_classroom_until_the_grade_lands(
         == 204
     )
     assert fake.submission_of(work["id"], "111")["assignedGrade"] == 8.0
+
+
+def test_a_token_refused_for_a_missing_grant_is_busy(fake: ClassroomFake) -> None:
+    from google.auth.exceptions import RefreshError
+
+    class NoToken(requests.Session):
+        def request(self, *args: object, **kwargs: object) -> requests.Response:
+            raise RefreshError("unauthorized_client")  # type: ignore[no-untyped-call]
+
+    with pytest.raises(GradebookBusy, match="RefreshError"):
+        ClassroomWriter(NoToken(), COURSE, base_url=fake.base_url).write(grade())
