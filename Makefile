@@ -45,6 +45,7 @@ SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
 soak: install
 	$(PY) -m localcloud.soak $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --backend google-emulators $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --batch $(SOAK_ARGS)
 
 # Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
 # under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's
@@ -64,9 +65,16 @@ bench-tools:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server wrk; \
 	fi
 
-bench: install $(BENCH_STAMP) bench-tools bench-lanes
+bench: install $(BENCH_STAMP) bench-tools bench-lanes bench-bill
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
+
+# What an assignment of 500 answers costs (bench/bill.py, about two minutes): naive,
+# prefix-cached, batch-priced and both, in tokens and money per answer from the price table.
+BENCH_BILL_ARGS ?=
+.PHONY: bench-bill
+bench-bill: install
+	$(PY) -m bench.bill $(BENCH_BILL_ARGS)
 
 # A class's 1,000 answers in one batch against 1,000 single POSTs (docs/assignments.md).
 .PHONY: bench-assignments

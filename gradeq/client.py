@@ -374,6 +374,28 @@ class GradeqClient:
                 body[name] = value
         return self.request("POST", f"/v1/reviews/{job_id}", json=body, retry=False).body
 
+    def request_regrade(self, job_id: str, reason: str) -> dict[str, Any]:
+        """A student asks, once per grade, for a second look at it; not retried (a second
+        request is answered 409 regrade-already-requested)."""
+        body = {"reason": reason}
+        path = f"/v1/grading-jobs/{job_id}/regrade-request"
+        return self.request("POST", path, json=body, retry=False).body
+
+    def answer_regrade_request(
+        self,
+        job_id: str,
+        reason: str,
+        score: float | None = None,
+        feedback: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer a student's regrade request: keep the grade (no score) or change it."""
+        body: dict[str, Any] = {"answer": "keep" if score is None else "change", "reason": reason}
+        for name, value in (("score", score), ("feedback", feedback)):
+            if value is not None:
+                body[name] = value
+        path = f"/v1/reviews/{job_id}/request"
+        return self.request("POST", path, json=body, retry=False).body
+
     def agreement(self, assignment_id: str) -> dict[str, Any]:
         """Model against teacher on the assignment's reviewed grades (operator key)."""
         return self.admin("GET", f"/assignments/{assignment_id}/agreement").body

@@ -16,12 +16,15 @@ from typing import Any, Protocol
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.budgets import Budget, BudgetScope, Charge
+from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.gradebook import Begin, GradebookHealth, GradeMark, MarkStatus
 from shared.domain.gradebook import MarkKey as GradeMarkKey
 from shared.domain.job import GradingRequest, Job
+from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
 from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -459,6 +462,44 @@ class WebhookSecretStore(Protocol):
         ...
 
 
+class LtiStore(Protocol):
+    """Schools' LTI 1.3 platform registrations and Gradeq's own LTI signing keys (sealed)."""
+
+    def put_registration(self, registration: LtiRegistration) -> None:
+        """Store a registration, replacing the one of the same (issuer, client id)."""
+        ...
+
+    def registration(self, issuer: str, client_id: str) -> LtiRegistration | None:
+        """The registration of (issuer, client id), if any."""
+        ...
+
+    def registrations(self, school: str | None = None) -> list[LtiRegistration]:
+        """Every registration (of one school), by issuer then client id."""
+        ...
+
+    def add_key(self, key: ToolKey) -> None:
+        """Store a new signing key; its kid must be new."""
+        ...
+
+    def tool_keys(self) -> list[ToolKey]:
+        """Every signing key, expired ones included, oldest first."""
+        ...
+
+    def expire_key(self, kid: str, at: datetime) -> ToolKey:
+        """Publish the key until `at` (an earlier expiry stays); raise ToolKeyNotFound if
+        unknown."""
+        ...
+
+    def put_link(self, link: AssignmentLink) -> None:
+        """Store where an assignment lives in its LMS, replacing the former record; a line
+        item already known stays when `link` names none."""
+        ...
+
+    def link(self, school: str, assignment_id: str) -> AssignmentLink | None:
+        """Where the assignment lives in its LMS, if a launch told."""
+        ...
+
+
 @dataclass(frozen=True)
 class SignedUpload:
     """A URL a browser PUTs one file to, and the headers it must send with it."""
@@ -483,6 +524,54 @@ class UploadQuota(Protocol):
         """Count `size` more bytes for the client on `day` unless the day's count would
         pass `limit`; whether they were counted (atomic: racing calls never pass it)."""
         ...
+
+
+class BudgetStore(Protocol):
+    """Monthly budgets per client and per assignment, and each finished grading's cost
+    counted against them once."""
+
+    def set_budget(self, budget: Budget) -> None:
+        """Create or replace the budget of `budget.scope` and `budget.key`."""
+        ...
+
+    def remove_budget(self, scope: BudgetScope, key: str) -> bool:
+        """Remove a budget; whether there was one."""
+        ...
+
+    def budgets(self) -> list[Budget]:
+        """Every budget, by scope then key."""
+        ...
+
+    def charge(self, charge: Charge) -> bool:
+        """Count a grading's cost against its client's and assignment's month, once per
+        job id (a second charge of the same job counts nothing); whether it counted now."""
+        ...
+
+    def spent(self, scope: BudgetScope, key: str, month: str) -> int:
+        """What the client or assignment spent in `month` ("YYYY-MM"), micro-dollars."""
+        ...
+
+    def daily_spend(self, month: str) -> dict[str, dict[str, int]]:
+        """Each client's spend per UTC day of `month`: {client: {"YYYY-MM-DD": micros}}."""
+        ...
+
+
+class ContextCacheRecords(Protocol):
+    """Which explicit provider context caches exist, so each is made once across workers."""
+
+    def get(self, key: str) -> ContextCacheRecord | None: ...
+
+    def claim(self, record: ContextCacheRecord) -> bool:
+        """Store `record` unless one with its key exists; whether it was stored."""
+        ...
+
+    def replace(self, old: ContextCacheRecord, new: ContextCacheRecord) -> bool:
+        """Replace `old` by `new` if the stored record is still `old`; whether it was."""
+        ...
+
+    def of_assignment(self, assignment_id: str) -> list[ContextCacheRecord]: ...
+
+    def remove(self, key: str) -> None: ...
 
 
 class UploadReferences(Protocol):

@@ -94,6 +94,8 @@ resource "google_bigquery_table" "events_v1" {
         SAFE_CAST(JSON_VALUE(data, '$.usage.output_tokens') AS INT64) AS output_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.total_tokens') AS INT64) AS total_tokens,
         SAFE_CAST(JSON_VALUE(data, '$.usage.requests') AS INT64) AS model_requests,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.cached_input_tokens') AS INT64) AS cached_input_tokens,
+        SAFE_CAST(JSON_VALUE(data, '$.usage.cost_micro_usd') AS INT64) AS cost_micro_usd,
         message_id
       FROM `${google_bigquery_table.events.project}.${google_bigquery_table.events.dataset_id}.${google_bigquery_table.events.table_id}`
       WHERE JSON_VALUE(attributes, '$."ce-type"') = 'dev.gradeq.grading.completed.v1'

@@ -353,6 +353,19 @@ resource "google_firestore_field" "processed_events_expire_at" {
   index_config {}
 }
 
+# A grading's charge document only keeps a redelivered grading from being counted twice
+# against its budgets (shared/adapters/google/budget_store.py): deleted by TTL after 62
+# days, the field exempt from indexing like the others.
+resource "google_firestore_field" "budget_charges_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = "budget_charges"
+  field      = "expire_at"
+
+  ttl_config {}
+
+  index_config {}
+}
+
 # The backlog shards' map of each client's jobs not yet final (one entry per client, kept
 # at zero when its jobs end): never queried, and Firestore allows 40,000 index entries per
 # document, so the map is exempt from single-field indexing. The counters collection keeps

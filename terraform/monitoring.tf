@@ -38,6 +38,22 @@ module "grader_suspended_alert" {
   depends_on = [time_sleep.apis]
 }
 
+# A client or an assignment passed the soft limit of its monthly budget (worker log event
+# budget_soft_limit, one line when a grading takes the spend past it).
+module "budget_soft_limit_alert" {
+  source = "./modules/log_alert"
+
+  name                  = "${var.name_prefix}/budget_soft_limit"
+  display_name          = "${var.name_prefix}: a grading budget passed its soft limit"
+  description           = "A monthly budget's spend passed its soft limit (worker log event budget_soft_limit)."
+  log_filter            = "${local.worker_revisions} AND jsonPayload.event = \"budget_soft_limit\""
+  documentation         = "The monthly spend of jsonPayload.scope jsonPayload.key passed its soft limit (jsonPayload.soft_micro_usd, micro-dollars). At the hard limit its new submissions are refused (429 budget-exhausted) and its queued work is held. Check `gradeq budgets list` and raise the budget if the spend is expected (docs/cost.md)."
+  notification_channels = var.notification_channels
+  labels                = var.labels
+
+  depends_on = [time_sleep.apis]
+}
+
 # The grader's model retires within 30 days (worker log event grader_model_retiring, at
 # most one line a day per instance); past the date a default model suspends grading.
 module "grader_model_retiring_alert" {

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from gradeq.cli import assignments, render, reviews
+from gradeq.cli import assignments, budgets, render, reviews
 from gradeq.cli.common import (
     CliError,
     JsonFlag,
@@ -418,6 +418,7 @@ def lanes_purge(
 
 
 app.add_typer(assignments.app, name="assignments")
+app.add_typer(budgets.app, name="budgets")
 app.add_typer(reviews.app, name="reviews")
 app.add_typer(reviews.erase_app, name="erase")
 

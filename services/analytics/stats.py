@@ -34,13 +34,22 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-_USAGE_FIELDS = ("requests", "input_tokens", "output_tokens", "total_tokens")
+_USAGE_FIELDS = (
+    "requests",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost_micro_usd",
+)
 
 
 def usage_totals(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Token usage summed per client and per assignment, each split by model.
+    """Token usage and cost summed per client and per assignment, each split by model.
 
-    Prices differ per model, so cost is each model's tokens times its price. Events
+    Prices differ per model, so the cost (`cost_micro_usd`, from the price table when the
+    grading was recorded) is kept per model too. `cache_hit_ratio` is the share of input
+    tokens the provider served from its prefix cache (None before any input). Events
     without a model (the offline grader, failed jobs) are left out.
     """
     by_client: dict[str, dict[str, dict[str, int]]] = {}
@@ -57,4 +66,23 @@ def usage_totals(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             totals["jobs"] += 1
             for field in _USAGE_FIELDS:
                 totals[field] += int(usage.get(field, 0))
-    return {"by_client": by_client, "by_assignment": by_assignment}
+    return {
+        "by_client": _with_hit_ratios(by_client),
+        "by_assignment": _with_hit_ratios(by_assignment),
+    }
+
+
+def _with_hit_ratios(
+    table: dict[str, dict[str, dict[str, int]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    return {
+        key: {
+            model: {**totals, "cache_hit_ratio": _ratio(totals)} for model, totals in models.items()
+        }
+        for key, models in table.items()
+    }
+
+
+def _ratio(totals: Mapping[str, int]) -> float | None:
+    inputs = totals["input_tokens"]
+    return round(totals["cached_input_tokens"] / inputs, 4) if inputs else None

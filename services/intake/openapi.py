@@ -29,6 +29,7 @@ from shared.domain.errors import (
     PROBLEM_BASE,
     AssignmentNotFound,
     BacklogFull,
+    BudgetExhausted,
     DependencyUnavailable,
     GradeqError,
     IdempotencyConflict,
@@ -128,7 +129,14 @@ def _problems(errors: Iterable[type[GradeqError]]) -> dict[str, Any]:
         headers = (
             {"Retry-After": _RETRY_AFTER}
             if any(
-                e in (TooManyActiveJobs, RateLimited, BacklogFull, TooManyFailedAuthentications)
+                e
+                in (
+                    TooManyActiveJobs,
+                    RateLimited,
+                    BacklogFull,
+                    TooManyFailedAuthentications,
+                    BudgetExhausted,
+                )
                 for e in group
             )
             else {}
@@ -213,6 +221,7 @@ def _paths() -> dict[str, Any]:
         TooManyActiveJobs,
         RateLimited,
         BacklogFull,
+        BudgetExhausted,
         UploadTooLarge,
         UploadTypeNotAllowed,
         UploadNotFound,

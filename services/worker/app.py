@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flask import Flask
 
 from services.worker.routes import build_blueprint
@@ -13,6 +15,7 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
+from shared.bootstrap.graders import context_caches
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
@@ -23,7 +26,9 @@ from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.lanes import LaneService
+from shared.service_layer.provider_batches import BatchPolicy, BatchService, ProviderBatchGrader
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewPolicies, ReviewService
@@ -35,6 +40,7 @@ def create_app(
     adapters: Adapters | None = None,
     grader: Grader | None = None,
     clock: Clock | None = None,
+    batch_grader: ProviderBatchGrader | None = None,
 ) -> Flask:
     """Build the worker app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
@@ -44,9 +50,14 @@ def create_app(
     budget = settings.budget()
     app = Flask(__name__)
     regrader = _regrader(settings, adapters, clock)
+    caches = context_caches(settings)
     completion = (
         AssignmentCompletion(
-            adapters.assignments, adapters.publisher, clock, regrader.resume if regrader else None
+            adapters.assignments,
+            adapters.publisher,
+            clock,
+            regrader.resume if regrader else None,
+            on_graded=caches.delete_for if caches is not None else None,
         )
         if adapters.assignments is not None
         else None
@@ -66,8 +77,10 @@ def create_app(
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
         lane_retries={q.name: q.retry_config for q in settings.queues().values()},
+        budgets=BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None,
     )
     app.extensions["gradeq.worker"] = worker
+    batches = _batches(settings, adapters, clock, worker, batch_grader)
     app.extensions["gradeq.recovery"] = RecoveryService(
         store=adapters.store,
         queue=adapters.queue,
@@ -76,6 +89,7 @@ def create_app(
         budget=budget,
         assignments=completion,
         regrades=regrader.resume_waiting if regrader else None,
+        batches=batches.tick if batches else None,
         reviews=ReviewService(
             adapters.store,
             adapter_family(settings).review_queue(),
@@ -97,6 +111,42 @@ def create_app(
     register_health(app, [("store", adapters.store.ping), ("bus", adapters.publisher.ping)])
     app.register_blueprint(build_blueprint(require_push_token(build_verifier(settings))))
     return app
+
+
+def _batches(
+    settings: Settings,
+    adapters: Adapters,
+    clock: Clock,
+    worker: WorkerService,
+    grader: ProviderBatchGrader | None,
+) -> BatchService | None:
+    """Batch mode (docs/graders.md#batch-mode): the worker gathers, the sweep's tick sends.
+
+    On when GRADEQ_BATCH_MODE is, or when the app is handed a batch grader (tests).
+    """
+    from shared.bootstrap.batches import batch_grader_for
+
+    grader = grader or batch_grader_for(settings)
+    if grader is None:
+        return None
+    policy = BatchPolicy(
+        lanes=settings.batch_lane_set(),
+        regrades=settings.batch_regrades,
+        max_size=settings.batch_max_size,
+        window=timedelta(seconds=settings.batch_window_s),
+        tick=timedelta(seconds=settings.batch_tick_s),
+    )
+    service = BatchService(
+        adapters.store,
+        adapters.queue,
+        clock,
+        grader,
+        policy,
+        worker.record_batch_answer,
+        uow=adapters.uow,
+    )
+    worker.batches = service
+    return service
 
 
 def _regrader(settings: Settings, adapters: Adapters, clock: Clock) -> Regrader | None:

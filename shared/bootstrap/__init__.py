@@ -16,7 +16,9 @@ from shared.ports import (
     ApiKeyStore,
     AssignmentStore,
     BlobStore,
+    BudgetStore,
     Clock,
+    ContextCacheRecords,
     EventPublisher,
     EventRecords,
     GradebookMarks,
@@ -24,6 +26,7 @@ from shared.ports import (
     JobBatchWriter,
     JobEraser,
     JobStore,
+    LtiStore,
     ProcessedEvents,
     ReviewQueue,
     TaskQueue,
@@ -65,6 +68,12 @@ class AdapterFamily(Protocol):
 
     def upload_quota(self) -> UploadQuota: ...
 
+    def budget_store(self) -> BudgetStore: ...
+
+    def context_cache_records(self) -> ContextCacheRecords: ...
+
+    def lti_store(self) -> LtiStore: ...
+
     def job_batch(self) -> JobBatchWriter: ...
 
     #: Task creations in flight at once for one batch (1: one after another, in-thread).
@@ -86,6 +95,8 @@ class Adapters:
     assignments: AssignmentStore | None = None
     batch: JobBatchWriter | None = None
     enqueue_parallelism: int = 1
+    #: Monthly budgets and the spend counted against them (None: no budgets apply).
+    budgets: BudgetStore | None = None
 
 
 def adapter_family(settings: Settings) -> AdapterFamily:
@@ -114,6 +125,7 @@ def family_adapters(family: AdapterFamily) -> Adapters:
         family.assignment_store(),
         family.job_batch(),
         family.enqueue_parallelism,
+        family.budget_store(),
     )
 
 

@@ -11,10 +11,13 @@ from shared.adapters.embedded.assignment_store import (
     SqliteTally,
 )
 from shared.adapters.embedded.blob_store import FileBlobStore
+from shared.adapters.embedded.budget_store import SqliteBudgetStore
+from shared.adapters.embedded.context_cache_records import SqliteContextCacheRecords
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -57,6 +60,12 @@ class EmbeddedFamily:
     def upload_quota(self) -> SqliteUploadQuota:
         return SqliteUploadQuota(self._db)
 
+    def budget_store(self) -> SqliteBudgetStore:
+        return SqliteBudgetStore(self._db)
+
+    def context_cache_records(self) -> SqliteContextCacheRecords:
+        return SqliteContextCacheRecords(self._db)
+
     def review_queue(self) -> SqliteReviewQueue:
         return SqliteReviewQueue(self._db)
 
@@ -73,6 +82,9 @@ class EmbeddedFamily:
 
     def webhook_secret_store(self) -> SqliteWebhookSecretStore:
         return SqliteWebhookSecretStore(self._db)
+
+    def lti_store(self) -> SqliteLtiStore:
+        return SqliteLtiStore(self._db)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

@@ -19,12 +19,15 @@ from google.cloud.pubsub_v1 import PublisherClient
 from shared.adapters.google.api_key_store import FirestoreApiKeyStore
 from shared.adapters.google.assignment_store import FirestoreAssignmentStore, FirestoreTally
 from shared.adapters.google.blob_store import GcsBlobStore
+from shared.adapters.google.budget_store import FirestoreBudgetStore
 from shared.adapters.google.clients import cloud_tasks_client, publisher_client, queue_path
+from shared.adapters.google.context_cache_records import FirestoreContextCacheRecords
 from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.gradebook_marks import FirestoreGradebookMarks
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.lti_store import FirestoreLtiStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
@@ -44,6 +47,10 @@ ASSIGNMENT_TALLIES = "assignment_tallies"
 ASSIGNMENT_GRADED = "assignment_graded"
 #: Each client's upload bytes of the day (one document per client).
 UPLOAD_QUOTA = "upload_quota"
+#: The prefix of the budget collections (budgets, charges, monthly and daily spend).
+BUDGET = "budget"
+#: One record per explicit provider context cache (shared/adapters/graders/gemini_cache.py).
+CONTEXT_CACHES = "context_caches"
 
 
 class GoogleFamily:
@@ -108,6 +115,14 @@ class GoogleFamily:
             self._firestore, UPLOAD_QUOTA, self._settings.firestore_deadline_s
         )
 
+    def budget_store(self) -> FirestoreBudgetStore:
+        return FirestoreBudgetStore(self._firestore, BUDGET, self._settings.firestore_deadline_s)
+
+    def context_cache_records(self) -> FirestoreContextCacheRecords:
+        return FirestoreContextCacheRecords(
+            self._firestore, CONTEXT_CACHES, self._settings.firestore_deadline_s
+        )
+
     def review_queue(self) -> FirestoreReviewQueue:
         s = self._settings
         return FirestoreReviewQueue(self._firestore, s.jobs_collection, s.firestore_deadline_s)
@@ -158,6 +173,16 @@ class GoogleFamily:
         s = self._settings
         return FirestoreWebhookSecretStore(
             self._firestore, s.webhook_secrets_collection, s.firestore_deadline_s
+        )
+
+    def lti_store(self) -> FirestoreLtiStore:
+        s = self._settings
+        return FirestoreLtiStore(
+            self._firestore,
+            s.lti_registrations_collection,
+            s.lti_keys_collection,
+            s.lti_links_collection,
+            s.firestore_deadline_s,
         )
 
     def event_publisher(self) -> PubSubEventPublisher:

@@ -7,6 +7,7 @@ time), with the SDKs' own retries off: the queue owns retries.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from shared.adapters.graders.lane_quota import LaneQuota, LaneQuotaLimiter
 from shared.adapters.graders.lanes import LaneGraders
@@ -17,8 +18,12 @@ from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
 from shared.clock import SystemClock
+from shared.config.prices import load_prices
 from shared.config.settings import GeminiApi, GraderKind, Settings
 from shared.ports import Clock, Grader
+
+if TYPE_CHECKING:
+    from shared.adapters.graders.gemini_cache import GeminiContextCaches
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +98,7 @@ def _model_grader(settings: Settings) -> ModelGrader:
         max_input_tokens=settings.grader_max_input_tokens,
         answer_retries=settings.grader_answer_retries,
         request_timeout_s=settings.grader_request_timeout_s,
+        prices=load_prices(settings.prices_file),
     )
 
 
@@ -119,11 +125,10 @@ def quota_share(settings: Settings) -> QuotaShare:
     )
 
 
-def gemini_chat(settings: Settings) -> ChatModel:
+def gemini_client(settings: Settings) -> Any:
+    """A google-genai client for the settings' endpoint and credentials."""
     from google import genai
     from google.genai import types
-
-    from shared.adapters.graders.gemini import GeminiChat
 
     http_options = types.HttpOptions(timeout=int(settings.grader_request_timeout_s * 1000))
     if settings.grader_gemini_api is GeminiApi.VERTEX:
@@ -138,6 +143,35 @@ def gemini_chat(settings: Settings) -> ChatModel:
         client = genai.Client(
             api_key=settings.grader_api_key.get_secret_value(), http_options=http_options
         )
+    return client
+
+
+def context_caches(settings: Settings, client: Any | None = None) -> GeminiContextCaches | None:
+    """The explicit Gemini context caches of a Gemini grader, if the settings want them."""
+    if settings.grader is not GraderKind.GEMINI or not settings.grader_context_cache:
+        return None
+    from shared.adapters.graders.gemini_cache import GeminiContextCaches
+    from shared.bootstrap import adapter_family
+
+    family = adapter_family(settings)
+    assignments = family.assignment_store()
+
+    def expected_answers(assignment_id: str, round_: int) -> int:
+        tally = assignments.tally(assignment_id, round_)
+        return tally.total - tally.final
+
+    return GeminiContextCaches(
+        client or gemini_client(settings),
+        family.context_cache_records(),
+        load_prices(settings.prices_file),
+        expected_answers,
+    )
+
+
+def gemini_chat(settings: Settings) -> ChatModel:
+    from shared.adapters.graders.gemini import GeminiChat
+
+    client = gemini_client(settings)
     return GeminiChat(
         client,
         settings.grader_model_name,
@@ -145,6 +179,7 @@ def gemini_chat(settings: Settings) -> ChatModel:
         temperature=settings.grader_temperature,
         thinking_level=settings.grader_thinking_level.value,
         thinking_budget=settings.grader_thinking_budget,
+        caches=context_caches(settings, client),
     )
 
 

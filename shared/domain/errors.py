@@ -99,6 +99,19 @@ class BacklogFull(GradeqError):
         self.retry_after_s = retry_after_s
 
 
+class BudgetExhausted(GradeqError):
+    """A monthly budget of the client or of the assignment is spent (`budget` names it,
+    with its hard limit and this month's spend); Retry-After points at the next month."""
+
+    slug = "budget-exhausted"
+    title = "The monthly grading budget is spent"
+    status = 429
+
+    def __init__(self, detail: str, retry_after_s: int, budget: dict[str, Any]) -> None:
+        super().__init__(detail, budget=budget)
+        self.retry_after_s = retry_after_s
+
+
 class LaneNotAllowed(GradeqError):
     """The client asked for a lane it may not use (`lane` names it, `allowed` lists them)."""
 
@@ -194,6 +207,13 @@ class TransientGradingError(GradingError):
     def __init__(self, detail: str, retry_after_s: float | None = None) -> None:
         super().__init__(detail)
         self.retry_after_s = retry_after_s
+
+
+class BudgetHeld(TransientGradingError):
+    """The job's client or assignment has spent its monthly budget: nothing was sent, and
+    the worker gives the job back uncounted, due again when the budget may allow it."""
+
+    slug = "budget-held"
 
 
 class GradingTimeout(TransientGradingError):

@@ -17,7 +17,7 @@ from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.review import Review, ReviewState
+from shared.domain.review import RegradeRequest, Review, ReviewState
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
 
@@ -71,6 +71,9 @@ class GradingRequest:
     not_before: str | None = None
     #: The lane the client asked for; None: its default lane.
     lane: str | None = None
+    #: How long the client lets the grading take: "hours" allows a provider batch
+    #: (docs/graders.md#batch-mode); None: as soon as possible.
+    deadline: str | None = None
     #: Set when the rubric came from an assignment: its version, the assignment's prompt
     #: version and grading round (0: first grading, n: the n-th regrade).
     rubric_version: int | None = None
@@ -108,6 +111,8 @@ class GradingRequest:
             data["not_before"] = self.not_before
         if self.lane is not None:  # likewise for a request naming no lane
             data["lane"] = self.lane
+        if self.deadline is not None:  # likewise for a request naming no deadline
+            data["deadline"] = self.deadline
         if self.rubric_version is not None:  # likewise of a request without an assignment
             data["rubric_version"] = self.rubric_version
             data["prompt_version"] = self.prompt_version
@@ -133,6 +138,7 @@ class GradingRequest:
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
             lane=data.get("lane"),
+            deadline=data.get("deadline"),
             rubric_version=data.get("rubric_version"),
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
@@ -140,6 +146,32 @@ class GradingRequest:
             student_id=data.get("student_id"),
             practice=bool(data.get("practice", False)),
         )
+
+
+#: The deadline of a request that may wait hours (a provider batch may grade it).
+DEADLINE_HOURS = "hours"
+
+
+@dataclass(frozen=True)
+class ProviderBatchWait:
+    """Where a job waits in a provider batch: gathered since `since`, then submitted.
+
+    `batch_id` is None while the job is gathered for the next batch, the provider's batch
+    id once it was submitted.
+    """
+
+    provider: str
+    since: datetime
+    batch_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "since": _iso(self.since), "batch_id": self.batch_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProviderBatchWait:
+        since = _parse(data["since"])
+        assert since is not None
+        return cls(provider=data["provider"], since=since, batch_id=data.get("batch_id"))
 
 
 @dataclass(frozen=True)
@@ -294,11 +326,18 @@ class Job:
     queued_at: datetime | None = None
     # Deliveries of this generation handed on to a later task (no provider quota).
     deferrals: int = 0
+    # Set while the job's attempt waits in a provider batch (status RUNNING, the lease
+    # held for the batch).
+    provider_batch: ProviderBatchWait | None = None
+    # A provider batch gave this generation back: it is graded one request at a time.
+    batch_returned: bool = False
     # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
     # service's default queue (jobs stored before lanes existed).
     lane: str | None = None
     # Set when the grade was held for a teacher (see shared.domain.review).
     review: ReviewState | None = None
+    # A student's request to look at the grade again, and its answer (once per grade).
+    regrade_request: RegradeRequest | None = None
     # Who in the school (`client_id`) made the job: its server, or a signed-in user's id.
     author: str = SERVER
 
@@ -344,6 +383,7 @@ class Job:
             completed_at=now,
             lease_owner=owner,
             lease_expires_at=now + ANNOUNCE_LEASE,
+            provider_batch=None,
             **changes,
         )
 
@@ -366,6 +406,8 @@ class Job:
             lease_owner=owner,
             lease_expires_at=now + lease_for,
             history=_bounded((*history, attempt)),
+            # A takeover of a batch's expired lease: the batch's answer is no longer taken.
+            provider_batch=None,
         )
 
     def _closed(
@@ -480,6 +522,76 @@ class Job:
             history=self._closed(now, AttemptOutcome.CANCELLED, reason),
         )
 
+    # --- provider batches (docs/graders.md#batch-mode) ---------------------------------
+
+    def enter_batch(self, owner: str, provider: str, now: datetime, lease_for: timedelta) -> Job:
+        """Hand the claimed attempt to the next provider batch; the lease waits for it.
+
+        The job stays RUNNING under the attempt's lease (renewed by nobody): if no batch
+        takes it before the lease runs out, the recovery sweep replays it.
+        """
+        self._check_owner(owner)
+        if self.batch_returned:
+            raise IllegalTransition(self.id, self.status, self.status)
+        return dataclasses.replace(
+            self,
+            updated_at=now,
+            lease_expires_at=now + lease_for,
+            provider_batch=ProviderBatchWait(provider, now),
+        )
+
+    def _check_batch(self, batch_id: str | None) -> ProviderBatchWait:
+        """The job's batch wait, if it waits in `batch_id` (None: gathered, unsubmitted)."""
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        wait = self.provider_batch
+        if self.status is not JobStatus.RUNNING or wait is None or wait.batch_id != batch_id:
+            raise LeaseLost(self.id, f"batch {batch_id}")
+        return wait
+
+    def submit_batch(
+        self, expected: str | None, batch_id: str, now: datetime, lease_for: timedelta
+    ) -> Job:
+        """Record that the job went into `batch_id`; it must still wait in `expected`.
+
+        The gatherer first marks its jobs with a reservation (`expected` None), then with
+        the provider's id: two gatherers never put one job into two batches.
+        """
+        wait = self._check_batch(expected)
+        return dataclasses.replace(
+            self,
+            updated_at=now,
+            lease_expires_at=now + lease_for,
+            provider_batch=dataclasses.replace(wait, batch_id=batch_id, since=now),
+        )
+
+    def batch_succeeded(self, batch_id: str, result: GradeResult, now: datetime) -> Job:
+        """The batch's answer for this job: SUCCEEDED, once (the job left the batch)."""
+        self._check_batch(batch_id)
+        assert self.lease_owner is not None
+        return self.succeed(self.lease_owner, result, now)
+
+    def leave_batch(self, batch_id: str | None, error: JobError, now: datetime) -> Job:
+        """The batch gave no usable answer: RETRYING on a new task, graded one by one.
+
+        The batch's attempt stays counted (the provider may have graded it). `deferrals`
+        moves on so that the new task has a name of its own (the first one was deleted).
+        """
+        self._check_batch(batch_id)
+        assert self.lease_owner is not None
+        retrying = self.retry_later(self.lease_owner, error, now)
+        return dataclasses.replace(
+            retrying,
+            provider_batch=None,
+            batch_returned=True,
+            deferrals=self.deferrals + 1,
+        )
+
+    @property
+    def waits_in_batch(self) -> bool:
+        """Whether the job's attempt waits in a provider batch (gathered or submitted)."""
+        return self.status is JobStatus.RUNNING and self.provider_batch is not None
+
     def mark_event_published(self, now: datetime) -> Job:
         if not self.status.is_final:
             raise IllegalTransition(self.id, self.status, self.status)
@@ -492,7 +604,11 @@ class Job:
         if self.status.is_final:
             raise JobAlreadyFinal(self.id, self.status)
         return dataclasses.replace(
-            self, generation=self.generation + 1, deferrals=0, updated_at=now
+            self,
+            generation=self.generation + 1,
+            deferrals=0,
+            updated_at=now,
+            provider_batch=None,
         )
 
     def replay_failed(self, now: datetime, by: str) -> Job:
@@ -564,6 +680,8 @@ class Job:
             event_published=False,
             queued_at=now,
             replays=_bounded((*self.replays, record)),
+            provider_batch=None,
+            batch_returned=False,
             **changes,
         )
 
@@ -662,9 +780,19 @@ class Job:
             "replays": [r.to_dict() for r in self.replays],
             "queued_at": self.queued_at,
             "deferrals": self.deferrals,
+            "provider_batch": self.provider_batch.to_dict()
+            if self.provider_batch is not None
+            else None,
+            "batch_returned": self.batch_returned,
             "lane": self.lane,
             "review": self.review.to_dict() if self.review is not None else None,
             "author": self.author,
+            # Only on jobs with a request: the records of others keep their shape.
+            **(
+                {"regrade_request": self.regrade_request.to_dict()}
+                if self.regrade_request is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -674,6 +802,7 @@ class Job:
         result = record.get("result")
         error = record.get("error")
         review = record.get("review")
+        regrade_request = record.get("regrade_request")
         # A user's job stored before jobs had an author names the user in its client id.
         owner = owner_of(record["client_id"], record.get("author"))
         return cls(
@@ -700,8 +829,14 @@ class Job:
             replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
             queued_at=record.get("queued_at"),
             deferrals=int(record.get("deferrals", 0)),
+            provider_batch=ProviderBatchWait.from_dict(record["provider_batch"])
+            if record.get("provider_batch")
+            else None,
+            batch_returned=bool(record.get("batch_returned", False)),
             lane=record.get("lane"),
             review=ReviewState.from_dict(review) if review else None,
+            # Jobs stored before regrade requests existed have none.
+            regrade_request=RegradeRequest.from_dict(regrade_request) if regrade_request else None,
         )
 
 

@@ -34,6 +34,7 @@ class HoldReason(StrEnum):
     NEAR_PASS_MARK = "near-pass-mark"  # noqa: S105 (a reason slug, not a password)
     FORMAT_FAILURE = "format-failure"
     SAMPLED = "sampled"
+    REGRADE_REQUEST = "regrade-request"  # the student asked for a regrade
 
 
 class ReviewStatus(StrEnum):
@@ -220,3 +221,83 @@ class ReviewState:
             reviews=tuple(Review.from_dict(r) for r in data.get("reviews") or ()),
             announced=bool(data.get("announced", True)),
         )
+
+
+class RequestAnswer(StrEnum):
+    """A teacher's answer to a student's regrade request."""
+
+    KEEP = "keep"
+    CHANGE = "change"
+
+
+@dataclass(frozen=True)
+class RegradeRequest:
+    """A student's request that a teacher look at their grade again, once per grade, and
+    the teacher's answer (None while open). The grade itself changes only as a review
+    (the job's `review.reviews`), so the history of grades stays whole."""
+
+    by: str  # the student's user id
+    at: datetime
+    reason: str
+    #: The job's generation the request was about.
+    generation: int
+    answer: RequestAnswer | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    answer_reason: str = ""
+
+    @property
+    def is_open(self) -> bool:
+        return self.answer is None
+
+    def answered(self, answer: RequestAnswer, by: str, at: datetime, reason: str) -> RegradeRequest:
+        return dataclasses.replace(
+            self, answer=answer, answered_by=by, answered_at=at, answer_reason=reason
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+            "generation": self.generation,
+            "answer": self.answer.value if self.answer is not None else None,
+            "answered_by": self.answered_by,
+            "answered_at": self.answered_at.isoformat() if self.answered_at else None,
+            "answer_reason": self.answer_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RegradeRequest:
+        answer = data.get("answer")
+        answered_at = data.get("answered_at")
+        return cls(
+            by=data["by"],
+            at=datetime.fromisoformat(data["at"]),
+            reason=data.get("reason") or "",
+            generation=int(data.get("generation", 0)),
+            answer=RequestAnswer(answer) if answer else None,
+            answered_by=data.get("answered_by"),
+            answered_at=datetime.fromisoformat(answered_at) if answered_at else None,
+            answer_reason=data.get("answer_reason") or "",
+        )
+
+
+def requested_state(state: ReviewState | None, generation: int, now: datetime) -> ReviewState:
+    """The review state of a grade a student asked to have looked at again: held in the
+    teacher's queue, flagged as a request, its grade still shown to the student (it was
+    released: the request never withholds it)."""
+    if state is None:
+        return ReviewState(
+            ReviewStatus.HELD, (HoldReason.REGRADE_REQUEST,), Release.IMMEDIATELY, now, generation
+        )
+    reasons = state.reasons
+    if HoldReason.REGRADE_REQUEST not in reasons:
+        reasons = (*reasons, HoldReason.REGRADE_REQUEST)
+    return dataclasses.replace(
+        state,
+        status=ReviewStatus.HELD,
+        reasons=reasons,
+        release=Release.IMMEDIATELY,
+        held_at=now,
+    )

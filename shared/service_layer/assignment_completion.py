@@ -32,7 +32,11 @@ class AssignmentCompletion:
         publisher: EventPublisher,
         clock: Clock,
         resume: Callable[[str], object] | None = None,
+        on_graded: Callable[[str], object] | None = None,
     ) -> None:
+        # Called with an assignment once a round of it is graded (its explicit context
+        # caches are deleted); a failure there is logged, never the round's.
+        self._on_graded = on_graded
         # Called with an assignment whose regrade waits for room under the ceilings, once
         # every submission moved into its round so far is final (`Regrader.resume`).
         self._resume = resume
@@ -71,6 +75,13 @@ class AssignmentCompletion:
         event = AssignmentGraded.of(assignment_id, client_id, round_, tally, self._clock.now())
         if self._assignments.record_graded(event):
             self._publish(event)
+            if self._on_graded is not None:
+                try:
+                    self._on_graded(assignment_id)
+                except Exception:
+                    log.exception(
+                        "after an assignment round", extra={"assignment_id": assignment_id}
+                    )
         return _DONE
 
     def _publish(self, event: AssignmentGraded) -> None:

@@ -8,6 +8,7 @@ creates nothing twice, and a batch cut off half way is completed by sending it a
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
@@ -32,6 +33,7 @@ from shared.domain.ids import assignment_id_for, submission_job_id, task_name_fo
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
 from shared.domain.status import JobStatus
+from shared.domain.uploads import FileRef
 from shared.ports import (
     AssignmentStore,
     Clock,
@@ -43,7 +45,9 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.intake import decode_cursor, encode_cursor
+from shared.service_layer.regrade_requests import REQUESTS_UNTIL
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,8 @@ class Answer:
     metadata: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
     student_id: str | None = None
+    #: Uploads graded beside or instead of the answer, as sent (checked before storing).
+    files: tuple[FileRef, ...] = ()
 
     def fingerprint(self) -> str:
         """Hash of what the client sent for this submission (not the assignment's rubric)."""
@@ -73,6 +79,8 @@ class Answer:
         }
         if self.student_id is not None:  # the fingerprint of an answer without one is unchanged
             sent["student_id"] = self.student_id
+        if self.files:  # likewise for an answer without files
+            sent["files"] = [[f.upload_id, f.content_type, f.size, f.name] for f in self.files]
         canonical = json.dumps(
             sent,
             sort_keys=True,
@@ -143,9 +151,12 @@ class AssignmentService:
         uow: UnitOfWork | None = None,
         enqueue_parallelism: int = 1,
         lanes: LanePolicy | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
         # The school's lanes: its default one for every submission (None: the queue's).
         self._lanes = lanes
+        # Monthly budgets: past a hard limit a whole batch is refused (BudgetExhausted).
+        self._budgets = budgets
         self._assignments = assignments
         self._jobs = jobs
         self._batch = batch
@@ -237,6 +248,17 @@ class AssignmentService:
         now = self._clock.now()
         return self._assignments.update(assignment_id, lambda a: a.revise(rubric, now))
 
+    def set_requests_until(
+        self, caller: Principal | str, assignment_id: str, until: datetime
+    ) -> Assignment:
+        """Set until when students may ask for a regrade of their grades."""
+        principal = as_principal(caller)
+        self.get(principal, assignment_id, Action.ASSIGNMENT_EDIT)
+        setting = {REQUESTS_UNTIL: until.isoformat()}
+        return self._assignments.update(
+            assignment_id, lambda a: dataclasses.replace(a, settings={**a.settings, **setting})
+        )
+
     def progress(self, caller: Principal | str, assignment_id: str) -> Progress:
         """The assignment and its current round's counters: two reads plus the tally's."""
         principal = as_principal(caller)
@@ -282,6 +304,7 @@ class AssignmentService:
             callback_url=answer.callback_url,
             metadata=answer.metadata,
             student_id=answer.student_id,
+            files=answer.files,
             rubric_version=assignment.rubric.version,
             prompt_version=assignment.prompt_version,
             assignment_round=assignment.round,
@@ -307,6 +330,8 @@ class AssignmentService:
             )
         # A student submits one answer (`JOB_SUBMIT`) into an assignment it may not read.
         assignment = self.get(principal, assignment_id, action, read=action)
+        if self._budgets is not None:
+            self._budgets.admit(assignment.client_id, assignment.id)
         owner = principal.owner
         lane = self._lanes.resolve(assignment.client_id, None) if self._lanes else None
         now = self._clock.now()

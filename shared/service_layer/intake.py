@@ -14,7 +14,12 @@ from datetime import datetime, timedelta
 
 from shared.domain.admission import AdmissionLimits
 from shared.domain.authorization import Action, Principal, as_principal, authorize
-from shared.domain.errors import IdempotencyConflict, JobNotFound, ValidationFailed
+from shared.domain.errors import (
+    BudgetExhausted,
+    IdempotencyConflict,
+    JobNotFound,
+    ValidationFailed,
+)
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lanes import LanePolicy
@@ -29,6 +34,7 @@ from shared.ports import (
     TaskSpec,
     UnitOfWork,
 )
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.completion import announce
 
 log = logging.getLogger(__name__)
@@ -95,7 +101,10 @@ class IntakeService:
         uow: UnitOfWork | None = None,
         lanes: LanePolicy | None = None,
         on_final: Callable[[Job], None] | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: past a hard limit a new job is refused (BudgetExhausted).
+        self._budgets = budgets
         # None: every job goes to the queue's default lane (the request's lane is kept).
         self._lanes = lanes
         self._on_final = on_final
@@ -128,6 +137,19 @@ class IntakeService:
                 )
             # The school's lanes, whoever in it submits.
             lane = self._lanes.resolve(owner.school, request.lane) if self._lanes else request.lane
+            if self._budgets is not None:
+                try:
+                    self._budgets.admit(owner.school, request.assignment_id)
+                except BudgetExhausted:
+                    # A retried request of a job accepted before is answered with it.
+                    known = self._store.get(job_id)
+                    if known is None or known.client_id != owner.school:
+                        raise
+                    if known.fingerprint != fingerprint(request):
+                        raise IdempotencyConflict(
+                            "this Idempotency-Key was already used with a different request body"
+                        ) from None
+                    return Submission(known, False)
             digest = fingerprint(request)
             new = Job.new(
                 job_id, owner.school, request, digest, now, lane=lane, author=owner.author

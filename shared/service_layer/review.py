@@ -36,6 +36,7 @@ from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.review import (
     Release,
+    RequestAnswer,
     Review,
     ReviewDecision,
     ReviewPolicy,
@@ -51,6 +52,7 @@ from shared.ports import (
     ReviewCursor,
     ReviewQueue,
 )
+from shared.service_layer.posted_changes import PostGradeChange, log_grade_change, posted_change
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,12 @@ class GradeNotHeld(GradeqError):
     status = 409
 
 
+class RegradeRequestOpen(GradeqError):
+    slug = "regrade-request-open"
+    title = "The student's regrade request is answered keep or change, with a reason"
+    status = 409
+
+
 @dataclass(frozen=True)
 class ReviewPage:
     """One page of the held grades, oldest first, and the cursor of the next."""
@@ -133,12 +141,20 @@ class ReviewService:
     """Reviewers' decisions on held grades, recorded and announced exactly once."""
 
     def __init__(
-        self, store: JobStore, queue: ReviewQueue, publisher: EventPublisher, clock: Clock
+        self,
+        store: JobStore,
+        queue: ReviewQueue,
+        publisher: EventPublisher,
+        clock: Clock,
+        post_change: PostGradeChange = log_grade_change,
     ) -> None:
+        """`post_change`: publishes a new version of a posted grade (a regrade request
+        answered with a change)."""
         self._store = store
         self._queue = queue
         self._publisher = publisher
         self._clock = clock
+        self._post_change = post_change
 
     def held(
         self,
@@ -188,6 +204,10 @@ class ReviewService:
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
                 raise GradeNotHeld(f"grading job {job.id} has no grade held for review")
+            if job.regrade_request is not None and job.regrade_request.is_open:
+                raise RegradeRequestOpen(
+                    f"answer the regrade request: POST /v1/reviews/{job.id}/request"
+                )
             now = self._clock.now()
             number = len(job.review.reviews) + 1
             if override is not None and override.score > job.request.max_score:
@@ -225,6 +245,14 @@ class ReviewService:
         if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1:
             # The grade was withheld: its completion goes out now, with its usual id.
             self._publisher.publish(GradingCompleted.from_job(job))
+        asked = job.regrade_request
+        if (
+            asked is not None
+            and asked.answer is RequestAnswer.CHANGE
+            and asked.answered_at == state.latest.at
+        ):
+            # The student's request changed the released grade: its next posted version.
+            self._post_change(posted_change(job, asked.answer_reason, asked.answered_at))
 
         def mark(current: Job) -> Job:
             assert current.review is not None

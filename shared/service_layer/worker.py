@@ -25,6 +25,7 @@ from enum import StrEnum
 from shared.config.budget import Budget
 from shared.config.queues import RetryConfig
 from shared.domain.errors import (
+    BudgetHeld,
     DependencyUnavailable,
     GradeqError,
     GraderMisconfigured,
@@ -45,10 +46,12 @@ from shared.domain.review import ReviewPolicy, hold_state
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
+from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.completion import announce, log_completion, publish_completion
 from shared.service_layer.grader_gate import GraderGate
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN as WORKER_SHUTDOWN
 from shared.service_layer.heartbeat import AttemptState, Heartbeat
+from shared.service_layer.provider_batches import BatchService
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +181,10 @@ class WorkerService:
         on_final: Callable[[Job], None] | None = None,
         review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
         heartbeat: Heartbeat | None = None,
+        budgets: BudgetGate | None = None,
     ) -> None:
+        # Monthly budgets: a job whose budget is spent is held (deferred uncounted).
+        self._budgets = budgets
         # Each lane's queue retries on its own config; `retry` is the default queue's.
         self._lane_retries = dict(lane_retries or {})
         self._uow = uow
@@ -202,6 +208,8 @@ class WorkerService:
         self._calls = _CallCount()
         # Closed while the provider refuses the configuration; `probe` checks it again.
         self.gate = GraderGate(probe, clock.now)
+        # Where work that may wait is gathered into provider batches; None: batch mode off.
+        self.batches: BatchService | None = None
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -296,6 +304,11 @@ class WorkerService:
         except JobAlreadyFinal:
             return self._already_final(delivery.job_id)
         except JobLocked as exc:
+            if self._waits_in_batch(delivery.job_id):
+                # A duplicate of the delivery that handed the job to a batch: the tick
+                # finishes it, or returns it to the queue on a task of its own.
+                log.info("the job waits in a provider batch; acknowledging the delivery")
+                return DeliveryResult(Verdict.DONE, None)
             waited = self._wait_for_lease(delivery, exc)
             if waited is not None:
                 return waited
@@ -315,8 +328,38 @@ class WorkerService:
             return self._hand_on(job, owner, fault, wait, fallback=Verdict.SUSPENDED)
         return self._attempt(job, owner, delivery)
 
+    def _waits_in_batch(self, job_id: str) -> bool:
+        if self.batches is None:
+            return False
+        job = self._store.get(job_id)
+        return job is not None and job.waits_in_batch
+
+    def record_batch_answer(self, job: Job, batch_id: str, result: GradeResult) -> Job:
+        """Store a provider batch's answer as the job's success and announce it, once.
+
+        The same outcome path as a graded delivery: review rules, one commit with the
+        event where the backend allows. A job no longer waiting in `batch_id` refuses it.
+        """
+        policy = self._review_policy(job) if self._review_policy is not None else None
+
+        def succeed(current: Job) -> Job:
+            now = self._clock.now()
+            done = current.batch_succeeded(batch_id, result, now)
+            held = hold_state(policy, done.id, done.generation, result, now)
+            return done.hold(held) if held is not None else done
+
+        return self._store_outcome(job.id, succeed, announce=True)
+
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
+        held = self._budgets.hold(job) if self._budgets is not None else None
+        if held is not None:
+            # Nothing is sent: the job waits, uncounted, for the month or a raised budget.
+            wait = held.retry_after_s or QUOTA_WAIT_S
+            return self._hand_on(job, owner, held, wait, fallback=Verdict.THROTTLED)
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
+        if self.batches is not None and self.batches.accepts(job):
+            # The attempt's grading is the batch's: the delivery is acknowledged now.
+            return DeliveryResult(Verdict.DONE, self.batches.gather(job, owner))
         try:
             # The quota limiter and a lane's own model read the job's lane from the context.
             with lane_context(job.lane):
@@ -340,6 +383,9 @@ class WorkerService:
             wrapped = GradingError(f"unexpected grader error: {type(exc).__name__}")
             return self._transient(job, owner, delivery, wrapped, None)
 
+        if self._budgets is not None:
+            # Before the outcome is stored: a stored grade is never left uncounted.
+            self._budgets.charge(job, result)
         policy = self._review_policy(job) if self._review_policy is not None else None
 
         def succeed(current: Job) -> Job:
@@ -518,7 +564,9 @@ class WorkerService:
             )
             return DeliveryResult(fallback, deferred, wait, reason=reason)
         message = (
-            "no provider quota; job deferred to a new task"
+            "budget spent; job held in a new task"
+            if isinstance(reason, BudgetHeld)
+            else "no provider quota; job deferred to a new task"
             if fallback is Verdict.THROTTLED
             else "grading suspended; job deferred to a new task"
         )

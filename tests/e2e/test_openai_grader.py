@@ -141,3 +141,26 @@ def test_an_answer_that_asks_for_full_marks_is_graded_as_an_answer(stack: LocalS
     job = wait_final(stack, response.headers["Location"])
     assert job["status"] == "SUCCEEDED"
     assert job["result"]["score"] == 0.0
+
+
+def test_answers_sharing_a_long_rubric_report_cached_tokens_through_to_analytics(
+    stack: LocalStack,
+) -> None:
+    from bench.bill import RUBRIC
+
+    jobs = []
+    for n, answer in enumerate(("Glycolysis makes pyruvate.", "Oxygen accepts electrons.")):
+        # One after the other: the second request finds the first one's prefix.
+        response = submit(stack, f"cached-{n}", answer=answer, rubric=list(RUBRIC), max_score=20)
+        jobs.append(wait_final(stack, response.headers["Location"]))
+    first, second = (job["result"]["usage"] for job in jobs)
+    assert first["cached_input_tokens"] == 0
+    # The rubric (about 2,100 tokens with the instructions) is read from the cache.
+    assert second["cached_input_tokens"] >= 1024
+    assert second["cached_input_tokens"] < second["input_tokens"]
+    [event] = received_by_analytics(stack, jobs[1]["id"])
+    assert event["usage"]["cached_input_tokens"] == second["cached_input_tokens"]
+    usage = requests.get(
+        stack.config.url("analytics") + "/v1/usage", headers=api(stack), timeout=5
+    ).json()
+    assert usage["by_client"][stack.config.client_id]["fake-grader"]["cache_hit_ratio"] > 0

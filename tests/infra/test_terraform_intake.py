@@ -616,8 +616,12 @@ def test_operator_listing_indexes_are_built_after_the_client_listing(tf: Terrafo
 def test_counters_and_api_keys_never_expire(tf: Terraform) -> None:
     ttl = tf.of_type("google_firestore_field")
     collections = {b["collection"] for b in ttl.values() if "ttl_config" in b}
-    assert collections == {"${var.jobs_collection}", "${var.processed_events_collection}"}
-    defaults = {tf.variables[c[6:-1]]["default"] for c in collections}
+    assert collections == {
+        "${var.jobs_collection}",
+        "${var.processed_events_collection}",
+        "budget_charges",
+    }
+    defaults = {tf.variables[c[6:-1]]["default"] for c in collections if c.startswith("${")}
     for setting in ("counters_collection", "api_keys_collection"):
         assert Settings.model_fields[setting].default not in defaults, setting
     for body in ttl.values():

@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from shared.adapters.graders.limiter import QuotaShare
+from shared.bootstrap.google import BUDGET
 from shared.config.budget import Budget, BudgetError
 from shared.config.queues import DEFAULT_QUEUES_FILE
 from shared.config.settings import GeminiApi, GraderKind, Settings
@@ -355,6 +356,8 @@ def test_typed_view_exposes_every_event_field(tf: Terraform) -> None:
         "output_tokens",
         "total_tokens",
         "model_requests",
+        "cached_input_tokens",
+        "cost_micro_usd",
     ):
         assert f"AS {name}" in query, name
     assert "dev.gradeq.grading.completed.v1" in query
@@ -567,9 +570,12 @@ def test_collections_come_from_the_variables_the_ttl_policies_use(tf: Terraform)
     ttl_collections = {
         b["collection"] for b in tf.of_type("google_firestore_field").values() if "ttl_config" in b
     }
-    assert {env["GRADEQ_JOBS_COLLECTION"], env["GRADEQ_PROCESSED_EVENTS_COLLECTION"]} == (
-        ttl_collections
-    )
+    # Budget charges (their collection's name is fixed in shared/bootstrap/google.py).
+    assert {
+        env["GRADEQ_JOBS_COLLECTION"],
+        env["GRADEQ_PROCESSED_EVENTS_COLLECTION"],
+        f"{BUDGET}_charges",
+    } == ttl_collections
     for service in RUN_SERVICES:
         assert "local.common_env" in _env_maps(tf, service), service
 
@@ -799,6 +805,7 @@ def test_firestore_index_and_ttl(tf: Terraform) -> None:
     assert ttl == {
         ("${var.jobs_collection}", "expire_at"),
         ("${var.processed_events_collection}", "expire_at"),
+        ("budget_charges", "expire_at"),
     }
     assert tf.variables["jobs_collection"]["default"] == "grading_jobs"
 
@@ -1147,6 +1154,8 @@ def test_typed_view_reads_every_field_of_the_event_schema(tf: Terraform) -> None
         ("usage.output_tokens", "output_tokens"),
         ("usage.total_tokens", "total_tokens"),
         ("usage.requests", "model_requests"),
+        ("usage.cached_input_tokens", "cached_input_tokens"),
+        ("usage.cost_micro_usd", "cost_micro_usd"),
     ],
 )
 def test_typed_view_types_the_usage_counts(tf: Terraform, path: str, column: str) -> None:

@@ -150,7 +150,7 @@ def test_a_batch_answers_item_by_item_and_a_retry_creates_nothing_twice(
     ]
     assert retry["items"][1]["problem"]["type"] == PROBLEM_BASE + "idempotency-key-reused"
     assert retry["items"][5]["problem"]["errors"] == [
-        {"field": "answer", "message": "Field required"}
+        {"field": "answer", "message": "Value error, give an answer, files, or both"}
     ]
     assert (retry["accepted"], retry["existing"], retry["refused"]) == (2, 2, 3)
     assert len(queue.tasks) == 5

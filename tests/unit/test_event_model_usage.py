@@ -64,8 +64,9 @@ def test_analytics_sums_tokens_per_client_and_assignment_by_model() -> None:
     other = {**graded, "client_id": "client-b", "assignment_id": None}
     offline = sample_event().data()
     totals = usage_totals([graded, graded, other, offline])
-    twice = {"jobs": 2, **{k: 2 * v for k, v in USAGE.items()}}
-    once = {"jobs": 1, **USAGE}
+    zero = {"cached_input_tokens": 0, "cost_micro_usd": 0, "cache_hit_ratio": 0.0}
+    twice = {"jobs": 2, **{k: 2 * v for k, v in USAGE.items()}, **zero}
+    once = {"jobs": 1, **USAGE, **zero}
     assert totals == {
         "by_client": {
             "client-a": {"gemini-2.5-flash": twice},
@@ -76,3 +77,25 @@ def test_analytics_sums_tokens_per_client_and_assignment_by_model() -> None:
             "(none)": {"gemini-2.5-flash": once},
         },
     }
+
+
+def test_analytics_reports_cost_and_the_cache_hit_ratio_per_assignment_and_model() -> None:
+    first = {**graded_event().data(), "usage": {"input_tokens": 2000, "cost_micro_usd": 1400}}
+    cached = {
+        **first,
+        "usage": {"input_tokens": 2000, "cached_input_tokens": 1536, "cost_micro_usd": 500},
+    }
+    other_model = {**first, "model": "gpt-4.1-mini"}
+    totals = usage_totals([first, cached, cached, other_model])
+    flash = totals["by_assignment"]["bio-1"]["gemini-2.5-flash"]
+    assert flash["cached_input_tokens"] == 3072 and flash["input_tokens"] == 6000
+    assert flash["cache_hit_ratio"] == 0.512
+    assert flash["cost_micro_usd"] == 2400
+    mini = totals["by_assignment"]["bio-1"]["gpt-4.1-mini"]
+    assert mini["cache_hit_ratio"] == 0.0 and mini["cost_micro_usd"] == 1400
+    assert (
+        usage_totals([{**first, "usage": {"requests": 1}}])["by_client"]["client-a"][
+            "gemini-2.5-flash"
+        ]["cache_hit_ratio"]
+        is None
+    )

@@ -146,6 +146,7 @@ def test_a_good_answer_is_parsed_with_usage() -> None:
     assert (result.grader, result.model, result.prompt_version) == ("gemini", MODEL, "grading-v1")
     assert result.usage == {
         "input_tokens": 120,
+        "cached_input_tokens": 0,
         "output_tokens": 50,  # thinking tokens are billed as output
         "total_tokens": 170,
         "requests": 1,

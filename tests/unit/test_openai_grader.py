@@ -201,6 +201,7 @@ def test_a_good_answer_is_parsed_into_the_result() -> None:
     )
     assert result.usage == {
         "input_tokens": 100,
+        "cached_input_tokens": 0,
         "output_tokens": 50,
         "total_tokens": 150,
         "requests": 1,

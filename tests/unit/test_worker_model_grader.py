@@ -178,13 +178,20 @@ def test_the_result_and_event_carry_model_prompt_version_and_usage(
         "grader": "openai-compatible",
         "model": "grader-model",
         "prompt_version": "grading-v1",
-        "usage": {"input_tokens": 100, "output_tokens": 50, "total_tokens": 150, "requests": 1},
+        "usage": {
+            "input_tokens": 100,
+            "cached_input_tokens": 0,
+            "output_tokens": 50,
+            "total_tokens": 150,
+            "requests": 1,
+        },
         "confidence": 0.8,
     }
     [event] = publisher(adapters).events
     assert event.model == "grader-model"
     assert event.usage == {
         "input_tokens": 100,
+        "cached_input_tokens": 0,
         "output_tokens": 50,
         "total_tokens": 150,
         "requests": 1,

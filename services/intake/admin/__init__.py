@@ -11,6 +11,7 @@ from flask import Flask
 
 from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
+from services.intake.admin.budgets import budgets_api
 from services.intake.admin.dashboard import page
 from services.intake.admin.gradebooks import gradebooks_api
 from services.intake.admin.lanes import lanes_api
@@ -51,12 +52,15 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
         settings.lane_policy().default,
         on_final=completion.on_final if completion else None,
     )
+    app.extensions["gradeq.budgets"] = adapters.budgets
+    app.extensions["gradeq.budget_clock"] = clock
     # Built on first use: the intake starts without touching the gradebook's store.
     app.extensions.setdefault(
         "gradeq.gradebook_marks", cache(lambda: adapter_family(settings).gradebook_marks())
     )
     app.register_blueprint(api)
     app.register_blueprint(lanes_api)
+    app.register_blueprint(budgets_api)
     app.register_blueprint(gradebooks_api)
     app.register_blueprint(page)
     if adapters.assignments is not None:

@@ -28,6 +28,7 @@ from shared.domain.errors import (
     AssignmentBusy,
     AssignmentNotFound,
     BacklogFull,
+    BudgetExhausted,
     GradeqError,
     IdempotencyConflict,
     NoValidAnswer,
@@ -169,6 +170,7 @@ def assignment_paths(
                             RateLimited,
                             TooManyActiveJobs,
                             BacklogFull,
+                            BudgetExhausted,
                         )
                     ),
                 },

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flask import (
@@ -37,6 +39,7 @@ from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
 from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
 from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
+from services.intake.uploads.routes import uploads_service
 from shared.codecs.csv_cells import csv_line
 from shared.domain.authorization import (
     SCHOOL_SETTINGS,
@@ -59,6 +62,7 @@ from shared.service_layer.assignments import (
 )
 from shared.service_layer.intake import Submission
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.uploads import UploadService
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
 
@@ -69,6 +73,8 @@ MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
 #: body is decoded: what decoding builds stays within a small multiple of the body's size.
 MAX_BATCH_TOKENS = 100 * MAX_BATCH
 CSV = "text/csv"
+#: A batch's answers whose files are checked at once (each check reads its objects).
+FILE_CHECKS_IN_FLIGHT = 16
 
 
 def _service() -> AssignmentService:
@@ -151,7 +157,15 @@ def revise_assignment(assignment_id: str) -> Response:
     principal = _principal()
     _service().get(principal, assignment_id, Action.ASSIGNMENT_EDIT)  # 404/403 before the body
     body: RubricRevisionIn = parse(RubricRevisionIn, _json_body())
-    return _json(assignment_view(_service().revise(principal, assignment_id, body.rubric_value())))
+    service = _service()
+    revised = None
+    if body.regrade_requests_until is not None:
+        revised = service.set_requests_until(principal, assignment_id, body.regrade_requests_until)
+    rubric = body.rubric_value()
+    if rubric is not None:
+        revised = service.revise(principal, assignment_id, rubric)
+    assert revised is not None
+    return _json(assignment_view(revised))
 
 
 @bp.post("/<assignment_id>/submissions:batch")
@@ -168,7 +182,7 @@ def submit_batch(assignment_id: str) -> Response:
         for item in parsed
         if not isinstance(item, tuple) and item.callback_url is not None
     )
-    answers: list[Answer] = []
+    valid: dict[int, Answer] = {}
     refused: dict[int, tuple[str | None, GradeqError]] = {}
     for index, item in enumerate(parsed):
         if isinstance(item, tuple):
@@ -180,7 +194,13 @@ def submit_batch(assignment_id: str) -> Response:
         except GradeqError as error:
             refused[index] = (item.submission_id, error)
             continue
-        answers.append(item)
+        valid[index] = item
+    for index, checked in _check_files(principal, valid).items():
+        if isinstance(checked, GradeqError):
+            refused[index] = (valid.pop(index).submission_id, checked)
+        else:
+            valid[index] = checked
+    answers = [valid[i] for i in sorted(valid)]
     if not answers:
         raise NoValidAnswer(
             "no answer of the batch is valid: see each item's problem",
@@ -302,6 +322,38 @@ def _review_cells(job: Job) -> list[object]:
     ]
 
 
+def _check_files(
+    principal: Principal, answers: dict[int, Answer]
+) -> dict[int, Answer | GradeqError]:
+    """Each answer with files, checked (or why it is refused), by index. The checks read
+    the stored objects (Cloud Storage on Google Cloud): they run side by side."""
+    with_files = {i: a for i, a in answers.items() if a.files}
+    uploads = uploads_service()
+
+    def one(answer: Answer) -> Answer | GradeqError:
+        try:
+            return _with_checked_files(principal, answer, uploads)
+        except GradeqError as error:
+            return error
+
+    if len(with_files) <= 1:
+        return {i: one(a) for i, a in with_files.items()}
+    with ThreadPoolExecutor(max_workers=min(FILE_CHECKS_IN_FLIGHT, len(with_files))) as pool:
+        return dict(zip(with_files, pool.map(one, with_files.values()), strict=True))
+
+
+def _with_checked_files(
+    principal: Principal, answer: Answer, uploads: UploadService | None = None
+) -> Answer:
+    """The answer with its files checked as a job's are (docs/uploads.md): present, the
+    school's, as declared, within the limits, and the caller's to attach."""
+    if not answer.files:
+        return answer
+    uploads = uploads or uploads_service()
+    checked = uploads.verify(principal.school, answer.files, answer.student_id, principal)
+    return dataclasses.replace(answer, files=checked)
+
+
 def submit_to_assignment(principal: Principal, payload: object) -> Submission | None:
     """Submit a single job's body that names one of the school's assignments.
 
@@ -333,7 +385,8 @@ def submit_to_assignment(principal: Principal, payload: object) -> Submission | 
     if body.callback_url is not None:
         guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
         guard.check(body.callback_url)
-    [result] = service.submit_batch(principal, assignment_id, [body.to_answer()], Action.JOB_SUBMIT)
+    answer = _with_checked_files(principal, body.to_answer())
+    [result] = service.submit_batch(principal, assignment_id, [answer], Action.JOB_SUBMIT)
     if result.problem is not None:
         raise result.problem
     assert result.job is not None

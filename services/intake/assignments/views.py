@@ -56,6 +56,8 @@ class AssignmentView(BaseModel):
     progress: ProgressView | None = None
     #: The review rules (docs/review.md); null when no grade of it is held for review.
     review: dict[str, Any] | None = None
+    #: Until when students may ask for a regrade of their grade; null: never.
+    regrade_requests_until: str | None = None
 
 
 class AssignmentPageView(BaseModel):
@@ -136,6 +138,7 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
         updated_at=updated_at,
         progress=progress,
         review=assignment.settings.get("review"),
+        regrade_requests_until=assignment.settings.get("regrade_requests_until"),
     )
 
 

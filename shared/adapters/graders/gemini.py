@@ -21,6 +21,7 @@ import google.auth.exceptions
 import httpx2
 from google.genai import Client, errors, types
 
+from shared.adapters.graders.gemini_cache import GeminiContextCaches
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
 from shared.adapters.graders.parts import gemini_contents
 from shared.adapters.graders.prompt import RenderedPrompt
@@ -29,6 +30,7 @@ from shared.domain.errors import (
     GradingRefused,
     GradingTimeout,
     ModelAnswerTruncated,
+    ProviderRejected,
     ProviderUnavailable,
 )
 
@@ -78,16 +80,35 @@ class GeminiChat:
         temperature: float | None = None,
         thinking_level: str = "low",
         thinking_budget: int | None = None,
+        caches: GeminiContextCaches | None = None,
     ) -> None:
+        # Explicit context caches for assignments' shared prefixes (None: never).
+        self._caches = caches
         self.model = model
         self._client = client
+        #: The SDK client (its batch endpoints serve batch mode).
+        self.client = client
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
         self._thinking = thinking_config(model, thinking_level, thinking_budget)
 
     def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        cache = self._caches.name_for(prompt, self.model) if self._caches else None
+        if cache is not None:
+            try:
+                return self._complete(prompt, timeout_s, cache)
+            except (GraderMisconfigured, ProviderRejected):
+                # The cache went away (expired, deleted) between lookup and use: the
+                # request goes out whole rather than suspending grading.
+                assert self._caches is not None
+                self._caches.forget(prompt, self.model)
+        return self._complete(prompt, timeout_s, None)
+
+    def _complete(self, prompt: RenderedPrompt, timeout_s: float, cache: str | None) -> Completion:
+        # With a cache, the instructions and the rubric are in it: only the answer is sent.
         config = types.GenerateContentConfig(
-            system_instruction=prompt.system,
+            system_instruction=None if cache else prompt.system,
+            cached_content=cache,
             response_mime_type="application/json",
             response_json_schema=prompt.schema,
             # Unset, the model's own default (Gemini 3 is tuned for its default of 1.0).
@@ -99,7 +120,9 @@ class GeminiChat:
         response = _call(
             lambda: self._client.models.generate_content(
                 model=self.model,
-                contents=gemini_contents(prompt.user, prompt.attachments),
+                contents=gemini_contents(
+                    prompt.answer_part if cache else prompt.user, prompt.attachments
+                ),
                 config=config,
             ),
             timeout_s,
@@ -165,6 +188,8 @@ def _usage(meta: types.GenerateContentResponseUsageMetadata | None) -> Usage:
         output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
         total_tokens=meta.total_token_count or 0,
         requests=1,
+        # Implicit or explicit cache hits; counted within prompt_token_count.
+        cached_input_tokens=meta.cached_content_token_count or 0,
     )
 
 
@@ -192,3 +217,36 @@ def _retry_info(details: Any) -> float | None:
             if match:
                 return float(match.group(1))
     return None
+
+
+# --- batch mode (shared/adapters/graders/provider_batch.py) -------------------------------
+
+
+def batch_config(chat: GeminiChat, prompt: RenderedPrompt) -> types.GenerateContentConfig:
+    """A batch request's config: the one-by-one request's, without a timeout."""
+    return types.GenerateContentConfig(
+        system_instruction=prompt.system,
+        response_mime_type="application/json",
+        response_json_schema=prompt.schema,
+        temperature=chat._temperature,
+        max_output_tokens=chat._max_output_tokens,
+        thinking_config=chat._thinking,
+    )
+
+
+def batch_completion(chat: GeminiChat, response: types.GenerateContentResponse) -> Completion:
+    """A batch's answer to one request, checked as `GeminiChat.complete` checks its own."""
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason is not None:
+        raise GradingRefused(f"{chat.model} blocked the request ({feedback.block_reason})")
+    candidate = response.candidates[0] if response.candidates else None
+    if candidate is not None and candidate.finish_reason in _REFUSED:
+        raise GradingRefused(f"{chat.model} stopped answering ({candidate.finish_reason})")
+    if candidate is not None and candidate.finish_reason == types.FinishReason.MAX_TOKENS:
+        raise ModelAnswerTruncated(
+            f"{chat.model} reached max_output_tokens ({chat._max_output_tokens}) before "
+            "finishing its answer: raise GRADEQ_GRADER_MAX_OUTPUT_TOKENS or lower the thinking"
+        )
+    parts = candidate.content.parts if candidate and candidate.content else None
+    text = "".join(p.text for p in parts or [] if p.text and not p.thought)
+    return Completion(text=text, usage=_usage(response.usage_metadata))

@@ -22,6 +22,8 @@ from typing import Protocol
 from shared.adapters.graders.answer import UnusableAnswer, parse_answer
 from shared.adapters.graders.limiter import QuotaLimiter
 from shared.adapters.graders.prompt import GradingPrompt, RenderedPrompt
+from shared.config.prices import PriceTable
+from shared.domain.budgets import COST_KEY
 from shared.domain.errors import (
     GraderMisconfigured,
     GradingError,
@@ -45,12 +47,18 @@ DEFAULT_MAX_INPUT_TOKENS = 200_000
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens one or more provider requests took."""
+    """Tokens one or more provider requests took.
+
+    `cached_input_tokens` are the part of `input_tokens` the provider served from its
+    prefix cache (OpenAI's `usage.prompt_tokens_details.cached_tokens`, Gemini's
+    `usage_metadata.cached_content_token_count`), billed at the cached-input price.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     requests: int = 0
+    cached_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -58,11 +66,13 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.total_tokens + other.total_tokens,
             self.requests + other.requests,
+            self.cached_input_tokens + other.cached_input_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:
         return {
             "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "requests": self.requests,
@@ -169,6 +179,7 @@ class ModelGrader:
         request_timeout_s: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
+        prices: PriceTable | None = None,
     ) -> None:
         self.name = chat.provider
         self._chat = chat
@@ -179,6 +190,7 @@ class ModelGrader:
         self._request_timeout_s = request_timeout_s
         self._clock = clock
         self._max_input_tokens = max_input_tokens
+        self._prices = prices
 
     def _prompt_for(self, request: GradingRequest) -> GradingPrompt:
         """The prompt version the job asks for (an assignment's), else the configured one."""
@@ -194,8 +206,12 @@ class ModelGrader:
         """Check that the provider accepts the model and credentials (see `ChatModel.probe`)."""
         self._chat.probe(timeout_s=min(30.0, self._request_timeout_s))
 
-    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
-        deadline = self._clock() + timeout_s
+    @property
+    def model(self) -> str:
+        return self._chat.model
+
+    def render(self, request: GradingRequest) -> RenderedPrompt:
+        """The request's prompt, or PromptTooLarge past the input bound (nothing sent)."""
         rendered = self._prompt_for(request).render(request)
         estimated_input = rendered.estimated_input_tokens()
         if estimated_input > self._max_input_tokens:
@@ -204,7 +220,32 @@ class ModelGrader:
                 f"the prompt is about {estimated_input} input tokens, at most "
                 f"{self._max_input_tokens} are sent"
             )
-        estimate = estimated_input + self._max_output_tokens
+        return rendered
+
+    def result_of(
+        self, request: GradingRequest, rendered: RenderedPrompt, completion: Completion
+    ) -> GradeResult:
+        """A batch's answer to one request as the job's result; MalformedModelAnswer if unusable."""
+        try:
+            parsed = parse_answer(completion.text, rendered)
+        except UnusableAnswer as exc:
+            raise MalformedModelAnswer(f"the model's answer was unusable: {exc}") from None
+        return GradeResult(
+            score=parsed.score,
+            max_score=request.max_score,
+            feedback=parsed.feedback,
+            criteria=parsed.criteria,
+            grader=self.name,
+            model=self._chat.model,
+            prompt_version=rendered.version,
+            usage=completion.usage.as_dict(),
+            confidence=parsed.confidence,
+        )
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        deadline = self._clock() + timeout_s
+        rendered = self.render(request)
+        estimate = rendered.estimated_input_tokens() + self._max_output_tokens
         # Nothing has been sent yet: ProviderQuotaExhausted goes up as it is, and the
         # worker gives the job back without counting an attempt.
         reservation = self._limiter.acquire(estimate)
@@ -258,8 +299,16 @@ class ModelGrader:
                 grader=self.name,
                 model=self._chat.model,
                 prompt_version=rendered.version,
-                usage=usage.as_dict(),
+                usage=self._with_cost(usage.as_dict()),
                 confidence=parsed.confidence,
                 format_retries=ask - 1,
             )
         raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")
+
+    def _with_cost(self, usage: dict[str, int]) -> dict[str, int]:
+        """`usage` with its cost from the price table (`cost_micro_usd`: millionths of a
+        dollar), when the table lists the model."""
+        if self._prices is None:
+            return usage
+        cost = self._prices.cost_micros(self._chat.model, usage)
+        return usage if cost is None else {**usage, COST_KEY: cost}

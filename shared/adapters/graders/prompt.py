@@ -7,12 +7,20 @@ a new version; the job result records the version that graded it.
 The student's answer never enters the instructions: the user message is one JSON
 document (`max_score`, `criteria`, `answer`) whose string escaping keeps the answer
 inside its field whatever it says.
+
+Everything an assignment's answers share comes first and renders byte for byte the same
+for each of them: the instructions, the response schema (a per-rubric constant), the
+score and the criteria. The answer (and the names of its files) comes last. Providers
+cache a prompt's prefix (OpenAI automatically, Gemini implicitly and through explicit
+context caches) only when it is byte-identical, so this order is what makes the rubric
+billed at the cached-input price from the second answer on (see docs/cost.md).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,6 +36,8 @@ from shared.domain.uploads import FileUnusable
 DEFAULT_PROMPT_VERSION = "grading-v1"
 #: A rough, provider-independent count used only to reserve tokens before a request.
 CHARS_PER_TOKEN = 4
+#: The line that opens the answer's field in the rendered user document.
+_ANSWER_LINE = '\n "answer": '
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,40 @@ class RenderedPrompt:
     max_score: float
     #: The answer's files, sent as the provider's own parts after the user message.
     attachments: tuple[Attachment, ...] = ()
+    #: Where the answer begins in `user`: everything before it is shared by every answer
+    #: graded against the same rubric with the same prompt version.
+    answer_at: int = 0
+    #: The assignment the answer belongs to and its grading round (None: a lone job).
+    assignment_id: str | None = None
+    assignment_round: int = 0
+
+    @property
+    def shared_user(self) -> str:
+        """The user message up to the answer: the score and criteria, no student data."""
+        return self.user[: self.answer_at]
+
+    @property
+    def answer_part(self) -> str:
+        """The user message from the answer on (the answer and its files' names)."""
+        return self.user[self.answer_at :]
+
+    def prefix_key(self) -> str:
+        """A digest of the shared prefix (instructions, schema, rubric): equal for two
+        requests exactly when a provider's prefix cache can serve one from the other."""
+        digest = hashlib.sha256()
+        for piece in (
+            self.version,
+            self.system,
+            json.dumps(self.schema, sort_keys=True),
+            self.shared_user,
+        ):
+            digest.update(piece.encode())
+            digest.update(b"\0")
+        return digest.hexdigest()[:32]
+
+    def estimated_prefix_tokens(self) -> int:
+        """The shared prefix's tokens, estimated from its length."""
+        return (len(self.system) + len(self.shared_user)) // CHARS_PER_TOKEN
 
     def estimated_input_tokens(self) -> int:
         """Input tokens, estimated from the text's length and the files (never counted by
@@ -91,6 +135,7 @@ class GradingPrompt:
         if not texts:
             raise PermanentGradingError("the rubric has no criteria to grade against")
         criteria = tuple(Criterion(f"c{i}", text) for i, text in enumerate(texts, 1))
+        # Key order is the wire order: the shared fields first, the answer last.
         document = {
             "max_score": request.max_score,
             "criteria": [{"id": c.id, "text": c.text} for c in criteria],
@@ -104,6 +149,9 @@ class GradingPrompt:
             # The files follow as parts of their own; the document names them.
             document["files"] = [a.label for a in attachments]
         user = json.dumps(document, ensure_ascii=False, indent=1)
+        # The criteria's texts are JSON strings (a newline inside is escaped), so the
+        # first line that opens the "answer" field is the field itself.
+        answer_at = user.index(_ANSWER_LINE) + 1
         return RenderedPrompt(
             version=self.version,
             system=self.system,
@@ -112,6 +160,9 @@ class GradingPrompt:
             criteria=criteria,
             max_score=request.max_score,
             attachments=attachments,
+            answer_at=answer_at,
+            assignment_id=request.assignment_id,
+            assignment_round=request.assignment_round,
         )
 
     def _schema_for(self, criteria: tuple[Criterion, ...], max_score: float) -> dict[str, Any]:

@@ -71,6 +71,68 @@ function drawChart(series) {
   document.getElementById("chart").replaceChildren(svg);
 }
 
+const SPEND_COLOURS = ["#1f5fbf", "#c2410c", "#15803d", "#7e22ce", "#b45309", "#0e7490"];
+
+function dollars(micros) {
+  return micros === null || micros === undefined ? "-" : `$${(micros / 1e6).toFixed(2)}`;
+}
+
+// Each client's spend of the month as a cumulative line over its days.
+function drawSpend(spend) {
+  const width = 900, height = 240, pad = 48;
+  const [year, month] = spend.month.split("-").map(Number);
+  const days = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const clients = Object.keys(spend.by_client).sort();
+  const top = Math.max(1, ...clients.map((c) => spend.by_client[c].total_micro_usd));
+  const x = (day) => pad + ((day - 1) * (width - 2 * pad)) / Math.max(1, days - 1);
+  const y = (v) => height - pad - (v / top) * (height - 2 * pad);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+  };
+  add("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, stroke: "#999" });
+  add("line", { x1: pad, y1: pad, x2: pad, y2: height - pad, stroke: "#999" });
+  add("text", { x: 4, y: pad, "font-size": 11 }, dollars(top));
+  add("text", { x: 4, y: height - pad, "font-size": 11 }, "$0");
+  for (const day of [1, 8, 15, 22, days]) {
+    add("text", { x: x(day) - 8, y: height - pad + 16, "font-size": 11 }, String(day));
+  }
+  const legend = [];
+  clients.forEach((client, n) => {
+    const shade = n % SPEND_COLOURS.length;
+    const colour = SPEND_COLOURS[shade];
+    let total = 0;
+    const points = Object.entries(spend.by_client[client].days).sort().map(([day, micros]) => {
+      total += micros;
+      return [Number(day.slice(8, 10)), total];
+    });
+    // Each line starts from nothing at the month's start.
+    const d = [[1, 0], ...points].map(([day, v], i) => `${i ? "L" : "M"}${x(day).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    add("path", { d, fill: "none", stroke: colour, "stroke-width": 2, "data-client": client });
+    for (const [day, v] of points) add("circle", { cx: x(day), cy: y(v), r: 3, fill: colour });
+    // A class per shade: the page's policy allows no inline style.
+    legend.push(el("span", { class: `key shade-${shade}` }), ` ${client} ${dollars(total)}`);
+  });
+  document.getElementById("spend-chart").replaceChildren(svg);
+  document.getElementById("spend-legend").replaceChildren(...legend);
+}
+
+function showBudgets(budgets) {
+  const rows = budgets.budgets.map((b) =>
+    el("tr", { class: b.exhausted ? "exhausted" : b.past_soft ? "past-soft" : "" },
+      el("td", {}, `${b.scope} ${b.key}`),
+      el("td", {}, dollars(b.spent_micro_usd)),
+      el("td", {}, dollars(b.soft_micro_usd)),
+      el("td", {}, dollars(b.hard_micro_usd)),
+      el("td", {}, b.exhausted ? "spent: work held" : b.past_soft ? "past soft limit" : "ok")));
+  document.querySelector("#budgets tbody").replaceChildren(...rows);
+}
+
 function showFailed(page) {
   const rows = page.jobs.map((job) => {
     const open = el("button", { class: "link", type: "button" }, job.id);
@@ -228,6 +290,11 @@ async function refresh() {
   showGradebooks(gradebooks);
   drawChart(health.series);
   showFailed(failed);
+  // Budgets may not be served (no budget store): the rest of the board still refreshes.
+  const [spend, budgets] = await Promise.all(
+    [call("spend").catch(() => null), call("budgets").catch(() => null)]);
+  if (spend) drawSpend(spend);
+  if (budgets) showBudgets(budgets);
   if (shownJob) await showJob(shownJob);
   if (shownAssignment) await showAssignment(shownAssignment);
 }
