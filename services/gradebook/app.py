@@ -17,16 +17,18 @@ from datetime import timedelta
 
 from flask import Blueprint, Flask, Response, request
 
-from services.gradebook.connections import load_connections
+from services.gradebook.connections import LmsConnections, StaticConnections, load_connections
 from services.gradebook.event import (
     GRADE_POSTED_TYPE,
     InvalidGradePosted,
     from_push,
     push_event_type,
 )
+from services.gradebook.lti import LtiAgsWriter
 from services.gradebook.settings import GradebookSettings
 from services.gradebook.subscriber import Connections, GradebookSubscriber
-from shared.bootstrap import adapter_family, build_clock
+from services.notification.sealing import Sealer
+from shared.bootstrap import AdapterFamily, adapter_family, build_clock
 from shared.config.settings import Settings
 from shared.domain.gradebook import MarkKey
 from shared.http.health import register_health
@@ -36,6 +38,7 @@ from shared.http.subscriber import record_malformed_message
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging, job_context
 from shared.ports import Clock, GradebookMarks, ProcessedEvents
+from shared.service_layer.lti_keys import LtiToolKeys
 
 SUBSCRIBER = "gradebook"
 log = logging.getLogger(__name__)
@@ -98,14 +101,19 @@ def create_app(
     family = adapter_family(settings)
     marks = marks or family.gradebook_marks()
     processed = processed or family.processed_events()
-    connections = connections or load_connections(gradebook_settings)
+    clock = clock or build_clock()
+    if connections is None:
+        connections = load_connections(gradebook_settings)
+        if settings.lti_secrets_key.get_secret_value():
+            connections = _with_lti(connections, settings, family, clock)
     subscriber = GradebookSubscriber(
         marks,
         connections,
-        clock or build_clock(),
+        clock,
         lease=timedelta(seconds=gradebook_settings.lease_s),
     )
     app = Flask(__name__)
+    app.extensions["gradeq.gradebook"] = subscriber
     register_error_handlers(app)
     register_trace_context(app, settings.project_id)
     register_health(app, [("gradebook_marks", lambda: _probe(marks))])
@@ -115,3 +123,14 @@ def create_app(
 
 def _probe(marks: GradebookMarks) -> None:
     marks.mark(MarkKey("readyz", "probe", "probe"))
+
+
+def _with_lti(
+    configured: StaticConnections, settings: Settings, family: AdapterFamily, clock: Clock
+) -> LmsConnections:
+    """Add the schools registered as LTI 1.3 platforms (GRADEQ_LTI_SECRETS_KEY unseals
+    Gradeq's signing key for the platforms' token endpoints)."""
+    store = family.lti_store()
+    sealer = Sealer.from_setting(settings.lti_secrets_key.get_secret_value())
+    keys = LtiToolKeys(store, sealer, clock)
+    return LmsConnections(configured, store, LtiAgsWriter.on(store, keys, clock))

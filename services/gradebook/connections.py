@@ -15,6 +15,7 @@ from typing import Any
 
 from services.gradebook.ports import GradebookWriter
 from services.gradebook.settings import GradebookSettings
+from shared.ports import LtiStore
 
 #: kind -> build the writer from the school's entry.
 WriterFactory = Callable[[str, Mapping[str, Any], GradebookSettings], GradebookWriter]
@@ -75,3 +76,23 @@ def load_connections(
             raise ValueError(f"school {school!r}: 'roster' must be an object or \"student_id\"")
     connections.identity_roster = frozenset(identity)
     return connections
+
+
+@dataclass
+class LmsConnections:
+    """The connections file first, then the school's LTI 1.3 registrations: a school
+    registered as an LTI platform gets the LTI writer (which finds its students in the
+    platform's roster itself)."""
+
+    configured: StaticConnections
+    lti: LtiStore
+    lti_writer: GradebookWriter
+
+    def writer(self, school: str) -> GradebookWriter | None:
+        found = self.configured.writer(school)
+        if found is not None:
+            return found
+        return self.lti_writer if self.lti.registrations(school) else None
+
+    def lms_user_id(self, school: str, student_id: str) -> str | None:
+        return self.configured.lms_user_id(school, student_id)

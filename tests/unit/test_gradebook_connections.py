@@ -76,3 +76,44 @@ def test_a_classroom_entry_needs_its_course_and_teacher() -> None:
         settings = GradebookSettings(connections_json=json.dumps({"school-a": entry}))
         with pytest.raises(ValueError, match=r"course_id|teacher"):
             load_connections(settings)
+
+
+def test_a_school_registered_as_an_lti_platform_gets_the_lti_writer(tmp_path: Path) -> None:
+    from services.gradebook.app import create_app
+    from services.gradebook.connections import LmsConnections, StaticConnections
+    from services.gradebook.lti import LtiAgsWriter
+    from services.notification.sealing import new_sealing_key
+    from shared.adapters.embedded.lti_store import SqliteLtiStore
+    from shared.adapters.embedded.sqlite import SqliteDatabase
+    from shared.config.settings import Settings
+    from shared.domain.lti import LtiRegistration
+    from tests.support.push import PUSH_TOKEN, restored_root_logger
+
+    settings = Settings(
+        data_dir=tmp_path,
+        push_token=PUSH_TOKEN,  # type: ignore[arg-type]
+        lti_secrets_key=new_sealing_key(),  # type: ignore[arg-type]
+    )
+    store = SqliteLtiStore(SqliteDatabase(settings.database_path))
+    store.put_registration(
+        LtiRegistration(
+            school="school-lti",
+            issuer="https://lms.school.example",
+            client_id="c-1",
+            deployment_ids=("d-1",),
+            auth_login_url="https://lms.school.example/auth",
+            auth_token_url="https://lms.school.example/token",
+            key_set_url="https://lms.school.example/jwks",
+        )
+    )
+    with restored_root_logger():
+        app = create_app(settings, GradebookSettings(connections_json=json.dumps({})))
+    subscriber = app.extensions["gradeq.gradebook"]
+    connections = subscriber.connections
+    assert isinstance(connections, LmsConnections)
+    assert isinstance(connections.writer("school-lti"), LtiAgsWriter)
+    assert connections.writer("school-a") is None
+    # The file's connection of a school wins over its registration.
+    named = Named("school-lti", {})
+    both = LmsConnections(StaticConnections(writers={"school-lti": named}), store, named)
+    assert both.writer("school-lti") is named
