@@ -1,9 +1,10 @@
 """The whole pipeline as local processes (no account, no Docker).
 
-`LocalStack` starts intake, worker, notification and analytics under gunicorn, the local
-Cloud Tasks dispatcher and a recovery ticker. On the embedded backend (the default)
-everything shares one SQLite file and the local bus delivers events: it pushes them to
-notification and, as Pub/Sub's BigQuery subscription does on Google Cloud, writes them
+`LocalStack` starts intake, worker, notification, analytics and gradebook under
+gunicorn, the local Cloud Tasks dispatcher and a recovery ticker. On the embedded backend
+(the default) everything shares one SQLite file and the local bus delivers events: it
+pushes them to notification and gradebook (posted grades only, by its subscription's
+filter) and, as Pub/Sub's BigQuery subscription does on Google Cloud, writes them
 into the analytics records itself (the analytics service serves its reports from them).
 On the `google-emulators` backend the services use the Google adapters against the
 official Firestore and Pub/Sub emulators, and the dispatcher serves the Cloud Tasks API;
@@ -43,13 +44,16 @@ from localcloud.cloudrun import PENDING_S, CloudRunFront, forwarded_authorizatio
 from localcloud.emulators import Emulator
 from localcloud.ports import check_free
 
-HTTP_SERVICES = ("intake", "worker", "notification", "analytics")
+HTTP_SERVICES = ("intake", "worker", "notification", "analytics", "gradebook")
 #: The reference web frontend (localcloud.frontend); part of a stack whose ports name it.
 FRONTEND = "frontend"
 #: The uploads bucket the Cloud Storage emulator holds on the google-emulators backend.
 UPLOADS_BUCKET = "gradeq-uploads"
-#: The services that receive the topic's events (the embedded bus writes analytics' itself).
+#: The services that receive the jobs' events (the embedded bus writes analytics' itself).
 SUBSCRIBERS = ("notification", "analytics")
+#: Every service with a subscription on the topic: the job subscribers, and the gradebook
+#: (posted grades only).
+TOPIC_SUBSCRIBERS = (*SUBSCRIBERS, "gradebook")
 EMBEDDED = "embedded"
 GOOGLE_EMULATORS = "google-emulators"
 EMULATOR_PROJECT = "demo-gradeq"
@@ -62,6 +66,7 @@ PUSH_CALLERS = {
     "worker": (TASKS_ACCOUNT, SCHEDULER_ACCOUNT),
     "notification": (PUSH_ACCOUNT,),
     "analytics": (PUSH_ACCOUNT,),
+    "gradebook": (PUSH_ACCOUNT,),
 }
 #: Request limits and problem+json refusals, as in the container image.
 GUNICORN_CONFIG = "python:shared.http.gunicorn_conf"
@@ -86,6 +91,7 @@ class StackConfig:
             "worker": 8081,
             "notification": 8082,
             "analytics": 8083,
+            "gradebook": 8084,
             "dispatcher_grpc": 8123,
             FRONTEND: 8090,
         }
@@ -230,6 +236,7 @@ class LocalStack:
             return [
                 sys.executable, "-m", "localcloud.pubsub", "run",
                 "--subscription", f"notification={cfg.url('notification')}/pubsub/push",
+                "--subscription", f"gradebook={cfg.url('gradebook')}/pubsub/push",
                 *cfg.bus_args,
             ]  # fmt: skip
         raise ValueError(f"unknown process {name!r}")
@@ -396,7 +403,7 @@ class LocalStack:
                     on_answer=functools.partial(self._line, f"{n}-front"),
                     pending_s=self.config.front_pending_s,
                 ).start()
-                for n in SUBSCRIBERS
+                for n in TOPIC_SUBSCRIBERS
             }
             self._fronts.extend(fronts.values())
             endpoints = {n: front.url + "/pubsub/push" for n, front in fronts.items()}

@@ -6,9 +6,9 @@
 set -eu
 
 case "${SERVICE:-}" in
-  intake | worker | notification | analytics) ;;
+  intake | worker | notification | analytics | gradebook) ;;
   *)
-    echo "SERVICE must be one of intake, worker, notification, analytics (got '${SERVICE:-}')" >&2
+    echo "SERVICE must be one of intake, worker, notification, analytics, gradebook (got '${SERVICE:-}')" >&2
     exit 64
     ;;
 esac

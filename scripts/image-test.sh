@@ -10,7 +10,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${IMAGE_TEST_CACHE:-$ROOT/.cache/image-test}"
 IMAGE="${IMAGE:-localhost/gradeq:test}"
-SERVICES="${SERVICES:-intake worker notification analytics}"
+SERVICES="${SERVICES:-intake worker notification analytics gradebook}"
 BASE_PORT="${BASE_PORT:-18480}"
 HOST_CA="${HOST_CA:-/etc/ssl/certs/ca-certificates.crt}"
 # A throwaway Standard Webhooks secret for the notification service's start-up check.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from shared.domain.admission import ActiveCounts, AdmissionLimits
@@ -21,6 +21,8 @@ from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
 from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
+from shared.domain.gradebook import Begin, GradebookHealth, GradeMark, MarkStatus
+from shared.domain.gradebook import MarkKey as GradeMarkKey
 from shared.domain.job import GradingRequest, Job
 from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
 from shared.domain.status import JobStatus
@@ -629,4 +631,44 @@ class BlobStore(Protocol):
     def delete_under(self, prefix: str) -> list[str]:
         """Remove every object whose name starts with `prefix` (a folder, ending in "/");
         answer their names."""
+        ...
+
+
+class GradebookMarks(Protocol):
+    """The gradebook subscriber's memory: a high-water mark per (school, assignment,
+    student) with a short write lease, and each school's gradebook health. Each method is
+    one atomic read-modify-write."""
+
+    def begin(
+        self, key: GradeMarkKey, version: int, holder: str, now: datetime, lease: timedelta
+    ) -> Begin: ...
+
+    def finish(
+        self,
+        key: GradeMarkKey,
+        version: int,
+        holder: str,
+        status: MarkStatus,
+        detail: str | None,
+        at: datetime,
+    ) -> GradeMark: ...
+
+    def release(self, key: GradeMarkKey, holder: str) -> None: ...
+
+    def mark(self, key: GradeMarkKey) -> GradeMark | None: ...
+
+    def rejected(self, school: str | None = None) -> list[GradeMark]:
+        """The marks whose latest version the gradebook refused, oldest first."""
+        ...
+
+    def record_success(self, school: str, at: datetime) -> tuple[GradebookHealth, GradebookHealth]:
+        """Record a write the LMS answered; the school's health (before, after)."""
+        ...
+
+    def record_busy(
+        self, school: str, at: datetime, error: str, retry_after_s: float | None
+    ) -> GradebookHealth: ...
+
+    def health(self) -> list[GradebookHealth]:
+        """Every school's gradebook health, by school."""
         ...

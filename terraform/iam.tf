@@ -20,6 +20,11 @@ locals {
       display_name = "Gradeq notification subscriber"
       description  = "Runs the notification service: delivers signed webhooks."
     }
+    gradebook = {
+      account_id   = "${var.name_prefix}-gradebook"
+      display_name = "Gradeq gradebook subscriber"
+      description  = "Runs the gradebook service: writes posted grades to each school's LMS."
+    }
     tasks_invoker = {
       account_id   = "${var.name_prefix}-tasks"
       display_name = "Gradeq Cloud Tasks invoker"
@@ -33,7 +38,7 @@ locals {
     pubsub_push = {
       account_id   = "${var.name_prefix}-push"
       display_name = "Gradeq Pub/Sub push"
-      description  = "Identity in the OIDC tokens Pub/Sub sends to the notification service."
+      description  = "Identity in the OIDC tokens Pub/Sub sends to the push subscribers."
     }
   }
 }
@@ -57,6 +62,7 @@ locals {
     intake       = google_service_account.main["intake"].email
     worker       = google_service_account.main["worker"].email
     notification = google_service_account.main["notification"].email
+    gradebook    = google_service_account.main["gradebook"].email
   }
 }
 
@@ -138,6 +144,13 @@ resource "google_cloud_run_v2_service_iam_member" "notification_push_invoker" {
   member   = "serviceAccount:${google_service_account.main["pubsub_push"].email}"
 }
 
+resource "google_cloud_run_v2_service_iam_member" "gradebook_push_invoker" {
+  name     = module.gradebook.name
+  location = var.region
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.main["pubsub_push"].email}"
+}
+
 # The intake is the public API: it authenticates clients itself, with API keys (digests
 # in Firestore) or Firebase ID tokens. Public means invoker_iam_disabled on the service
 # (run.tf), not an allUsers binding: organisations that enforce domain restricted sharing
@@ -150,6 +163,15 @@ resource "google_cloud_run_v2_service_iam_member" "intake_invokers" {
   location = var.region
   role     = "roles/run.invoker"
   member   = each.value
+}
+
+# Google Classroom: the gradebook acts as a school's teacher through domain-wide
+# delegation, signing the delegation assertion with its own account through IAM signBlob
+# (docs/gradebook.md): it needs the token creator role on itself, not a key.
+resource "google_service_account_iam_member" "gradebook_signs_delegation" {
+  service_account_id = google_service_account.main["gradebook"].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:${google_service_account.main["gradebook"].email}"
 }
 
 # --- Pub/Sub: only the worker publishes events.

@@ -42,6 +42,7 @@ locals {
     intake       = "${var.name_prefix}-intake"
     worker       = "${var.name_prefix}-worker"
     notification = "${var.name_prefix}-notification"
+    gradebook    = "${var.name_prefix}-gradebook"
   }
   service_urls = {
     for key, name in local.service_names :
@@ -95,6 +96,17 @@ locals {
       GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.main["pubsub_push"].email])
       GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
     }
+    gradebook = {
+      GRADEQ_PUSH_AUDIENCE         = local.service_urls.gradebook
+      GRADEQ_PUSH_SERVICE_ACCOUNTS = join(",", [google_service_account.main["pubsub_push"].email])
+      GRADEQ_PUSH_VERIFY_SIGNATURE = "false"
+    }
+  }
+
+  # Each school's gradebook connection (docs/gradebook.md); no secret in it: the
+  # gradebook service calls each LMS with its own identity.
+  gradebook_env = {
+    GRADEQ_GRADEBOOK_CONNECTIONS_JSON = jsonencode(var.gradebook_connections)
   }
 
   # The intake's settings (docs/configuration.md): browser access (CORS,

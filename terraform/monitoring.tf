@@ -2,7 +2,8 @@
 # jsonPayload.event set (job_failed also carries the job id in jsonPayload.job_id).
 
 locals {
-  worker_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${module.worker.name}\""
+  worker_revisions    = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${module.worker.name}\""
+  gradebook_revisions = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${module.gradebook.name}\""
 }
 
 # Worker log events that need a person: each is a log-based metric and an alert on any
@@ -63,6 +64,23 @@ module "grader_model_retiring_alert" {
   description           = "The grader's model retires within 30 days (worker log event grader_model_retiring)."
   log_filter            = "${local.worker_revisions} AND jsonPayload.event = \"grader_model_retiring\""
   documentation         = "Vertex AI retires the grader's Gemini model on jsonPayload.retires_on (new access to it is already blocked). Set var.grader.model (GRADEQ_GRADER_MODEL) to a current model and apply before that date: past it, a worker on the default model suspends grading (grader_suspended) until it names a current one. Search the worker logs for jsonPayload.event=\"grader_model_retiring\"."
+  notification_channels = var.notification_channels
+  labels                = var.labels
+
+  depends_on = [time_sleep.apis]
+}
+
+# A school's gradebook (its LMS) stopped taking grades: the gradebook service logs
+# gradebook_outage once, at the first failed write of a streak. Grades wait in the
+# subscription and arrive when the LMS answers again (gradebook_recovered).
+module "gradebook_outage_alert" {
+  source = "./modules/log_alert"
+
+  name                  = "${var.name_prefix}/gradebook_outage"
+  display_name          = "${var.name_prefix}: a school's gradebook is not taking grades"
+  description           = "A school's LMS answered 429, 5xx or timed out (gradebook log event gradebook_outage)."
+  log_filter            = "${local.gradebook_revisions} AND jsonPayload.event = \"gradebook_outage\""
+  documentation         = "A school's gradebook (jsonPayload.school) stopped taking grades: its LMS answers 429 or 5xx, or times out. No grade is lost: Pub/Sub redelivers each one with the subscription's backoff until the LMS takes it (about 16 hours before the dead-letter topic). GET <gradebook URL>/admin/gradebooks (operator key) shows the outage since when and its last error; the outage ends at jsonPayload.event=\"gradebook_recovered\"."
   notification_channels = var.notification_channels
   labels                = var.labels
 

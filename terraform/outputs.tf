@@ -37,6 +37,11 @@ output "notification_url" {
   value       = module.notification.uri
 }
 
+output "gradebook_url" {
+  description = "Base URL of the gradebook subscriber (internal; Pub/Sub push only)."
+  value       = module.gradebook.uri
+}
+
 output "queue_ids" {
   description = "Cloud Tasks queue ids, one per entry of shared/config/queues.json."
   value       = { for key, queue in google_cloud_tasks_queue.main : key => queue.id }
@@ -71,6 +76,7 @@ output "service_accounts" {
     intake        = google_service_account.main["intake"].email
     worker        = google_service_account.main["worker"].email
     notification  = google_service_account.main["notification"].email
+    gradebook     = google_service_account.main["gradebook"].email
     tasks_invoker = google_service_account.main["tasks_invoker"].email
     scheduler     = google_service_account.main["scheduler"].email
     pubsub_push   = google_service_account.main["pubsub_push"].email

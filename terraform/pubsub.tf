@@ -4,6 +4,7 @@
 locals {
   notification_subscription = local.subscriptions.subscriptions.notification
   analytics_subscription    = local.subscriptions.subscriptions.analytics
+  gradebook_subscription    = local.subscriptions.subscriptions.gradebook
 }
 
 resource "google_pubsub_topic" "events" {
@@ -75,6 +76,51 @@ resource "google_pubsub_subscription" "notification" {
   }
 
   depends_on = [google_cloud_run_v2_service_iam_member.notification_push_invoker]
+}
+
+# Posted grades to each school's gradebook. A busy LMS is answered non-2xx, so Pub/Sub
+# holds the grade and redelivers it with the retry policy until the LMS takes it.
+resource "google_pubsub_subscription" "gradebook" {
+  name                 = "${var.name_prefix}-${local.topic_name}-gradebook"
+  topic                = google_pubsub_topic.events.id
+  ack_deadline_seconds = local.gradebook_subscription.ack_deadline_seconds
+  labels               = var.labels
+  # Only GradePosted events; Pub/Sub acknowledges the rest for this subscription.
+  # Immutable: changing it replaces the subscription.
+  filter = lookup(local.gradebook_subscription, "filter", "")
+
+  push_config {
+    push_endpoint = "${local.service_urls.gradebook}${local.gradebook_subscription.push_path}"
+
+    oidc_token {
+      service_account_email = google_service_account.main["pubsub_push"].email
+      audience              = local.service_urls.gradebook
+    }
+  }
+
+  # The provider's default expires a subscription after 31 days without activity
+  # (a quiet month), and grades posted after that reach nobody.
+  expiration_policy {
+    ttl = ""
+  }
+
+  retry_policy {
+    minimum_backoff = local.gradebook_subscription.retry_policy.minimum_backoff
+    maximum_backoff = local.gradebook_subscription.retry_policy.maximum_backoff
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.dead_letter.id
+    max_delivery_attempts = local.gradebook_subscription.max_delivery_attempts
+  }
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
+  depends_on = [google_cloud_run_v2_service_iam_member.gradebook_push_invoker]
 }
 
 # Analytics on Google Cloud: Pub/Sub writes every event straight into BigQuery.
@@ -151,6 +197,7 @@ locals {
   dead_lettered_subscriptions = {
     notification = google_pubsub_subscription.notification.name
     analytics    = google_pubsub_subscription.analytics.name
+    gradebook    = google_pubsub_subscription.gradebook.name
   }
 }
 

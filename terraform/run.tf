@@ -1,4 +1,4 @@
-# The three Cloud Run services run one image; SERVICE selects the app. Requests from
+# The Cloud Run services run one image; SERVICE selects the app. Requests from
 # Cloud Tasks, Pub/Sub and Cloud Scheduler in the same project count as internal traffic,
 # so only the intake accepts traffic from the internet. What they share (port, CPU
 # allocation, probes, env wiring) is modules/run_service.
@@ -100,6 +100,34 @@ module "notification" {
   secret_env = {
     GRADEQ_WEBHOOK_SECRETS_KEY = google_secret_manager_secret.webhook_secret.secret_id
   }
+
+  depends_on = [
+    time_sleep.apis,
+    time_sleep.service_iam,
+  ]
+}
+
+module "gradebook" {
+  source = "./modules/run_service"
+
+  name                = local.service_names.gradebook
+  location            = var.region
+  image               = var.image
+  service_account     = google_service_account.main["gradebook"].email
+  ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"
+  deletion_protection = var.deletion_protection
+  labels              = var.labels
+
+  # Cloud Run checks every caller's run.invoker (iam.tf) before the app sees the request.
+  invoker_iam_disabled = false
+
+  # Pub/Sub waits for a push response as long as the subscription's ack deadline.
+  request_timeout = "${local.subscriptions.subscriptions.gradebook.ack_deadline_seconds}s"
+  sizing          = var.gradebook
+
+  env = merge(local.common_env, local.push_env.gradebook, local.gradebook_env, {
+    SERVICE = "gradebook"
+  })
 
   depends_on = [
     time_sleep.apis,

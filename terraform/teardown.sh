@@ -54,6 +54,12 @@ resource "google_pubsub_subscription" "notification" {
   }
 }
 
+resource "google_pubsub_subscription" "gradebook" {
+  lifecycle {
+    prevent_destroy = false
+  }
+}
+
 resource "google_pubsub_subscription" "analytics" {
   lifecycle {
     prevent_destroy = false

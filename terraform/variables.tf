@@ -221,6 +221,29 @@ variable "notification" {
   }
 }
 
+variable "gradebook" {
+  description = "Sizing of the gradebook subscriber service."
+  type = object({
+    cpu           = optional(string, "1")
+    memory        = optional(string, "512Mi")
+    concurrency   = optional(number, 16)
+    min_instances = optional(number, 0)
+    max_instances = optional(number, 3)
+  })
+  default = {}
+
+  validation {
+    condition     = var.gradebook.concurrency >= 1 && var.gradebook.concurrency <= 1000 && var.gradebook.min_instances >= 0 && var.gradebook.max_instances >= max(1, var.gradebook.min_instances)
+    error_message = "gradebook: concurrency must be 1..1000 and 0 <= min_instances <= max_instances (max_instances >= 1)."
+  }
+}
+
+variable "gradebook_connections" {
+  description = "Each school's gradebook connection, by school (docs/gradebook.md): for Google Classroom {kind = \"classroom\", course_id, teacher, roster}. No secrets: the gradebook service calls each LMS with its own identity."
+  type        = any
+  default     = {}
+}
+
 variable "grader_timeout_s" {
   description = "Seconds the worker lets one grading run take (GRADEQ_GRADER_TIMEOUT_S). lease_s + grader_timeout_s + result_write_retry_s must not exceed the queue's dispatch_deadline."
   type        = number

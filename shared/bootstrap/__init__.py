@@ -21,6 +21,7 @@ from shared.ports import (
     ContextCacheRecords,
     EventPublisher,
     EventRecords,
+    GradebookMarks,
     Grader,
     JobBatchWriter,
     JobEraser,
@@ -53,6 +54,8 @@ class AdapterFamily(Protocol):
     def api_key_store(self) -> ApiKeyStore: ...
 
     def webhook_secret_store(self) -> WebhookSecretStore: ...
+
+    def gradebook_marks(self) -> GradebookMarks: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 

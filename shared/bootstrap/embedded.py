@@ -15,6 +15,7 @@ from shared.adapters.embedded.budget_store import SqliteBudgetStore
 from shared.adapters.embedded.context_cache_records import SqliteContextCacheRecords
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
+from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
@@ -104,6 +105,9 @@ class EmbeddedFamily:
 
     def processed_events(self) -> SqliteProcessedEvents:
         return self._processed
+
+    def gradebook_marks(self) -> SqliteGradebookMarks:
+        return SqliteGradebookMarks(self._db)
 
     def event_records(self) -> EventRecords:
         return self._processed

@@ -24,6 +24,7 @@ from shared.adapters.google.clients import cloud_tasks_client, publisher_client,
 from shared.adapters.google.context_cache_records import FirestoreContextCacheRecords
 from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
+from shared.adapters.google.gradebook_marks import FirestoreGradebookMarks
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
 from shared.adapters.google.lti_store import FirestoreLtiStore
@@ -169,6 +170,11 @@ class GoogleFamily:
     def api_key_store(self) -> FirestoreApiKeyStore:
         s = self._settings
         return FirestoreApiKeyStore(self._firestore, s.api_keys_collection, s.firestore_deadline_s)
+
+    def gradebook_marks(self) -> FirestoreGradebookMarks:
+        return FirestoreGradebookMarks(
+            self._firestore, deadline_s=self._settings.firestore_deadline_s
+        )
 
     def webhook_secret_store(self) -> FirestoreWebhookSecretStore:
         s = self._settings

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
 
 PUBLIC = {"allUsers", "allAuthenticatedUsers"}
 # Services only Google's own callers (Cloud Tasks, Scheduler, Pub/Sub) may reach.
-INTERNAL_SERVICES = ("worker", "notification", "analytics")
+INTERNAL_SERVICES = ("worker", "notification", "analytics", "gradebook")
 RUN_IAM = (
     "google_cloud_run_v2_service_iam_member",
     "google_cloud_run_v2_service_iam_binding",
@@ -251,7 +251,8 @@ def test_every_cloud_run_service_is_a_run_service_module(production_plan: dict[s
     calls = production_plan["configuration"]["root_module"]["module_calls"]
     found = planned(production_plan, "google_cloud_run_v2_service")
     assert sorted(found) == [
-        f"module.{s}.google_cloud_run_v2_service.main" for s in ("intake", "notification", "worker")
+        f"module.{s}.google_cloud_run_v2_service.main"
+        for s in ("gradebook", "intake", "notification", "worker")
     ]
     for address in found:
         assert calls[address.split(".")[1]]["source"] == "./modules/run_service", address

@@ -21,7 +21,7 @@ from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_o
 
 pytestmark = pytest.mark.infra
 
-RUN_SERVICES = ("intake", "worker", "notification")
+RUN_SERVICES = ("intake", "worker", "notification", "gradebook")
 PUSH_IDENTITIES = ("tasks_invoker", "scheduler", "pubsub_push")
 PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
 # The one grant to the public the design allows: the intake API (it checks API keys).
@@ -580,7 +580,7 @@ def test_collections_come_from_the_variables_the_ttl_policies_use(tf: Terraform)
         assert "local.common_env" in _env_maps(tf, service), service
 
 
-PUSH_RECEIVERS = ("worker", "notification")
+PUSH_RECEIVERS = ("worker", "notification", "gradebook")
 
 
 def _push_tokens(tf: Terraform) -> dict[str, list[dict[str, Any]]]:
@@ -699,6 +699,7 @@ def test_least_privilege_grants(tf: Terraform) -> None:
         "intake",
         "worker",
         "notification",
+        "gradebook",
     }
     assert members("google_service_account_iam_member", "roles/iam.serviceAccountUser") == {
         "intake",
@@ -778,6 +779,8 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
         "intake": {"GRADEQ_OPERATOR_KEYS", "GRADEQ_REVIEWER_KEYS"},
         "notification": {"GRADEQ_WEBHOOK_SECRETS_KEY"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
+        # The gradebook calls each LMS with its own identity: no secret in its env.
+        "gradebook": set(),
     }
     # Plain env maps must not carry them.
     for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*[=:]", plain):

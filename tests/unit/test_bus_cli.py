@@ -107,6 +107,8 @@ def test_sigterm_stops_the_bus_gracefully(tmp_path: Path) -> None:
             "localcloud.pubsub",
             "--subscription",
             "notification=http://127.0.0.1:9",
+            "--subscription",
+            "gradebook=http://127.0.0.1:9",
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -117,7 +119,7 @@ def test_sigterm_stops_the_bus_gracefully(tmp_path: Path) -> None:
     try:
         started = json.loads(process.stdout.readline())
         assert started["message"] == "bus started"
-        assert started["subscriptions"] == ["analytics", "notification"]
+        assert started["subscriptions"] == ["analytics", "gradebook", "notification"]
         records = SqliteProcessedEvents(db)
         deadline = time.monotonic() + 10
         while not records.records("analytics") and time.monotonic() < deadline:

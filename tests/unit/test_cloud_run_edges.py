@@ -13,25 +13,35 @@ import requests_mock as rm
 from flask import Flask
 
 from services.analytics.app import create_app as analytics_app
+from services.gradebook.app import create_app as gradebook_app
+from services.gradebook.settings import GradebookSettings
 from services.intake.app import create_app as intake_app
 from services.notification.app import create_app as notification_app
 from services.worker.app import create_app as worker_app
+from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
+from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import PushAuth, Settings
 from shared.domain.errors import PROBLEM_BASE
 from tests.contract.harness_events import CALLBACK_URL, sample_event
 from tests.fakes import ScriptedGrader
+from tests.support.grade_posted import grade_data, push_body
 from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id_token
 from tests.support.push import pubsub_push_body, restored_root_logger
 from tests.unit.test_notification_app import SEALING_KEY
 
-SERVICES = ("intake", "worker", "notification", "analytics")
-PUSHED = {"worker": "/tasks/grade", "notification": "/pubsub/push", "analytics": "/pubsub/push"}
+SERVICES = ("intake", "worker", "notification", "analytics", "gradebook")
+PUSHED = {
+    "worker": "/tasks/grade",
+    "notification": "/pubsub/push",
+    "analytics": "/pubsub/push",
+    "gradebook": "/pubsub/push",
+}
 TASKS_SA = "tasks-invoker@proj.iam.gserviceaccount.com"
 PUSH_SA = "pubsub-push@proj.iam.gserviceaccount.com"
-CALLER = {"worker": TASKS_SA, "notification": PUSH_SA, "analytics": PUSH_SA}
+CALLER = {"worker": TASKS_SA, "notification": PUSH_SA, "analytics": PUSH_SA, "gradebook": PUSH_SA}
 PROJECT = "proj"
 log = logging.getLogger("tests.edges")
 
@@ -84,13 +94,18 @@ def build(service: str, tmp_path: Path, stores: Stores, **changes: Any) -> Flask
         return worker_app(settings, adapters, ScriptedGrader(), FrozenClock())
     if service == "notification":
         return notification_app(settings, processed)
+    if service == "gradebook":
+        marks = SqliteGradebookMarks(SqliteDatabase(settings.database_path))
+        return gradebook_app(settings, GradebookSettings(), marks=marks, processed=processed)
     return analytics_app(settings, processed, processed)
 
 
 def push(app: Flask, service: str, token: str | None) -> Any:
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     body: Any = {"job_id": "j-unknown"}
-    if service != "worker":
+    if service == "gradebook":
+        body = push_body(grade_data(1))
+    elif service != "worker":
         body = pubsub_push_body(sample_event(), service, "301")
     return app.test_client().post(PUSHED[service], json=body, headers=headers)
 
@@ -227,13 +242,15 @@ def test_a_w3c_traceparent_is_read_too(
 
 INVOKER = "someone-with-run-invoker@proj.iam.gserviceaccount.com"
 PUSH_PATHS = [("worker", "/tasks/grade"), ("worker", "/tasks/recover")] + [
-    (s, PUSHED[s]) for s in ("notification", "analytics")
+    (s, PUSHED[s]) for s in ("notification", "analytics", "gradebook")
 ]
 
 
 def push_to(app: Flask, service: str, path: str, headers: dict[str, str]) -> Any:
     body: Any = {"job_id": "j-unknown"}
-    if service != "worker":
+    if service == "gradebook":
+        body = push_body(grade_data(1))
+    elif service != "worker":
         body = pubsub_push_body(sample_event(), service, "301")
     return app.test_client().post(path, json=body, headers=headers)
 

@@ -102,10 +102,25 @@ def test_a_file_with_an_unsupported_filter_is_refused_when_read(tmp_path: Path) 
         load_subscriptions(path)
 
 
-def test_only_notification_is_filtered_and_only_on_the_callback() -> None:
+def test_notification_is_filtered_on_the_callback_and_analytics_not_at_all() -> None:
     topic = load_subscriptions()
     assert topic.subscriptions["notification"].filter == NOTIFICATION_FILTER
     assert topic.subscriptions["analytics"].filter is None
+
+
+def test_the_gradebook_is_pushed_posted_grades_only() -> None:
+    from services.gradebook.event import GRADE_POSTED_TYPE
+    from tests.support.grade_posted import grade_data, push_body
+
+    gradebook = load_subscriptions().subscriptions["gradebook"]
+    posted = push_body(grade_data(1))["message"]["attributes"]
+    assert posted["ce-type"] == GRADE_POSTED_TYPE
+    assert gradebook.admits(posted)
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    graded = AssignmentGraded("e-a", "a-1", "client-a", 1, 30, 28, 2, 0, 7.25, when)
+    for event in (sample_event(), sample_event(key="key-2", callback_url=None), graded):
+        _, attributes = to_pubsub(event)
+        assert not gradebook.admits(attributes), attributes["ce-type"]
 
 
 def test_the_event_says_whether_its_job_has_a_callback_never_the_url() -> None:

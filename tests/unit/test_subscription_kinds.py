@@ -15,12 +15,13 @@ from shared.config.subscriptions import (
 )
 
 
-def test_analytics_is_a_bigquery_subscription_and_notification_a_push() -> None:
+def test_analytics_is_a_bigquery_subscription_notification_and_gradebook_pushes() -> None:
     topic = load_subscriptions()
     kinds = {name: config.kind for name, config in topic.subscriptions.items()}
     assert kinds == {
         "notification": SubscriptionKind.PUSH,
         "analytics": SubscriptionKind.BIGQUERY,
+        "gradebook": SubscriptionKind.PUSH,
     }
     assert bigquery_subscriptions(topic) == {"analytics"}
 

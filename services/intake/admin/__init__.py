@@ -5,16 +5,19 @@ Both need an operator credential (GRADEQ_OPERATOR_KEYS), never a client key.
 
 from __future__ import annotations
 
+from functools import cache
+
 from flask import Flask
 
 from services.intake.admin.assignments import admin_assignments
 from services.intake.admin.auth import OperatorAuthenticator
 from services.intake.admin.budgets import budgets_api
 from services.intake.admin.dashboard import page
+from services.intake.admin.gradebooks import gradebooks_api
 from services.intake.admin.lanes import lanes_api
 from services.intake.admin.quota import quota_api
 from services.intake.admin.routes import api
-from shared.bootstrap import Adapters
+from shared.bootstrap import Adapters, adapter_family
 from shared.bootstrap.graders import QuotaReport
 from shared.config.settings import Settings
 from shared.ports import Clock
@@ -53,11 +56,16 @@ def init_app(app: Flask, settings: Settings, adapters: Adapters, clock: Clock) -
     )
     app.extensions["gradeq.budgets"] = adapters.budgets
     app.extensions["gradeq.budget_clock"] = clock
+    # Built on first use: the intake starts without touching the gradebook's store.
+    app.extensions.setdefault(
+        "gradeq.gradebook_marks", cache(lambda: adapter_family(settings).gradebook_marks())
+    )
     app.register_blueprint(api)
     app.register_blueprint(lanes_api)
     app.register_blueprint(budgets_api)
     app.extensions["gradeq.quota"] = QuotaReport(settings)
     app.register_blueprint(quota_api)
+    app.register_blueprint(gradebooks_api)
     app.register_blueprint(page)
     if adapters.assignments is not None:
         app.extensions["gradeq.admin_assignments"] = adapters.assignments

@@ -233,6 +233,20 @@ function showQuota(pools) {
   document.querySelector("#quota tbody").replaceChildren(...rows);
 }
 
+function showGradebooks(body) {
+  const rows = body.gradebooks.map((school) => el("tr",
+    { "data-school": school.school, class: school.state === "outage" ? "outage" : "" },
+    el("td", {}, school.school), el("td", {}, school.state), el("td", {}, school.since || ""),
+    el("td", {}, String(school.failures)), el("td", { class: "error" }, school.last_error || "")));
+  document.querySelector("#gradebooks tbody").replaceChildren(...rows);
+  document.getElementById("no-gradebooks").hidden = rows.length > 0;
+  const refused = body.rejected.map((mark) => el("tr", {},
+    el("td", {}, mark.school), el("td", {}, mark.assignment_id), el("td", {}, mark.student_id),
+    el("td", {}, String(mark.version)), el("td", { class: "error" }, mark.detail || "")));
+  document.querySelector("#gradebook-rejected tbody").replaceChildren(...refused);
+  document.getElementById("gradebook-rejected").hidden = refused.length === 0;
+}
+
 async function laneAction(lane, action, button) {
   button.disabled = true;
   try {
@@ -293,11 +307,13 @@ function say(text) {
 }
 
 async function refresh() {
-  const [health, failed, lanes, quota] = await Promise.all(
-    [call("queue-health"), call("dead-letters?limit=50"), call("lanes"), call("quota")]);
+  const [health, failed, lanes, quota, gradebooks] = await Promise.all([
+    call("queue-health"), call("dead-letters?limit=50"), call("lanes"), call("quota"),
+    call("gradebooks")]);
   showCounts(health);
   showLanes(lanes.lanes);
   showQuota(quota.pools);
+  showGradebooks(gradebooks);
   drawChart(health.series);
   showFailed(failed);
   // Budgets may not be served (no budget store): the rest of the board still refreshes.
