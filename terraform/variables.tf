@@ -296,7 +296,8 @@ variable "grader" {
   description = <<-EOT
     The worker's grader (docs/graders.md). kind: rubric (offline), gemini or
     openai (any OpenAI-compatible server). model: empty means the grader's default (gemini:
-    the worker's current default, checked against its retirement date at start-up; openai
+    the worker's current default, warned about a month before its retirement and
+    suspended at it (docs/graders.md); openai
     needs one). gemini_api: vertex (Vertex AI as the worker's
     service account; terraform grants roles/aiplatform.user) or developer (the Gemini API
     with a key). location: the Vertex AI location serving the model; empty means the
