@@ -196,7 +196,7 @@ def grade_explicit(texts: list[str], *, model: str, min_prefix: int) -> tuple[Us
     from shared.adapters.embedded.sqlite import SqliteDatabase
     from shared.adapters.graders.gemini import GeminiChat
     from shared.adapters.graders.gemini_cache import GeminiContextCaches
-    from tests.support.fake_gemini import FakeGeminiServer
+    from tests.support.fake_gemini_caches import FakeGeminiServer
 
     total = Usage()
     with tempfile.TemporaryDirectory() as folder, FakeGeminiServer(min_prefix) as fake:

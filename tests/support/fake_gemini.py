@@ -1,17 +1,14 @@
-"""A small Gemini API on loopback: `generateContent` and the `cachedContents` resource.
+"""A Gemini API (generateContent) on loopback, answering as Google's REST reference shows.
 
-The shapes are the Gemini API reference's (ai.google.dev/api/caching and
-/api/generate-content, read 2026-12-01): `POST /{version}/cachedContents` creates a cache
-from `systemInstruction` and `contents` with a `ttl`, answering its `name`
-("cachedContents/..."), `expireTime` and `usageMetadata.totalTokenCount`; `PATCH
-/{version}/{name}` with `{"ttl"}` moves its expiry; `DELETE` removes it; a
-`generateContent` naming it in `cachedContent` is read as the cache's contents followed by
-the request's, and reports the cache's tokens in `usageMetadata.cachedContentTokenCount`.
-A cache smaller than `min_cache_tokens` is refused (400), as the API refuses one under the
-model's minimum; an expired or deleted one answers 404.
+Point google-genai at it with `HttpOptions(base_url=server.url)`. It grades like the fake
+OpenAI-compatible server (the offline keyword rules), and behaves as Gemini 2.5 and later
+do: the model thinks before answering and its thinking counts against
+`maxOutputTokens`; with no room left for the answer the candidate ends with finish
+reason MAX_TOKENS and no parts. Thinking takes the request's `thinkingBudget`, a fixed
+amount per `thinkingLevel`, or, with no thinking config, `dynamic_thinking` tokens.
 
-It acts as a deterministic model (the keyword rules, as tests/support/fake_openai.py
-does), counts 4 characters as a token, and keeps time on `clock` so tests can move it.
+`refusal` makes every request (model lookups included) answer one of the error bodies
+below, shaped as the Gemini API returns them (google.rpc.Status with details).
 """
 
 from __future__ import annotations
@@ -19,164 +16,177 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support.fake_openai import CHARS_PER_TOKEN, grade_document
+from tests.support.fake_openai import grade_document
 from tests.support.loopback import LoopbackServer
 
-_GENERATE = re.compile(r"^/v1(?:beta\d?)?/models/([^/:]+):generateContent$")
-_CACHES = re.compile(r"^/v1(?:beta\d?)?/cachedContents$")
-_CACHE = re.compile(r"^/v1(?:beta\d?)?/(cachedContents/[\w-]+)$")
+_GENERATE = re.compile(r"^/[^/]+/models/([^/:]+):generateContent$")
+_MODEL = re.compile(r"^/[^/]+/models/([^/:?]+)$")
+#: Thinking tokens per thinkingLevel.
+LEVEL_TOKENS = {"MINIMAL": 0, "LOW": 256, "MEDIUM": 1024, "HIGH": 4096}
 
 
-@dataclass
-class Cache:
-    name: str
-    model: str
-    system: str
-    text: str
-    expire_at: datetime
-    tokens: int
+@dataclass(frozen=True)
+class GeminiRefusal:
+    status: int
+    error: dict[str, Any]
+    headers: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass
-class Calls:
-    created: list[str] = field(default_factory=list)
-    renewed: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    #: Each generateContent: the cache it named ("" for none) and its request text.
-    generated: list[tuple[str, str]] = field(default_factory=list)
+def _info(reason: str, **metadata: str) -> dict[str, Any]:
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "googleapis.com",
+        "metadata": {"service": "generativelanguage.googleapis.com", **metadata},
+    }
 
 
-def _text(contents: list[dict[str, Any]] | None) -> str:
-    return "".join(
-        part.get("text", "") for content in contents or [] for part in content.get("parts", [])
-    )
-
-
-def _ttl(value: str) -> timedelta:
-    return timedelta(seconds=float(value.removesuffix("s")))
-
-
-def _error(status: int, reason: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": status, "status": reason, "message": message}}
+MODEL_NOT_FOUND = GeminiRefusal(
+    404,
+    {
+        "code": 404,
+        "message": "models/gemini-2.5-flash is not found for API version v1beta, or is not "
+        "supported for generateContent. Call ListModels to see the list of available "
+        "models and their supported methods.",
+        "status": "NOT_FOUND",
+    },
+)
+API_KEY_INVALID = GeminiRefusal(
+    400,
+    {
+        "code": 400,
+        "message": "API key not valid. Please pass a valid API key.",
+        "status": "INVALID_ARGUMENT",
+        "details": [_info("API_KEY_INVALID")],
+    },
+)
+SERVICE_DISABLED = GeminiRefusal(
+    403,
+    {
+        "code": 403,
+        "message": "Generative Language API has not been used in project 123 before or it is "
+        "disabled. Enable it by visiting the console then retry.",
+        "status": "PERMISSION_DENIED",
+        "details": [_info("SERVICE_DISABLED", consumer="projects/123")],
+    },
+)
+QUOTA_EXHAUSTED = GeminiRefusal(
+    429,
+    {
+        "code": 429,
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "status": "RESOURCE_EXHAUSTED",
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": "generativelanguage.googleapis.com/"
+                        "generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                    }
+                ],
+            },
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "31s"},
+        ],
+    },
+)
 
 
 class FakeGeminiServer(LoopbackServer):
-    """The Gemini API on 127.0.0.1; `url` is the base URL for google-genai's HttpOptions."""
+    """`generateContent` and `models.get` of the Gemini API on 127.0.0.1."""
 
-    def __init__(
-        self,
-        min_cache_tokens: int = 2048,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.min_cache_tokens = min_cache_tokens
-        self.clock = clock
-        self.caches: dict[str, Cache] = {}
-        self.calls = Calls()
+    def __init__(self, dynamic_thinking: int = 3000) -> None:
+        self.dynamic_thinking = dynamic_thinking
+        self.refusal: GeminiRefusal | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.lookups: list[int] = []
         self._lock = threading.Lock()
-        self._ids = 0
         super().__init__(self._handler_class())
 
     @property
     def url(self) -> str:
-        return self.base_url + "/"
+        return self.base_url
 
-    def _cache(self, name: str) -> Cache | None:
-        cache = self.caches.get(name)
-        if cache is None or cache.expire_at <= self.clock():
-            return None
-        return cache
-
-    def _describe(self, cache: Cache) -> dict[str, Any]:
-        return {
-            "name": cache.name,
-            "model": f"models/{cache.model}",
-            "expireTime": cache.expire_at.isoformat().replace("+00:00", "Z"),
-            "usageMetadata": {"totalTokenCount": cache.tokens},
+    def generate(self, model: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        with self._lock:
+            self.requests.append(body)
+        if self.refusal is not None:
+            return self._refused()
+        config = body.get("generationConfig") or {}
+        thinking = self._thinking(config.get("thinkingConfig") or config.get("thinking_config"))
+        limit = config.get("maxOutputTokens")
+        document = json.loads(body["contents"][-1]["parts"][0]["text"])
+        text = json.dumps(grade_document(document))
+        answer = len(text) // 4
+        prompt = len(json.dumps(body)) // 4
+        candidate: dict[str, Any] = {
+            "content": {"parts": [{"text": text}], "role": "model"},
+            "finishReason": "STOP",
+            "index": 0,
         }
-
-    def create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        system = _text([body["systemInstruction"]]) if body.get("systemInstruction") else ""
-        text = _text(body.get("contents"))
-        tokens = (len(system) + len(text)) // CHARS_PER_TOKEN
-        if tokens < self.min_cache_tokens:
-            return 400, _error(
-                400,
-                "INVALID_ARGUMENT",
-                f"Cached content is too small. total_token_count={tokens}, "
-                f"min_total_token_count={self.min_cache_tokens}",
-            )
-        with self._lock:
-            self._ids += 1
-            name = f"cachedContents/fake{self._ids}"
-            cache = Cache(
-                name,
-                str(body["model"]).removeprefix("models/"),
-                system,
-                text,
-                self.clock() + _ttl(body.get("ttl", "3600s")),
-                tokens,
-            )
-            self.caches[name] = cache
-            self.calls.created.append(name)
-        return 200, self._describe(cache)
-
-    def renew(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self._lock:
-            cache = self._cache(name)
-            if cache is None:
-                return 404, _error(404, "NOT_FOUND", "CachedContent not found")
-            cache.expire_at = self.clock() + _ttl(body["ttl"])
-            self.calls.renewed.append(name)
-            return 200, self._describe(cache)
-
-    def delete(self, name: str) -> tuple[int, dict[str, Any]]:
-        with self._lock:
-            if self.caches.pop(name, None) is None:
-                return 404, _error(404, "NOT_FOUND", "CachedContent not found")
-            self.calls.deleted.append(name)
-        return 200, {}
-
-    def generate(self, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        text = _text(body.get("contents"))
-        system = _text([body["systemInstruction"]]) if body.get("systemInstruction") else ""
-        cached_tokens = 0
-        name = body.get("cachedContent") or ""
-        if name:
-            if body.get("systemInstruction"):
-                return 400, _error(
-                    400, "INVALID_ARGUMENT", "CachedContent can not be used with system_instruction"
-                )
-            with self._lock:
-                cache = self._cache(name)
-            if cache is None or cache.model != model:
-                return 404, _error(404, "NOT_FOUND", "CachedContent not found")
-            system, text, cached_tokens = cache.system, cache.text + text, cache.tokens
-        with self._lock:
-            self.calls.generated.append((name, _text(body.get("contents"))))
-        answer = json.dumps(grade_document(json.loads(text)))
-        prompt_tokens = (len(system) + len(text)) // CHARS_PER_TOKEN
-        output_tokens = len(answer) // CHARS_PER_TOKEN
+        if limit is not None and thinking + answer > limit:
+            thinking = min(thinking, limit)
+            answer = 0
+            candidate = {"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}
         usage: dict[str, Any] = {
-            "promptTokenCount": prompt_tokens,
-            "candidatesTokenCount": output_tokens,
-            "totalTokenCount": prompt_tokens + output_tokens,
+            "promptTokenCount": prompt,
+            "totalTokenCount": prompt + thinking + answer,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
         }
-        if cached_tokens:
-            usage["cachedContentTokenCount"] = cached_tokens
-        reply = {
-            "candidates": [
-                {"content": {"role": "model", "parts": [{"text": answer}]}, "finishReason": "STOP"}
-            ],
-            "usageMetadata": usage,
-            "modelVersion": model,
-        }
-        return 200, reply
+        if answer:
+            usage["candidatesTokenCount"] = answer
+        if thinking:
+            usage["thoughtsTokenCount"] = thinking
+        return (
+            200,
+            {},
+            {
+                "candidates": [candidate],
+                "usageMetadata": usage,
+                "modelVersion": model,
+                "responseId": "fake-response-id",
+            },
+        )
+
+    def lookup(self, model: str) -> tuple[int, dict[str, str], Any]:
+        refused = self.refusal is not None
+        with self._lock:
+            self.lookups.append(self.refusal.status if self.refusal else 200)
+        if refused:
+            return self._refused()
+        return (
+            200,
+            {},
+            {
+                "name": f"models/{model}",
+                "version": "001",
+                "displayName": model,
+                "inputTokenLimit": 1048576,
+                "outputTokenLimit": 65536,
+                "supportedGenerationMethods": ["generateContent", "countTokens"],
+                "thinking": True,
+            },
+        )
+
+    def _refused(self) -> tuple[int, dict[str, str], Any]:
+        assert self.refusal is not None
+        return self.refusal.status, dict(self.refusal.headers), {"error": self.refusal.error}
+
+    def _thinking(self, config: dict[str, Any] | None) -> int:
+        if not config:
+            return self.dynamic_thinking
+        budget = config.get("thinkingBudget", config.get("thinking_budget"))
+        level = config.get("thinkingLevel", config.get("thinking_level"))
+        if budget is not None and level is not None:
+            raise ValueError("thinkingBudget and thinkingLevel together are refused")
+        if budget is not None:
+            return self.dynamic_thinking if budget == -1 else int(budget)
+        return LEVEL_TOKENS[str(level)]
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -184,37 +194,38 @@ class FakeGeminiServer(LoopbackServer):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def _body(self) -> dict[str, Any]:
-                length = int(self.headers.get("Content-Length") or 0)
-                data: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
-                return data
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             def do_POST(self) -> None:
-                path = self.path.split("?")[0]
-                body = self._body()
-                if match := _GENERATE.match(path):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length))
+                match = _GENERATE.match(self.path.split("?")[0])
+                if match is None:
+                    self._send(404, {}, {"error": MODEL_NOT_FOUND.error})
+                    return
+                try:
                     self._send(*server.generate(match.group(1), body))
-                elif _CACHES.match(path):
-                    self._send(*server.create(body))
-                else:
-                    self._send(404, _error(404, "NOT_FOUND", path))
+                except ValueError as exc:
+                    error = {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}
+                    self._send(400, {}, {"error": error})
 
-            def do_PATCH(self) -> None:
-                match = _CACHE.match(self.path.split("?")[0])
-                body = self._body()
-                self._send(*(server.renew(match.group(1), body) if match else (404, {})))
+            def do_GET(self) -> None:
+                match = _MODEL.match(self.path.split("?")[0])
+                if match is None:
+                    self._send(404, {}, {"error": MODEL_NOT_FOUND.error})
+                    return
+                self._send(*server.lookup(match.group(1)))
 
-            def do_DELETE(self) -> None:
-                match = _CACHE.match(self.path.split("?")[0])
-                self._send(*(server.delete(match.group(1)) if match else (404, {})))
+            def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -22,7 +22,7 @@ from shared.adapters.graders.llm import ModelGrader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.config.prices import load_prices
 from shared.domain.job import GradingRequest
-from tests.support.fake_gemini import FakeGeminiServer
+from tests.support.fake_gemini_caches import FakeGeminiServer
 
 MODEL = "gemini-2.5-flash"
 START = datetime(2026, 12, 1, 9, tzinfo=UTC)
