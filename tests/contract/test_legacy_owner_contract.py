@@ -14,9 +14,11 @@ from shared.ports import JobQuery, JobStore
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def store_as_before(store: JobStore, job_id: str, scope: str) -> None:
+def store_as_before(
+    store: JobStore, job_id: str, scope: str, request: GradingRequest | None = None
+) -> None:
     """Write a job exactly as the stores did before authors: no `author` field."""
-    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    request = request or GradingRequest(submission_id="s", answer="a", rubric="r")
     store.create(Job.new(job_id, scope, request, "fp", T0))
     if isinstance(store, SqliteJobStore):
         with store._db.transaction() as conn:
