@@ -515,3 +515,121 @@ resource "google_firestore_index" "jobs_author_created" {
 
   depends_on = [google_firestore_index.jobs_client_assignment_review_held]
 }
+
+# A school's whole job listing (FirestoreJobStore.list_jobs without an author) includes its
+# users' jobs stored before jobs had an author (client_id `<school>:user:<uid>`): client_id
+# == C OR C:user: <= client_id < C:user; [and status == S] [and request.submission_id ==
+# X] order by created_at desc, client_id desc, __name__ desc. The equality branch is served
+# by the jobs_client_* indexes, the range branch by these, one per combination of filters.
+
+resource "google_firestore_index" "jobs_school_users_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_author_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_status_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_status_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_status_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_submission_created]
+}
