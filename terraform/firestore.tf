@@ -633,3 +633,25 @@ resource "google_firestore_index" "jobs_school_users_status_submission_created" 
 
   depends_on = [google_firestore_index.jobs_school_users_submission_created]
 }
+
+# A student's erasure (FirestoreJobEraser.jobs_of_student) includes the jobs users of the
+# school stored before jobs had an author: request.student_id == S and C:user: <=
+# client_id < C:user; (a range beside an equality needs this index; the other branches
+# of its OR use the single-field ones).
+resource "google_firestore_index" "jobs_student_client" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "request.student_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_status_submission_created]
+}
