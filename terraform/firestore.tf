@@ -655,3 +655,30 @@ resource "google_firestore_index" "jobs_student_client" {
 
   depends_on = [google_firestore_index.jobs_school_users_status_submission_created]
 }
+
+# A school's assignment list (FirestoreAssignmentStore.list_of) includes those its users
+# made before objects had an author: client_id == C OR C:user: <= client_id < C:user;
+# order by created_at desc, client_id desc, __name__ desc. The equality branch uses
+# assignments_client_created, the range branch this index.
+resource "google_firestore_index" "assignments_school_users_created" {
+  database    = google_firestore_database.main.name
+  collection  = "assignments"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_student_client]
+}
