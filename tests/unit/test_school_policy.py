@@ -318,3 +318,13 @@ def test_an_upload_names_its_school_and_its_author(intake: FlaskClient) -> None:
         info = blobs.stat(name)
         owners.append((info.owner.school, info.owner.author))
     assert owners == [("client-a", "ada"), ("client-a", "server")]
+
+
+def test_an_erasure_record_names_its_school_and_the_author_who_erased(
+    intake: FlaskClient,
+) -> None:
+    job_id = student_job(intake, "practice")
+    erased = intake.delete(f"/v1/grading-jobs/{job_id}", headers=TEACHER).get_json()
+    assert (erased["school"], erased["author"]) == ("client-a", "ms-t")
+    by_server = intake.delete("/v1/students/ada", headers=SERVER).get_json()
+    assert (by_server["school"], by_server["author"]) == ("client-a", "server")
