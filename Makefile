@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tested versions of the runtime dependencies; the image installs the same.
 CONSTRAINTS := services/constraints.txt
 
-.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation terraform-check
+.PHONY: install run test lint unit bench bench-tools image-test run-google-emulators soak clean constraints mutation mutation-changed terraform-check
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,7 @@ SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
 soak: install
 	$(PY) -m localcloud.soak $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --backend google-emulators $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --batch $(SOAK_ARGS)
 
 # Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
 # under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's
@@ -103,11 +104,15 @@ constraints:
 	$(PY) scripts/freeze-constraints.py
 	touch $(STAMP)
 
-# Mutation testing of the core (minutes; not part of `make test`). mutmut imports the
-# mutated copy in mutants/, so it runs from a venv that holds the dependencies but not
-# the editable install, whose import hook would load the unmutated code instead.
+# Mutation testing of the decisions (docs/testing.md; not part of `make test`). mutmut
+# imports the mutated copy in mutants/, so it runs from a venv that holds the dependencies
+# but not the editable install, whose import hook would load the unmutated code instead.
+# `mutation` mutates every file [tool.mutmut] names (CI weekly, before a release);
+# `mutation-changed` only those changed since BASE (everyday use). Each mutant runs only
+# the tests that reach its function (mutmut's stats).
 MUTATION_VENV := .venv-mutation
 MUTMUT := mutmut==3.8.1
+BASE ?= main
 
 $(MUTATION_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(MUTATION_VENV)
@@ -118,6 +123,15 @@ $(MUTATION_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 mutation: $(MUTATION_VENV)/.installed
 	rm -rf mutants
 	$(MUTATION_VENV)/bin/mutmut run > $(MUTATION_VENV)/run.log 2>&1 || (tail -30 $(MUTATION_VENV)/run.log; exit 1)
+	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
+
+mutation-changed: $(MUTATION_VENV)/.installed
+	rm -rf mutants
+	$(MUTATION_VENV)/bin/python scripts/mutation_changed.py $(BASE) > $(MUTATION_VENV)/changed.txt
+	@if [ ! -s $(MUTATION_VENV)/changed.txt ]; then echo "no mutated file changed since $(BASE)"; exit 0; fi; \
+	xargs -d '\n' $(MUTATION_VENV)/bin/mutmut run < $(MUTATION_VENV)/changed.txt > $(MUTATION_VENV)/run.log 2>&1 \
+		|| { grep -q "nothing matches" $(MUTATION_VENV)/run.log && echo "no mutants in the files changed since $(BASE)" && exit 0; \
+			tail -30 $(MUTATION_VENV)/run.log; exit 1; }; \
 	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
 
 clean:

@@ -374,6 +374,28 @@ class GradeqClient:
                 body[name] = value
         return self.request("POST", f"/v1/reviews/{job_id}", json=body, retry=False).body
 
+    def request_regrade(self, job_id: str, reason: str) -> dict[str, Any]:
+        """A student asks, once per grade, for a second look at it; not retried (a second
+        request is answered 409 regrade-already-requested)."""
+        body = {"reason": reason}
+        path = f"/v1/grading-jobs/{job_id}/regrade-request"
+        return self.request("POST", path, json=body, retry=False).body
+
+    def answer_regrade_request(
+        self,
+        job_id: str,
+        reason: str,
+        score: float | None = None,
+        feedback: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer a student's regrade request: keep the grade (no score) or change it."""
+        body: dict[str, Any] = {"answer": "keep" if score is None else "change", "reason": reason}
+        for name, value in (("score", score), ("feedback", feedback)):
+            if value is not None:
+                body[name] = value
+        path = f"/v1/reviews/{job_id}/request"
+        return self.request("POST", path, json=body, retry=False).body
+
     def agreement(self, assignment_id: str) -> dict[str, Any]:
         """Model against teacher on the assignment's reviewed grades (operator key)."""
         return self.admin("GET", f"/assignments/{assignment_id}/agreement").body
@@ -430,6 +452,20 @@ class GradeqClient:
         for data in self._pages(f"/v1/assignments/{assignment_id}/grades", "jobs"):
             yield Job(data["id"], data["status"], data)
 
+    def grade_sheet(self, assignment_id: str) -> Iterator[dict[str, Any]]:
+        """Every row of the grade sheet (final score and its source, model and teacher
+        score, reviewer, reason, feedback, posted at), a page at a time."""
+        yield from self._pages(f"/v1/assignments/{assignment_id}/grades", "grades")
+
+    def post_grades(
+        self, assignment_id: str, submission_ids: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Post the assignment's final grades (or the chosen submissions') to students and
+        downstream systems; what it did, by submission id."""
+        body = {} if submission_ids is None else {"submission_ids": submission_ids}
+        path = f"/v1/assignments/{assignment_id}/grades:post"
+        return self.request("POST", path, json=body).body
+
     def grades_csv(self, assignment_id: str) -> Iterator[str]:
         """The grade sheet as CSV lines, streamed as the server writes them."""
         if not self._api_key:
@@ -450,13 +486,17 @@ class GradeqClient:
         assignment_id: str,
         rubric: str | list[str] | None = None,
         prompt_version: str | None = None,
+        reopen_reviewed: bool = False,
     ) -> dict[str, Any]:
-        """Grade every final submission again in a new round (or finish one cut off)."""
+        """Grade every final submission again in a new round (or finish one cut off);
+        `reopen_reviewed` puts the grades teachers reviewed back in their queue."""
         body: dict[str, Any] = {}
         if rubric is not None:
             body["rubric"] = rubric
         if prompt_version is not None:
             body["prompt_version"] = prompt_version
+        if reopen_reviewed:
+            body["reopen_reviewed"] = True
         return self.request("POST", f"/v1/assignments/{assignment_id}/regrade", json=body).body
 
     def regrade_report(self, assignment_id: str, threshold: float = 1.0) -> dict[str, Any]:

@@ -71,23 +71,41 @@ def forwarded_id_token(audience: str, email: str, now: float | None = None) -> s
     return ".".join([*segments, FORWARDED_SIGNATURE])
 
 
+def forwarded_authorization(audience: str, email: str) -> dict[str, str]:
+    """The Authorization header of a request that passed Cloud Run's IAM check."""
+    return {"Authorization": f"Bearer {forwarded_id_token(audience, email)}"}
+
+
 #: How long a sender reuses an ID token; Google's clients also reuse theirs until close
 #: to its expiry, so a receiver sees the same token on many requests.
 TOKEN_REUSE_S = 300.0
-_tokens: dict[tuple[str, str], tuple[float, str]] = {}
-_tokens_guard = threading.Lock()
 
 
-def forwarded_authorization(audience: str, email: str) -> dict[str, str]:
-    """The Authorization header of a request that passed Cloud Run's IAM check."""
-    now = time.time()
-    key = (audience, email)
-    with _tokens_guard:
-        issued, token = _tokens.get(key, (0.0, ""))
-        if now - issued >= TOKEN_REUSE_S or now < issued:
-            token = forwarded_id_token(audience, email, now)
-            _tokens[key] = (now, token)
-    return {"Authorization": f"Bearer {token}"}
+class ForwardedTokens:
+    """The ID tokens one sender forwards, each reused for `reuse_s` as Google's clients do.
+
+    Each sender (a dispatcher, the bus, a front) owns its own: a token lives as long as
+    the sender that issued it, on the sender's clock.
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = time.time, reuse_s: float = TOKEN_REUSE_S
+    ) -> None:
+        self._clock = clock
+        self._reuse_s = reuse_s
+        self._tokens: dict[tuple[str, str], tuple[float, str]] = {}
+        self._guard = threading.Lock()
+
+    def authorization(self, audience: str, email: str) -> dict[str, str]:
+        """The Authorization header for `email` and `audience`: reused, or issued now."""
+        now = self._clock()
+        key = (audience, email)
+        with self._guard:
+            issued, token = self._tokens.get(key, (0.0, ""))
+            if not token or now - issued >= self._reuse_s or now < issued:
+                token = forwarded_id_token(audience, email, now)
+                self._tokens[key] = (now, token)
+        return {"Authorization": f"Bearer {token}"}
 
 
 class CloudRunFront:
@@ -115,6 +133,7 @@ class CloudRunFront:
         self.pending_s = pending_s
         #: Given one JSON line per request answered: what the front did with each push.
         self.on_answer = on_answer
+        self._tokens = ForwardedTokens()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -139,7 +158,7 @@ class CloudRunFront:
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> requests.Response:
         """Send one request on to the service, with the forwarded token."""
-        validated = forwarded_authorization(self.audience, self.email)["Authorization"]
+        validated = self._tokens.authorization(self.audience, self.email)["Authorization"]
         serverless = any(k.lower() == SERVERLESS_AUTHORIZATION.lower() for k in headers)
         # The header Cloud Run validates is replaced; the other one passes as it came.
         replaced = SERVERLESS_AUTHORIZATION if serverless else "Authorization"

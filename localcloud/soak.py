@@ -1,7 +1,7 @@
 """`make soak`: the whole local stack under load and faults, then its invariants and figures.
 
     python -m localcloud.soak [--seed N] [--jobs N] [--duration S] [--data-dir DIR]
-        [--fault-every S] [--settle S] [--report FILE]
+        [--fault-every S] [--settle S] [--report FILE] [--batch]
 
 Seeded and time-bounded. Clients submit `--jobs` jobs over `--duration` seconds, mixing
 quick, slow, transient, permanent, hanging and always-failing gradings, with duplicate
@@ -24,6 +24,12 @@ half way and sent again (localcloud.soak_assignments). Checked at the end:
 - no task, bus delivery or dead letter left behind, no final job left unannounced;
 - no job cost more grader calls than its attempt budget;
 - of the classes: 0 answers lost, 0 doubled, one AssignmentGraded each, published.
+
+With `--batch` a loopback OpenAI-compatible provider grades instead of the offline
+grader, acting each kind out from markers in the answer, and batch mode is on: the `bulk`
+lane's jobs, a quarter of the others (`"deadline": "hours"`) and the classes' regrades go
+to provider batches, which complete, expire or fail as each fault draws; the same
+invariants hold, a batch's grading counting as one grader call.
 
 It prints the figures (jobs, faults by kind, crash-to-rescue p50/p99, violations) as JSON
 and exits 1 on any violation. The stack runs with the shipped rules on scaled-down
@@ -48,7 +54,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
@@ -67,6 +73,9 @@ from localcloud.tls_receiver import Received, make_private_ca, tls_receiver
 from shared.codecs.cloudevent import callback_attribute
 from shared.config.subscriptions import load_subscriptions
 from shared.domain.grade import GradeResult
+
+if TYPE_CHECKING:
+    from tests.support.fake_openai import FakeOpenAIServer
 
 LEASE_S = 2.0
 GRADER_TIMEOUT_S = 4.0
@@ -120,6 +129,39 @@ KINDS = {
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 #: Every process, the worker weighted up: its crashes are what the rescue figures measure.
 PROCESSES = (*HTTP_SERVICES, "dispatcher", "bus", "worker", "worker")
+
+
+#: How the provider's batches end, by weight, in batch mode (`--batch`).
+BATCH_OUTCOMES = {"completed": 6, "expired": 2, "failed": 2}
+#: The provider's side of batch mode, on the soak's scaled-down durations.
+BATCH_ENV = {
+    "GRADEQ_GRADER": "openai",
+    "GRADEQ_GRADER_MODEL": "soak-grader",
+    "GRADEQ_GRADER_API_KEY": "sk-soak",
+    "GRADEQ_GRADER_QUOTA_RPM": "100000",
+    "GRADEQ_GRADER_REQUEST_TIMEOUT_S": str(GRADER_TIMEOUT_S),
+    "GRADEQ_BATCH_MODE": "true",
+    "GRADEQ_BATCH_WINDOW_S": "1",
+    "GRADEQ_BATCH_MAX_SIZE": "20",
+    "GRADEQ_BATCH_TICK_S": "3",
+}
+
+
+def provider_marker(kind: str, rng: random.Random) -> str:
+    """The loopback provider's marker acting out `kind` (tests/support/fake_openai.py)."""
+    if kind == "slow":
+        return "#slowx1=2"
+    if kind == "transient":
+        return f"#500x{rng.randint(1, 3)}"
+    if kind == "permanent":
+        return "#status=400"
+    if kind == "hanging":
+        return f"#slowx1={GRADER_TIMEOUT_S + 2:g}"
+    if kind == "doomed":
+        return f"#500x{MAX_ATTEMPTS * 2}"
+    if kind == "cancelled":
+        return "#slowx1=3"
+    return ""
 
 
 def simulation(kind: str, rng: random.Random) -> dict[str, Any]:
@@ -317,6 +359,9 @@ class Soak:
     #: Where half the jobs ask to be called back, and what arrived there (None: no jobs do).
     webhook_url: str | None = None
     webhooks: list[Received] = field(default_factory=list)
+    #: Batch mode: the loopback OpenAI-compatible provider (its Batch API included) that
+    #: grades instead of the offline grader; None: the offline grader.
+    provider: FakeOpenAIServer | None = None
 
     def __post_init__(self) -> None:
         self.topic = load_subscriptions()
@@ -355,6 +400,11 @@ class Soak:
             }
             if self.rng.random() < 1 / 3:
                 body["lane"] = LANE
+            if self.provider is not None:
+                # The provider acts the kind out from the answer's markers, per answer.
+                body["answer"] = f"{body['answer']} [{i}] {provider_marker(kind, self.rng)}"
+                if "lane" not in body and self.rng.random() < 1 / 4:
+                    body["deadline"] = "hours"
             if self.webhook_url is not None and self.rng.random() < 0.5:
                 body["callback_url"] = self.webhook_url
             cancel = self.rng.uniform(0.0, 2.0) if kind == "cancelled" else None
@@ -434,7 +484,8 @@ class Soak:
         return [
             (job_id, int(r["attempts"]))
             for job_id, r in self.observer.jobs().items()
-            if r["status"] == "RUNNING"
+            # A job waiting in a provider batch is held by its batch, not by a worker.
+            if r["status"] == "RUNNING" and not r.get("provider_batch")
         ]
 
     def _lane_fault(self) -> None:
@@ -463,6 +514,10 @@ class Soak:
             self._violation(f"resume answered {resumed.status_code}")
 
     def _fault(self) -> None:
+        if self.provider is not None:
+            # How the provider's batches sent from now on end.
+            outcomes, weights = zip(*BATCH_OUTCOMES.items(), strict=True)
+            self.provider.batch_outcome = self.rng.choices(outcomes, weights)[0]
         if self.rng.random() < LANE_FAULTS:
             self._lane_fault()
             return
@@ -661,12 +716,28 @@ class Soak:
     def _grader_calls(self) -> Counter[str]:
         calls: Counter[str] = Counter()
         for line in self.stack.lines("worker"):
+            # A job handed to a provider batch started its attempt too: the batch grades it.
             if '"grading started"' in line:
                 try:
                     calls[json.loads(line)["job_id"]] += 1
                 except (ValueError, KeyError):
                     continue
         return calls
+
+    def _batch_figures(self) -> dict[str, Any]:
+        if self.provider is None:
+            return {}
+        lines = _json_lines(self.stack.lines("worker"))
+        return {
+            "batches_by_status": dict(Counter(b["status"] for b in self.provider.batches.values())),
+            "jobs_gathered": sum(
+                1 for r in lines if r.get("message") == "job gathered for a provider batch"
+            ),
+            "jobs_returned": sum(
+                1 for r in lines if r.get("message") == "job returned from its provider batch"
+            ),
+            "requests_one_by_one": self.provider.graded,
+        }
 
     def figures(self, elapsed_s: float) -> dict[str, Any]:
         rescues = sorted(self.rescues)
@@ -692,6 +763,7 @@ class Soak:
                 "grader_call_budget": MAX_ATTEMPTS,
             },
             "classes": self.class_figures,
+            "provider_batches": self._batch_figures(),
             "faults": dict(sorted(self.faults.items())),
             "crash_to_rescue_s": {
                 "n": len(rescues),
@@ -728,6 +800,7 @@ def soak_stack(
     backend: str = EMBEDDED,
     front_pending_s: float = PENDING_S,
     ca_bundle: Path | None = None,
+    provider_url: str | None = None,
 ) -> LocalStack:
     """The local stack on free ports with the soak's durations; webhooks trust `ca_bundle`."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -736,6 +809,8 @@ def soak_stack(
     env = {**ENV, "GRADEQ_QUEUES_FILE": str(queues)}
     if ca_bundle is not None:
         env["GRADEQ_WEBHOOK_CA_BUNDLE"] = str(ca_bundle)
+    if provider_url is not None:
+        env.update(BATCH_ENV, GRADEQ_GRADER_BASE_URL=provider_url)
     config = StackConfig.on_free_ports(
         data_dir / "data",
         backend=backend,
@@ -759,16 +834,28 @@ def run_soak(
     backend: str = EMBEDDED,
     targets: tuple[str, ...] = PROCESSES,
     front_pending_s: float = PENDING_S,
+    batch: bool = False,
 ) -> dict[str, Any]:
-    """Run one soak and return its figures (`violations` is 0 when every invariant held)."""
+    """Run one soak and return its figures (`violations` is 0 when every invariant held).
+
+    `batch`: grade with a loopback OpenAI-compatible provider in batch mode instead of the
+    offline grader (its fake, tests/support/fake_openai.py, ships with the repository).
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "ca").mkdir(exist_ok=True)
     ca = make_private_ca(data_dir / "ca")
+    provider: FakeOpenAIServer | None = None
+    if batch:
+        from tests.support.fake_openai import FakeOpenAIServer
+
+        provider = FakeOpenAIServer()
     with (
         (data_dir / "stack.log").open("w") as log,
         tls_receiver(ca) as (webhook_url, webhooks),
+        provider or contextlib.nullcontext(),
     ):
-        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle)
+        url = provider.url if provider is not None else None
+        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle, url)
         stack.start()
         try:
             soak = Soak(
@@ -783,6 +870,7 @@ def run_soak(
                 class_size=class_size,
                 webhook_url=webhook_url,
                 webhooks=webhooks,
+                provider=provider,
             )
             return soak.run()
         finally:
@@ -879,6 +967,12 @@ def main() -> None:
         help="google-emulators: seconds a push waits for a restarting subscriber (0: none)",
     )
     parser.add_argument(
+        "--batch",
+        action="store_true",
+        help="grade with a loopback OpenAI-compatible provider in batch mode (bulk lane, "
+        "deadline hours, regrades go to provider batches that complete, expire or fail)",
+    )
+    parser.add_argument(
         "--shipped-rescue",
         type=int,
         metavar="N",
@@ -903,6 +997,7 @@ def main() -> None:
         args.backend,
         tuple(args.faults) if args.faults else PROCESSES,
         args.front_pending,
+        args.batch,
     )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)

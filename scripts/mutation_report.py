@@ -1,21 +1,32 @@
 """Score a finished `mutmut run` per file, leaving out mutants that only touch log calls.
 
-    python scripts/mutation_report.py [--mutants mutants] [--equivalents FILE] [--min 90]
+    python scripts/mutation_report.py [--mutants mutants] [--equivalents FILE] [--min 95]
 
-mutmut records each mutant's test exit code in `mutants/<file>.meta`. A survivor whose
+mutmut records each mutant's test exit code in `mutants/<file>.meta`. A mutant no test
+runs ("no tests") counts as surviving: nothing would notice the change. A survivor whose
 function, with every `log.<level>(...)` statement removed, is the same as the original
 function with the same removal, only changed what is logged: it is reported apart and left
-out of the score, as are the survivors listed as equivalent (with a reason) in the
-equivalents file. Exit status 1 when a file scores below --min.
+out of the score, as are the survivors listed as equivalent in the equivalents file.
+
+Each equivalent names its mutant, the change it makes (the lines `mutmut show NAME` prints
+as removed and added) and why no input can tell it from the original. An entry whose
+mutant no longer exists, now makes another change (mutmut numbers a function's mutants in
+order, so an edit above renumbers them) or is killed is stale: it is printed with the
+change the mutant makes now, and the run fails rather than hide a survivor behind it.
+
+Only files with results are scored (a run limited to some files leaves the others
+unchecked). Exit status 1 when a file scores below --min or an equivalent is stale, 2
+when there are no results.
 
 Written here because mutmut prints survivors but no score per file, and knows nothing of
-log-only mutants.
+log-only mutants or equivalents.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import json
 import sys
 import tomllib
@@ -23,10 +34,34 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: mutmut's exit codes per mutant (mutmut/stats.py): 1 and 3 are kills, 0 a survivor.
+#: mutmut's exit codes per mutant (mutmut/stats.py): 1 and 3 are kills (37: refused by
+#: the type checker), 0 a survivor; 33 (and pytest's 5) mean no test runs the mutant.
 KILLED = {1, 3, 37}
 SURVIVED = {0}
+NO_TESTS = {5, 33}
+NOT_CHECKED = None
 LOGGERS = {"log", "logger", "logging"}
+ENTRY_KEYS = {"mutant", "before", "after", "reason"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """The lines a mutant removes from its function and those it adds, stripped."""
+
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        return f"- {self.before}\n      + {self.after}"
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A survivor judged equivalent: its mutant, the change it was judged on, and why."""
+
+    mutant: str
+    change: Change
+    reason: str
 
 
 @dataclass
@@ -36,6 +71,7 @@ class FileScore:
     path: str
     counts: Counter[str] = field(default_factory=Counter)
     survivors: list[str] = field(default_factory=list)
+    no_tests: list[str] = field(default_factory=list)
     log_only: list[str] = field(default_factory=list)
     equivalent: list[str] = field(default_factory=list)
 
@@ -80,12 +116,55 @@ class _DropLogCalls(ast.NodeTransformer):
         return node
 
 
-def _functions(source: str) -> dict[str, ast.FunctionDef]:
-    found: dict[str, ast.FunctionDef] = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name:
-            found[node.name] = node
-    return found
+class MutatedFile:
+    """A file as mutmut wrote it: the original of each function beside its mutants."""
+
+    def __init__(self, source: str) -> None:
+        self._lines = source.splitlines()
+        self.functions: dict[str, ast.FunctionDef] = {}
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name:
+                self.functions[node.name] = node
+
+    @staticmethod
+    def original_of(short: str) -> str:
+        return short.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+
+    def _text(self, node: ast.FunctionDef) -> list[str]:
+        lines = self._lines[node.lineno - 1 : node.end_lineno]
+        return [lines[0].replace(f"def {node.name}(", "def _(", 1), *lines[1:]]
+
+    def change(self, name: str) -> Change | None:
+        """What mutant `name` changes (None: no such mutant here), as `mutmut show` has it."""
+        short = name.rsplit(".", 1)[-1]
+        original = self.original_of(short)
+        if short not in self.functions or original not in self.functions:
+            return None
+        removed: list[str] = []
+        added: list[str] = []
+        old, new = self._text(self.functions[original]), self._text(self.functions[short])
+        for line in difflib.unified_diff(old, new, lineterm="", n=0):
+            if line.startswith(("---", "+++", "@@")):
+                continue
+            (removed if line.startswith("-") else added).append(line[1:].strip())
+        return Change("\n".join(removed), "\n".join(added))
+
+    def mutants_of_function(self, name: str) -> list[str]:
+        """The names of the other mutants of `name`'s function, in the same module."""
+        module, _, short = name.rpartition(".")
+        stem = short.rsplit("__mutmut_", 1)[0] + "__mutmut_"
+        return [
+            f"{module}.{other}"
+            for other in self.functions
+            if other.startswith(stem) and not other.endswith("__mutmut_orig")
+        ]
+
+    def is_log_only(self, name: str) -> bool:
+        short = name.rsplit(".", 1)[-1]
+        original = self.original_of(short)
+        if short not in self.functions or original not in self.functions:
+            return False
+        return _without_logs(self.functions[short]) == _without_logs(self.functions[original])
 
 
 def _without_logs(node: ast.FunctionDef) -> str:
@@ -93,63 +172,151 @@ def _without_logs(node: ast.FunctionDef) -> str:
     return ast.dump(_DropLogCalls().visit(copy))
 
 
-def _is_log_only(name: str, functions: dict[str, ast.FunctionDef]) -> bool:
-    short = name.rsplit(".", 1)[-1]
-    original = short.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
-    if short not in functions or original not in functions:
-        return False
-    return _without_logs(functions[short]) == _without_logs(functions[original])
+def load_equivalents(path: Path) -> list[Equivalent]:
+    """Read the equivalents file; an entry missing a key (or with an unknown one) is refused."""
+    if not path.exists():
+        return []
+    entries = tomllib.loads(path.read_text()).get("equivalent", [])
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: `equivalent` must be an array of tables ([[equivalent]])")
+    found: list[Equivalent] = []
+    for number, entry in enumerate(entries, 1):
+        missing = sorted(k for k in ENTRY_KEYS if not str(entry.get(k, "")).strip())
+        unknown = sorted(set(entry) - ENTRY_KEYS)
+        if missing or unknown:
+            problems = [f"missing {', '.join(missing)}"] if missing else []
+            problems += [f"unknown {', '.join(unknown)}"] if unknown else []
+            raise ValueError(f"{path}: entry {number}: {'; '.join(problems)}")
+        found.append(
+            Equivalent(
+                entry["mutant"],
+                Change(entry["before"].strip(), entry["after"].strip()),
+                entry["reason"].strip(),
+            )
+        )
+    return found
 
 
-def score_file(meta: Path, equivalents: dict[str, str]) -> FileScore:
-    source_file = meta.with_suffix("")
-    codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
-    functions = _functions(source_file.read_text())
-    result = FileScore(str(source_file))
+def score_file(
+    codes: dict[str, int | None], source: MutatedFile, path: str, equivalent: set[str]
+) -> FileScore:
+    """Score one file's results; `equivalent` holds the mutants judged (and checked) so."""
+    result = FileScore(path)
     for name, code in sorted(codes.items()):
         if code in KILLED:
             result.counts["killed"] += 1
-        elif code in SURVIVED:
-            if name in equivalents:
+        elif code in SURVIVED or code in NO_TESTS:
+            if name in equivalent:
                 result.equivalent.append(name)
-            elif _is_log_only(name, functions):
+            elif source.is_log_only(name):
                 result.log_only.append(name)
             else:
                 result.survivors.append(name)
+                if code in NO_TESTS:
+                    result.no_tests.append(name)
+        elif code is NOT_CHECKED:
+            result.counts["not checked"] += 1
         else:
             result.counts[f"exit {code}"] += 1
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
-    parser.add_argument("--equivalents", type=Path, default=Path("tests/mutation_equivalents.toml"))
-    parser.add_argument("--min", type=float, default=90.0, help="lowest acceptable score")
-    args = parser.parse_args()
+@dataclass
+class Results:
+    """Every mutated file's results and source, by the mutants' module prefix."""
 
-    equivalents: dict[str, str] = {}
-    if args.equivalents.exists():
-        equivalents = tomllib.loads(args.equivalents.read_text())["equivalent"]
+    codes: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    sources: dict[str, MutatedFile] = field(default_factory=dict)
+    file_of: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, mutants: Path) -> Results:
+        found = cls()
+        for meta in sorted(mutants.rglob("*.py.meta")):
+            codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+            if not codes:
+                continue
+            path = str(meta.with_suffix("").relative_to(mutants))
+            found.codes[path] = codes
+            found.sources[path] = MutatedFile(meta.with_suffix("").read_text())
+            for name in codes:
+                found.file_of[name] = path
+        return found
+
+    def checked(self, path: str) -> bool:
+        return any(code is not NOT_CHECKED for code in self.codes[path].values())
+
+
+def stale_equivalents(results: Results, equivalents: list[Equivalent]) -> dict[str, str]:
+    """Why each stale entry is stale, with the change its mutant makes now, by mutant."""
+    stale: dict[str, str] = {}
+    for entry in equivalents:
+        path = results.file_of.get(entry.mutant)
+        if path is None:
+            stale[entry.mutant] = "no such mutant any more"
+            continue
+        source = results.sources[path]
+        now = source.change(entry.mutant)
+        if now != entry.change:
+            moved = [
+                other
+                for other in source.mutants_of_function(entry.mutant)
+                if source.change(other) == entry.change
+            ]
+            where = f"; the listed change is now {', '.join(moved)}" if moved else ""
+            stale[entry.mutant] = f"now makes another change{where}\n      {now}"
+        elif results.codes[path][entry.mutant] in KILLED:
+            stale[entry.mutant] = f"killed, so not equivalent\n      {now}"
+    return stale
+
+
+def report(results: Results, equivalents: list[Equivalent], minimum: float) -> int:
+    """Print the scores, the survivors and the stale equivalents; return the exit status."""
+    stale = stale_equivalents(results, equivalents)
+    listed = {e.mutant for e in equivalents} - set(stale)
     scores = [
-        score_file(meta, equivalents)
-        for meta in sorted(args.mutants.rglob("*.py.meta"))
-        if json.loads(meta.read_text())["exit_code_by_key"]
+        score_file(results.codes[path], results.sources[path], path, listed)
+        for path in sorted(results.codes)
+        if results.checked(path)
     ]
-    if not scores:
+    status = 0
+    if scores:
+        _print_scores(scores)
+        if equivalents:
+            print("\njudged equivalent:")
+            for e in sorted(equivalents, key=lambda e: e.mutant):
+                print(f"  {e.mutant}: {e.reason}")
+    else:
         print("no mutation results: run `mutmut run` first", file=sys.stderr)
-        return 2
-    print(f"{'file':<48} {'killed':>6} {'surv.':>5} {'log':>4} {'equiv':>5} {'score':>6}")
+        status = 2
+    if stale:
+        print(f"\nstale entries in the equivalents file ({len(stale)}):")
+        for name, why in stale.items():
+            print(f"  {name}: {why}")
+        status = status or 1
+    low = [s.path for s in scores if s.score < minimum]
+    if low:
+        print(f"\nbelow {minimum:g}%: {', '.join(low)}")
+        status = status or 1
+    return status
+
+
+def _print_scores(scores: list[FileScore]) -> None:
+    header = f"{'file':<48} {'killed':>6} {'surv.':>5} {'(none)':>6} {'log':>4} {'equiv':>5}"
+    print(f"{header} {'score':>6}")
     for s in scores:
-        path = s.path.removeprefix(str(args.mutants) + "/")
         print(
-            f"{path:<48} {s.counts['killed']:>6} {len(s.survivors):>5} {len(s.log_only):>4}"
-            f" {len(s.equivalent):>5} {s.score:>5.1f}%"
+            f"{s.path:<48} {s.counts['killed']:>6} {len(s.survivors):>5} {len(s.no_tests):>6}"
+            f" {len(s.log_only):>4} {len(s.equivalent):>5} {s.score:>5.1f}%"
         )
     killed = sum(s.counts["killed"] for s in scores)
     scored = sum(s.scored for s in scores)
-    total = 100 * killed / scored
-    print(f"{'all':<48} {killed:>6} {scored - killed:>5} {'':>4} {'':>5} {total:>5.1f}%")
+    no_tests = sum(len(s.no_tests) for s in scores)
+    total = 100 * killed / scored if scored else 100.0
+    print(
+        f"{'all':<48} {killed:>6} {scored - killed:>5} {no_tests:>6} {'':>4} {'':>5} {total:>5.1f}%"
+    )
+    print("(none): of the surviving, those no test runs")
     other = sum((s.counts for s in scores), Counter())
     del other["killed"]
     if other:
@@ -157,16 +324,21 @@ def main() -> int:
     print("\nsurviving mutants (`mutmut show NAME` prints the change):")
     for s in scores:
         for name in s.survivors:
-            print(f"  {name}")
-    if equivalents:
-        print("\njudged equivalent:")
-        for name, why in sorted(equivalents.items()):
-            print(f"  {name}: {why}")
-    low = [s.path for s in scores if s.score < args.min]
-    if low:
-        print(f"\nbelow {args.min:.0f}%: {', '.join(low)}")
-        return 1
-    return 0
+            print(f"  {name}{' (no tests)' if name in s.no_tests else ''}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
+    parser.add_argument("--equivalents", type=Path, default=Path("tests/mutation_equivalents.toml"))
+    parser.add_argument("--min", type=float, default=95.0, help="lowest acceptable score")
+    args = parser.parse_args(argv)
+    try:
+        equivalents = load_equivalents(args.equivalents)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return report(Results.read(args.mutants), equivalents, args.min)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ from shared.domain.authorization import Owner
 from shared.domain.budgets import Budget, BudgetScope, Charge
 from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
+from shared.domain.lti import AssignmentLink, LtiRegistration, ToolKey
 from shared.domain.status import JobStatus
 from shared.domain.webhook_secrets import WebhookSecret
 
@@ -296,7 +297,9 @@ class UnitOfWork(Protocol):
 class EventPublisher(Protocol):
     """Publishes domain events durably before returning."""
 
-    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
+    def publish(
+        self, event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted
+    ) -> str:
         """Publish and wait until the bus has it; return the bus's message id."""
         ...
 
@@ -457,6 +460,44 @@ class WebhookSecretStore(Protocol):
     def expire(self, secret_id: str, at: datetime) -> WebhookSecret:
         """Let the secret sign until `at` (an earlier expiry stays); raise
         WebhookSecretNotFound if unknown."""
+        ...
+
+
+class LtiStore(Protocol):
+    """Schools' LTI 1.3 platform registrations and Gradeq's own LTI signing keys (sealed)."""
+
+    def put_registration(self, registration: LtiRegistration) -> None:
+        """Store a registration, replacing the one of the same (issuer, client id)."""
+        ...
+
+    def registration(self, issuer: str, client_id: str) -> LtiRegistration | None:
+        """The registration of (issuer, client id), if any."""
+        ...
+
+    def registrations(self, school: str | None = None) -> list[LtiRegistration]:
+        """Every registration (of one school), by issuer then client id."""
+        ...
+
+    def add_key(self, key: ToolKey) -> None:
+        """Store a new signing key; its kid must be new."""
+        ...
+
+    def tool_keys(self) -> list[ToolKey]:
+        """Every signing key, expired ones included, oldest first."""
+        ...
+
+    def expire_key(self, kid: str, at: datetime) -> ToolKey:
+        """Publish the key until `at` (an earlier expiry stays); raise ToolKeyNotFound if
+        unknown."""
+        ...
+
+    def put_link(self, link: AssignmentLink) -> None:
+        """Store where an assignment lives in its LMS, replacing the former record; a line
+        item already known stays when `link` names none."""
+        ...
+
+    def link(self, school: str, assignment_id: str) -> AssignmentLink | None:
+        """Where the assignment lives in its LMS, if a launch told."""
         ...
 
 

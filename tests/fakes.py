@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest
 from shared.ports import TaskSpec
@@ -68,10 +68,14 @@ class FakeTaskQueue:
 class FakePublisher:
     """Records published events; can be made to fail."""
 
-    events: list[GradingCompleted | AssignmentGraded | GradeReviewed] = field(default_factory=list)
+    events: list[GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted] = field(
+        default_factory=list
+    )
     failures: int = 0
 
-    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
+    def publish(
+        self, event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted
+    ) -> str:
         if self.failures > 0:
             self.failures -= 1
             raise DependencyUnavailable("bus down")

@@ -138,19 +138,47 @@ def grades(
         for line in client.grades_csv(assignment_id):
             typer.echo(line)
         return
-    jobs = client.grades(assignment_id)
     if as_json:
-        for job in jobs:
+        for job in client.grades(assignment_id):
             emit(job.data)
         return
-    table = Table(*map(text_column, ("submission", "status", "score")), id_column("job"))
-    for job in jobs:
-        result = job.result or {}
-        score = result.get("score")
+    # The final grade (the teacher's where one decided, else the model's; the status while
+    # there is none) and whose it is.
+    table = Table(*map(text_column, ("submission", "final", "by")), id_column("job"))
+    for row in client.grade_sheet(assignment_id):
+        final = row["final_score"]
         table.add_row(
-            job.data["submission_id"], job.status, "-" if score is None else str(score), job.id
+            row["submission_id"],
+            row["status"] if final is None else _score(final),
+            row["final_source"] or "-",
+            row["job_id"],
         )
     out.print(table)
+
+
+@app.command()
+@reported
+def post(
+    ctx: typer.Context,
+    assignment_id: str,
+    submission: Annotated[
+        list[str] | None,
+        typer.Option("--submission", help="Post only this submission's grade (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Post the final grades to students and downstream systems (an assignment that posts
+    manually); each changed grade becomes a new posted version."""
+    body = client_of(ctx).post_grades(assignment_id, submission or None)
+    if as_json:
+        emit(body)
+        return
+    out.print(
+        f"posted {len(body['posted'])}, already posted {len(body['unchanged'])},"
+        f" not ready {len(body['not_ready'])}"
+    )
+    for submission_id in body["not_ready"]:
+        err.print(f"not ready: {submission_id} (not graded, or held for a first review)")
 
 
 @app.command()
@@ -164,9 +192,17 @@ def regrade(
     prompt_version: Annotated[str | None, typer.Option(help="Grade with this prompt.")] = None,
     report: Annotated[bool, typer.Option(help="Show the report of the last regrade.")] = False,
     threshold: Annotated[float, typer.Option(help="A changed score moves more.")] = 1.0,
+    reopen_reviewed: Annotated[
+        bool,
+        typer.Option(
+            "--reopen-reviewed",
+            help="Put the grades teachers reviewed back in their queue (they stay final).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Grade every final submission again in a new round; --report shows how scores moved."""
+    """Grade every final submission again in a new round; --report compares, per student,
+    the final grade (the teacher's where one decided) and the model's before and after."""
     client = client_of(ctx)
     if report:
         body = client.regrade_report(assignment_id, threshold)
@@ -179,7 +215,8 @@ def regrade(
             f"round {body['round']}: {body['compared']} compared,"
             f" mean shift {'-' if shift is None else f'{shift:+.2f}'},"
             f" {body['changed']} moved more than {body['threshold']:g},"
-            f" kappa {'-' if kappa is None else f'{kappa:.3f}'}"
+            f" kappa {'-' if kappa is None else f'{kappa:.3f}'},"
+            f" {body.get('flagged', 0)} back in the teacher's queue"
         )
         out.print(_changes_table(body["changes"]))
         return
@@ -191,7 +228,7 @@ def regrade(
         except ValueError:
             parsed = text
         new_rubric = parsed if isinstance(parsed, list) else text
-    body = client.regrade(assignment_id, new_rubric, prompt_version)
+    body = client.regrade(assignment_id, new_rubric, prompt_version, reopen_reviewed)
     if as_json:
         emit(body)
     else:
@@ -267,17 +304,29 @@ def agreement(ctx: typer.Context, assignment_id: str, as_json: JsonFlag = False)
     out.print(table)
 
 
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def _changes_table(changes: list[dict[str, Any]]) -> Table:
-    """Per submission of the regraded round: the old and new score and the change."""
-    table = Table(*map(text_column, ("submission", "old", "new", "change", "status")))
+    """Per submission of the regraded round: the final grade before and after (what the
+    student sees), its change and source, and the model's grades before -> after; the
+    student's id first when the submissions name one."""
+    students = any(c.get("student_id") for c in changes)
+    columns = ("submission", "old", "new", "change", "source", "model", "status")
+    table = Table(*map(text_column, (("student",) if students else ()) + columns))
     for change in changes:
         old, new = change["old"], change["new"]
         moved = "-" if old is None or new is None else f"{new - old:+g}"
-        table.add_row(
+        model = f"{_score(change.get('old_model'))}->{_score(change.get('new_model'))}"
+        cells = [
             change["submission_id"],
-            "-" if old is None else f"{old:g}",
-            "-" if new is None else f"{new:g}",
+            _score(old),
+            _score(new),
             moved,
-            change["status"],
-        )
+            change.get("source") or "model",
+            model,
+            change["status"] + (" flagged" if change.get("flagged") else ""),
+        ]
+        table.add_row(*([change.get("student_id") or "-"] if students else []), *cells)
     return table

@@ -49,6 +49,10 @@ def job_panel(job: dict[str, Any]) -> Table:
     table.add_row("state", _status(job["status"]))
     if job.get("lane"):
         table.add_row("lane", str(job["lane"]))
+    waiting = job.get("waiting")
+    if waiting:
+        batch = waiting.get("batch_id") or "the next batch (gathering)"
+        table.add_row("waiting", f"in {waiting['provider']} batch {batch} since {waiting['since']}")
     table.add_row("attempts", str(job.get("attempts", 0)))
     table.add_row("elapsed", elapsed(job))
     table.add_row("queue wait", seconds(timings.get("queue_wait_ms")))

@@ -11,7 +11,9 @@ from rich.table import Table
 from gradeq.cli.common import JsonFlag, client_of, emit, reported
 from gradeq.cli.render import id_column, text_column
 
-app = typer.Typer(help="Held grades: the review queue, one grade, accept or override.")
+app = typer.Typer(
+    help="Held grades: the review queue, one grade, accept or override; regrade requests."
+)
 erase_app = typer.Typer(help="Erase a submission or everything of one student.")
 out = Console()
 
@@ -55,7 +57,13 @@ def show(ctx: typer.Context, job_id: str, as_json: JsonFlag = False) -> None:
         return
     model = body["model_result"]
     out.print(f"[bold]{body['submission_id']}[/] ({body['status']}: {', '.join(body['reasons'])})")
+    request = body.get("regrade_request")
+    if request:
+        answered = f"answered {request['answer']}" if request["answer"] else "open"
+        out.print(f"regrade request ({answered}): {request['reason']}", markup=False)
     out.print(body["answer"], markup=False)
+    for file in body.get("attachments", []):
+        out.print(f"file {file['index']}: {file['name']} ({file['content_type']})", markup=False)
     out.print(
         f"model: {model['score']:g}/{model['max_score']:g}  {model['feedback']}", markup=False
     )
@@ -86,6 +94,39 @@ def override(
 ) -> None:
     """Replace the model's score (and feedback) with the teacher's, with a reason."""
     _done(client_of(ctx).review(job_id, reason, score=score, feedback=feedback), as_json)
+
+
+@app.command()
+@reported
+def answer(
+    ctx: typer.Context,
+    job_id: str,
+    reason: Annotated[str, typer.Option(help="Why, for the student.")],
+    score: Annotated[
+        float | None, typer.Option(help="The new score: change the grade (omit to keep it).")
+    ] = None,
+    feedback: Annotated[str | None, typer.Option(help="Feedback for the student.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Answer a student's regrade request: keep the grade, or change it (--score)."""
+    body = client_of(ctx).answer_regrade_request(job_id, reason, score=score, feedback=feedback)
+    _done(body, as_json)
+
+
+@app.command("request")
+@reported
+def request_regrade(
+    ctx: typer.Context,
+    job_id: str,
+    reason: Annotated[str, typer.Option(help="Why the grade should be looked at again.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Ask for a regrade of your grade, once, with a reason (a student's credential)."""
+    body = client_of(ctx).request_regrade(job_id, reason)
+    if as_json:
+        emit(body)
+    else:
+        out.print(f"job {body['id']}: regrade requested")
 
 
 def _done(body: dict[str, Any], as_json: bool) -> None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from localcloud.cloudrun import base_url, forwarded_authorization
+from localcloud.cloudrun import ForwardedTokens, base_url
 from localcloud.http_pool import pool, send
 from localcloud.outcomes import RETRY_S, PendingOutcomes
 from localcloud.pubsub.deliveries import DeadLetter, PushDelivery, SqliteDeliveryStore
@@ -145,6 +145,8 @@ class Bus:
         self._configs.update({name: t.config for name, t in self._tables.items()})
         self._push_token = push_token
         self._oidc_account = oidc_account
+        #: The ID tokens this bus forwards: reused while it runs, never by another.
+        self._tokens = ForwardedTokens()
         self._concurrency = concurrency
         self._poll_interval_s = poll_interval_s
         self._jitter = jitter
@@ -318,7 +320,7 @@ class Bus:
     def _push(self, endpoint: Endpoint, delivery: PushDelivery) -> tuple[int | None, str | None]:
         headers: dict[str, str] = {}
         if self._oidc_account is not None:
-            headers = forwarded_authorization(endpoint.audience, self._oidc_account)
+            headers = self._tokens.authorization(endpoint.audience, self._oidc_account)
         elif self._push_token:
             headers = {"Authorization": f"Bearer {self._push_token}"}
         headers["Content-Type"] = "application/json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from localcloud.cloudrun import base_url, forwarded_authorization
+from localcloud.cloudrun import ForwardedTokens, base_url
 from localcloud.http_pool import TIMED_OUT, Pool
 from localcloud.http_pool import send as send_request
 from shared.adapters.embedded.task_table import USER_AGENT, TaskRow
@@ -36,18 +36,23 @@ class AttemptResult:
 
 
 def authorization(
-    task: TaskRow, push_token: str | None, oidc_account: str | None, target_base: str | None
+    task: TaskRow,
+    push_token: str | None,
+    oidc_account: str | None,
+    target_base: str | None,
+    tokens: ForwardedTokens,
 ) -> dict[str, str]:
     """The Authorization header the target receives for `task`.
 
     With `oidc_account` set, an ID token as Cloud Run forwards it to the container: for
     the task's own OIDC account and audience (set through the Cloud Tasks API), else for
-    `oidc_account` and the target's base URL. Otherwise `push_token` as a shared secret.
+    `oidc_account` and the target's base URL, from the sender's `tokens`. Otherwise
+    `push_token` as a shared secret.
     """
     if oidc_account is not None:
         account = task.oidc_service_account or oidc_account
         audience = task.oidc_audience or base_url(resolve(task.url, target_base) or task.url)
-        return forwarded_authorization(audience, account)
+        return tokens.authorization(audience, account)
     if push_token:
         return {"Authorization": f"Bearer {push_token}"}
     return {}
@@ -56,6 +61,7 @@ def authorization(
 def build_headers(
     task: TaskRow,
     push_token: str | None,
+    tokens: ForwardedTokens,
     oidc_account: str | None = None,
     target_base: str | None = None,
 ) -> dict[str, str]:
@@ -71,7 +77,7 @@ def build_headers(
     if task.dispatch_count > 0:
         added["X-CloudTasks-TaskPreviousResponse"] = str(previous_response(task))
         added["X-CloudTasks-TaskRetryReason"] = ""
-    added.update(authorization(task, push_token, oidc_account, target_base))
+    added.update(authorization(task, push_token, oidc_account, target_base, tokens))
     overridden = {name.lower() for name in added}
     own = {k: v for k, v in task.headers.items() if k.lower() not in overridden}
     return own | added

@@ -13,6 +13,7 @@ from types import TracebackType
 
 import grpc
 
+from localcloud.cloudrun import ForwardedTokens
 from localcloud.tasks.attempt import DISPATCHER_STOPPED
 from localcloud.tasks.grpc_api import CloudTasksApi
 from localcloud.tasks.queue_pump import QueuePump
@@ -54,6 +55,8 @@ class Dispatcher:
         self._listener: WakeListener | None = None
         self._relay: threading.Thread | None = None
         self._relaying = threading.Event()
+        #: The ID tokens this dispatcher forwards: reused while it runs, never by another.
+        self.tokens = ForwardedTokens()
         self.pumps = {
             name: QueuePump(
                 self.table,
@@ -65,6 +68,7 @@ class Dispatcher:
                 poll_interval_s=poll_interval_s,
                 lease_margin_s=lease_margin_s,
                 name_reservation_s=reservation_s,
+                tokens=self.tokens,
             )
             for name, queue in self.queues.items()
         }

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from localcloud.cloudrun import ForwardedTokens
 from localcloud.http_pool import pool
 from localcloud.outcomes import RETRY_S, PendingOutcomes
 from localcloud.tasks.attempt import AttemptResult, build_headers, send
@@ -65,12 +66,15 @@ class QueuePump:
         lease_margin_s: float,
         name_reservation_s: float,
         record_delay_s: float = 0.05,
+        tokens: ForwardedTokens | None = None,
     ) -> None:
         self.table = table
         self.queue = queue
         self.owner = owner
         self.push_token = push_token
         self.oidc_account = oidc_account
+        #: The ID tokens this pump's dispatcher forwards (shared by its pumps).
+        self.tokens = tokens or ForwardedTokens()
         # Tasks stored with a relative URL go to this base (the worker's current address).
         self.target_base = target_base
         self.poll_interval_s = poll_interval_s
@@ -136,7 +140,7 @@ class QueuePump:
             now = time.monotonic()
             if signalled or self._outcomes or now >= look_at:
                 try:
-                    look_at = now + self._tick()
+                    look_at = now + self.turn()
                 except Exception:
                     # Keep pumping (a locked or briefly unavailable database heals itself),
                     # after a second: the outcomes stay queued until then.
@@ -155,8 +159,18 @@ class QueuePump:
             if signalled:
                 self._wake.clear()
 
-    def _tick(self) -> float:
-        """Record ended attempts, start what may start now; return how long to sleep."""
+    @property
+    def in_flight(self) -> int:
+        """How many attempts are under way."""
+        with self._idle:
+            return self._in_flight
+
+    def turn(self) -> float:
+        """Record ended attempts, start what may start now; return how long to sleep.
+
+        The pump's thread takes the turns; a paused dispatcher's pumps take none, and can
+        be turned by hand.
+        """
         now = time.time()
         if now >= self._next_purge:
             self.table.purge_tombstones(self.queue.name, now - self.name_reservation_s)
@@ -215,7 +229,9 @@ class QueuePump:
             job_id = _job_id(task)
             with job_context(job_id):
                 deadline = task.dispatch_deadline_s or self.queue.dispatch_deadline.total_seconds()
-                headers = build_headers(task, self.push_token, self.oidc_account, self.target_base)
+                headers = build_headers(
+                    task, self.push_token, self.tokens, self.oidc_account, self.target_base
+                )
                 result = send(task, headers, deadline, self.target_base, self._http)
                 self._outcomes.add(_Outcome(task, result, first_attempt_at, job_id))
         except Exception:
@@ -227,7 +243,7 @@ class QueuePump:
                 self._in_flight -= 1
                 self._idle.notify_all()
             if was_full:
-                self._wake.set()
+                self.wake()
 
     def _record(self, task: TaskRow, result: AttemptResult, first_attempt_at: float) -> None:
         now = time.time()

@@ -14,12 +14,15 @@ from services.intake.auth.reviewers import ReviewerKeys
 from services.intake.jobs.routes import bp
 from services.intake.limits.body import check_request_head
 from services.intake.limits.rate_limit import SubmissionRateLimiter
+from services.intake.lti import init_app as init_lti
 from services.intake.openapi import OPENAPI_PATH, openapi_document
 from services.intake.reviews import page as review_page
+from services.intake.reviews import requests as regrade_requests
 from services.intake.reviews import routes as reviews
 from services.intake.students import erasure
 from services.intake.uploads import blobs
 from services.intake.uploads import routes as uploads
+from services.notification.sealing import Sealer
 from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
@@ -36,7 +39,11 @@ from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
+from shared.service_layer.lti_keys import LtiToolKeys
+from shared.service_layer.lti_launch import LtiLaunches
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.regrade_requests import RegradeRequests
 from shared.service_layer.review import ReviewService
 from shared.service_layer.uploads import UploadService
 
@@ -72,6 +79,7 @@ def create_app(
         lambda: client_address(settings.trusted_proxy_hops),
     )
     app.extensions["gradeq.failed_auth"] = failures
+    lti = _lti(settings, family, clock)
     app.extensions["gradeq.client_auth"] = ClientAuthenticator(
         ApiKeyAuthenticator(
             api_keys or family.api_key_store(), clock, settings.api_key_unknown_cache_s
@@ -79,7 +87,10 @@ def create_app(
         firebase,
         failures,
         ReviewerKeys(settings.reviewer_key_map()),
+        lti[0] if lti else None,
     )
+    if lti is not None:
+        init_lti(app, *lti, secure_cookie=settings.lti_tool_url.startswith("https://"))
     app.extensions["gradeq.callback_guard"] = guard or CallbackGuard(
         CachedResolver(),
         allow_loopback=settings.callback_allow_loopback,
@@ -134,13 +145,20 @@ def create_app(
             lane=settings.regrade_lane(),
             limits=limits,
         )
+        app.extensions["gradeq.posting"] = PostingService(
+            assignments, adapters.store, adapters.publisher, clock
+        )
         app.register_blueprint(assignments_bp)
     review_queue = family.review_queue()
     app.extensions["gradeq.review_queue"] = review_queue
     app.extensions["gradeq.reviews"] = ReviewService(
         adapters.store, review_queue, adapters.publisher, clock
     )
+    app.extensions["gradeq.regrade_requests"] = RegradeRequests(
+        adapters.store, adapters.assignments, app.extensions["gradeq.reviews"], clock
+    )
     app.register_blueprint(reviews.bp)
+    app.register_blueprint(regrade_requests.bp)
     app.register_blueprint(reviews.agreement_bp)
     app.register_blueprint(review_page.page)
     blob_store = family.blob_store(clock)
@@ -175,6 +193,21 @@ def create_app(
     register_cors(app, settings.cors_origin_list())
     admin.init_app(app, settings, adapters, clock)
     return app
+
+
+def _lti(
+    settings: Settings, family: AdapterFamily, clock: Clock
+) -> tuple[LtiLaunches, LtiToolKeys] | None:
+    """LTI 1.3 launches, where configured (the tool URL and the key sealing its keys)."""
+    if not settings.lti_configured():
+        return None
+    keys = LtiToolKeys(
+        family.lti_store(), Sealer.from_setting(settings.lti_secrets_key.get_secret_value()), clock
+    )
+    launches = LtiLaunches(
+        family.lti_store(), keys, family.processed_events(), clock, settings.lti_tool_url
+    )
+    return launches, keys
 
 
 def _firebase(settings: Settings) -> FirebaseAuthenticator | None:

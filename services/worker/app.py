@@ -29,6 +29,7 @@ from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
 from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.lanes import LaneService
+from shared.service_layer.provider_batches import BatchPolicy, BatchService, ProviderBatchGrader
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewPolicies, ReviewService
@@ -41,6 +42,7 @@ def create_app(
     adapters: Adapters | None = None,
     grader: Grader | None = None,
     clock: Clock | None = None,
+    batch_grader: ProviderBatchGrader | None = None,
 ) -> Flask:
     """Build the worker app; gunicorn calls this with no arguments."""
     settings = settings or Settings()
@@ -80,6 +82,7 @@ def create_app(
         budgets=BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None,
     )
     app.extensions["gradeq.worker"] = worker
+    batches = _batches(settings, adapters, clock, worker, batch_grader)
     app.extensions["gradeq.recovery"] = RecoveryService(
         store=adapters.store,
         queue=adapters.queue,
@@ -88,6 +91,7 @@ def create_app(
         budget=budget,
         assignments=completion,
         regrades=regrader.resume_waiting if regrader else None,
+        batches=batches.tick if batches else None,
         reviews=ReviewService(
             adapters.store,
             adapter_family(settings).review_queue(),
@@ -118,6 +122,42 @@ def create_app(
     register_health(app, [("store", adapters.store.ping), ("bus", adapters.publisher.ping)])
     app.register_blueprint(build_blueprint(require_push_token(build_verifier(settings))))
     return app
+
+
+def _batches(
+    settings: Settings,
+    adapters: Adapters,
+    clock: Clock,
+    worker: WorkerService,
+    grader: ProviderBatchGrader | None,
+) -> BatchService | None:
+    """Batch mode (docs/graders.md#batch-mode): the worker gathers, the sweep's tick sends.
+
+    On when GRADEQ_BATCH_MODE is, or when the app is handed a batch grader (tests).
+    """
+    from shared.bootstrap.batches import batch_grader_for
+
+    grader = grader or batch_grader_for(settings)
+    if grader is None:
+        return None
+    policy = BatchPolicy(
+        lanes=settings.batch_lane_set(),
+        regrades=settings.batch_regrades,
+        max_size=settings.batch_max_size,
+        window=timedelta(seconds=settings.batch_window_s),
+        tick=timedelta(seconds=settings.batch_tick_s),
+    )
+    service = BatchService(
+        adapters.store,
+        adapters.queue,
+        clock,
+        grader,
+        policy,
+        worker.record_batch_answer,
+        uow=adapters.uow,
+    )
+    worker.batches = service
+    return service
 
 
 def _regrader(settings: Settings, adapters: Adapters, clock: Clock) -> Regrader | None:

@@ -25,6 +25,7 @@ from shared.ports import (
     JobBatchWriter,
     JobEraser,
     JobStore,
+    LtiStore,
     ProcessedEvents,
     ReviewQueue,
     TaskQueue,
@@ -67,6 +68,8 @@ class AdapterFamily(Protocol):
     def budget_store(self) -> BudgetStore: ...
 
     def context_cache_records(self) -> ContextCacheRecords: ...
+
+    def lti_store(self) -> LtiStore: ...
 
     def job_batch(self) -> JobBatchWriter: ...
 

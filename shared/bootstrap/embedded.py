@@ -16,6 +16,7 @@ from shared.adapters.embedded.context_cache_records import SqliteContextCacheRec
 from shared.adapters.embedded.erasure import SqliteJobEraser
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.review_store import SqliteReviewQueue
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -80,6 +81,9 @@ class EmbeddedFamily:
 
     def webhook_secret_store(self) -> SqliteWebhookSecretStore:
         return SqliteWebhookSecretStore(self._db)
+
+    def lti_store(self) -> SqliteLtiStore:
+        return SqliteLtiStore(self._db)
 
     def event_publisher(self) -> SqliteEventPublisher:
         return SqliteEventPublisher(self._db)

@@ -26,6 +26,7 @@ from shared.adapters.google.erasure import FirestoreJobEraser
 from shared.adapters.google.event_publisher import PubSubEventPublisher
 from shared.adapters.google.job_batch import FirestoreJobBatch
 from shared.adapters.google.job_store import FirestoreJobStore
+from shared.adapters.google.lti_store import FirestoreLtiStore
 from shared.adapters.google.processed_events import FirestoreProcessedEvents
 from shared.adapters.google.review_store import FirestoreReviewQueue
 from shared.adapters.google.task_queue import CloudTasksQueue
@@ -166,6 +167,16 @@ class GoogleFamily:
         s = self._settings
         return FirestoreWebhookSecretStore(
             self._firestore, s.webhook_secrets_collection, s.firestore_deadline_s
+        )
+
+    def lti_store(self) -> FirestoreLtiStore:
+        s = self._settings
+        return FirestoreLtiStore(
+            self._firestore,
+            s.lti_registrations_collection,
+            s.lti_keys_collection,
+            s.lti_links_collection,
+            s.firestore_deadline_s,
         )
 
     def event_publisher(self) -> PubSubEventPublisher:

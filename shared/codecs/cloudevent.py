@@ -27,18 +27,27 @@ from cloudevents.core.v1.event import CloudEvent
 from shared.codecs.event_schema import (
     assignment_graded_errors,
     assignment_graded_schema,
+    grade_posted_errors,
+    grade_posted_schema,
     grade_reviewed_errors,
     grade_reviewed_schema,
     schema_errors,
     schema_id,
 )
 from shared.domain.errors import GradeqError
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted, Outcome
+from shared.domain.events import (
+    AssignmentGraded,
+    GradePosted,
+    GradeReviewed,
+    GradingCompleted,
+    Outcome,
+)
 
 EVENT_TYPE: Final = "dev.gradeq.grading.completed.v1"
 #: One per grading round of an assignment, on the same topic as the jobs' events.
 ASSIGNMENT_GRADED_TYPE: Final = "dev.gradeq.assignment.graded.v1"
 GRADE_REVIEWED_TYPE: Final = "dev.gradeq.grade.reviewed.v1"
+GRADE_POSTED_TYPE: Final = "dev.gradeq.grade.posted.v1"
 EVENT_SOURCE: Final = "//gradeq/worker"
 DATA_CONTENT_TYPE: Final = "application/json"
 
@@ -170,10 +179,32 @@ def grade_reviewed_cloudevent(event: GradeReviewed) -> CloudEvent:
     )
 
 
+def grade_posted_cloudevent(event: GradePosted) -> CloudEvent:
+    """Wrap a GradePosted in a CloudEvent (the id names the submission's job and version)."""
+    errors = grade_posted_errors(event.data())
+    if errors:
+        raise InvalidEvent("the event data does not match its schema", errors=errors)
+    return CloudEvent(
+        {
+            "id": event.event_id,
+            "type": GRADE_POSTED_TYPE,
+            "source": EVENT_SOURCE,
+            "time": event.posted_at,
+            "subject": event.job_id,
+            "datacontenttype": DATA_CONTENT_TYPE,
+            "dataschema": str(grade_posted_schema()["$id"]),
+        },
+        event.data(),
+    )
+
+
 def to_pubsub(
-    event: GradingCompleted | AssignmentGraded | GradeReviewed | GradeReviewed,
+    event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted,
 ) -> tuple[bytes, dict[str, str]]:
     """Encode the event for a Pub/Sub publish: (data, attributes) in binary mode."""
+    if isinstance(event, GradePosted):
+        posted = to_binary(grade_posted_cloudevent(event), _FORMAT)
+        return posted.body, {**posted.headers, "client_id": event.school}
     if isinstance(event, GradeReviewed):
         reviewed = to_binary(grade_reviewed_cloudevent(event), _FORMAT)
         return reviewed.body, {**reviewed.headers, "client_id": event.client_id}

@@ -88,3 +88,21 @@ def grade_reviewed_errors(data: object) -> list[str]:
     """Describe every way `data` breaks the GradeReviewed schema; empty when valid."""
     validator = Draft202012Validator(grade_reviewed_schema())
     return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]
+
+
+GRADE_POSTED_RESOURCE = "grade_posted.v1.json"
+
+
+@cache
+def grade_posted_schema() -> dict[str, Any]:
+    """Return the GradePosted v1 schema document."""
+    resource = resources.files("shared").joinpath("schemas", GRADE_POSTED_RESOURCE)
+    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
+    Draft202012Validator.check_schema(document)
+    return document
+
+
+def grade_posted_errors(data: object) -> list[str]:
+    """Describe every way `data` breaks the GradePosted schema; empty when valid."""
+    validator = Draft202012Validator(grade_posted_schema())
+    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]

@@ -192,6 +192,13 @@ class Settings(BaseSettings):
     grader_quota_rpm: int = Field(default=60, ge=1)
     grader_quota_tpm: int = Field(default=0, ge=0)  # 0: no token limit
     grader_quota_headroom: float = Field(default=0.9, gt=0, le=1)
+    # Batch mode (docs/graders.md#batch-mode): work that may wait goes to provider batches.
+    batch_mode: bool = False
+    batch_lanes: str = "bulk"  # lanes whose jobs all may wait ("|"-separated)
+    batch_regrades: bool = True  # an assignment's regrades may wait
+    batch_max_size: int = Field(default=1000, ge=1, le=50_000)
+    batch_window_s: float = Field(default=600.0, gt=0)
+    batch_tick_s: float = Field(default=300.0, gt=0)  # the recovery sweep's period
     worker_max_instances: int = Field(default=1, ge=1)
 
     # The attempt's lease, renewed every heartbeat while it grades.
@@ -257,6 +264,13 @@ class Settings(BaseSettings):
     # public roots: for a client whose endpoint has a private CA's certificate.
     webhook_ca_bundle: Path | None = None
 
+    # LTI 1.3 Advantage (docs/gradebook.md). The intake serves the tool's login, launch and
+    # JWKS routes only when both are set: the intake's public base URL as the LMS reaches
+    # it (https://...), and the key-encryption key that seals Gradeq's LTI private keys
+    # (base64 of 32 bytes; several, comma-separated, while it is rotated).
+    lti_tool_url: str = ""
+    lti_secrets_key: SecretStr = SecretStr("")
+
     # Google Cloud.
     project_id: str = ""
     location: str = "europe-west1"
@@ -272,6 +286,9 @@ class Settings(BaseSettings):
     # Clients' webhook secrets (sealed), managed with
     # `python -m services.notification.webhook_secrets`.
     webhook_secrets_collection: str = "webhook_secrets"
+    lti_registrations_collection: str = "lti_registrations"
+    lti_keys_collection: str = "lti_tool_keys"
+    lti_links_collection: str = "lti_assignment_links"
     # Shared with terraform's TTL policy (var.processed_events_collection).
     processed_events_collection: str = "processed_events"
     topic: str = "grading-completed"
@@ -342,6 +359,8 @@ class Settings(BaseSettings):
         if self.queue not in self._queues:
             raise ValueError(f"queue {self.queue!r} is not defined in {self.queues_file}")
         self.lane_policy()  # refuse a lane list naming undeclared lanes
+        if self.batch_mode and not self.batch_lane_set() <= set(self._queues):
+            raise ValueError(f"GRADEQ_BATCH_LANES names undeclared lanes: {self.batch_lanes}")
         for lane in self._queues:  # refuse an inconsistent set of durations at start-up
             self.budget(lane)
         return self
@@ -352,6 +371,16 @@ class Settings(BaseSettings):
                 raise ValueError("GRADEQ_PROJECT_ID is required for Gemini on Vertex AI")
             if self.grader_gemini_api is GeminiApi.DEVELOPER and not self.grader_api_key:
                 raise ValueError("GRADEQ_GRADER_API_KEY is required for the Gemini API")
+        if self.batch_mode and (
+            self.grader is GraderKind.RUBRIC
+            or (self.grader is GraderKind.GEMINI and self.grader_gemini_api is GeminiApi.VERTEX)
+        ):
+            # Vertex AI batch prediction reads its requests from Cloud Storage or BigQuery
+            # only; the Gemini API and OpenAI's Batch API take them inline or as a file.
+            raise ValueError(
+                "GRADEQ_BATCH_MODE needs GRADEQ_GRADER=openai, or gemini with "
+                "GRADEQ_GRADER_GEMINI_API=developer"
+            )
         budget = self.grader_thinking_budget
         if budget is not None and budget >= self.grader_max_output_tokens:
             raise ValueError(
@@ -422,6 +451,9 @@ class Settings(BaseSettings):
         rank = self._queues[default].lane.priority
         urgent = [q.name for q in self._queues.values() if q.lane.priority > rank]
         return LanePolicy.parse(self._queues, default, self.client_lanes, urgent)
+
+    def batch_lane_set(self) -> frozenset[str]:
+        return frozenset(lane for lane in self.batch_lanes.split("|") if lane)
 
     def regrade_lane(self) -> str:
         """The lane regrades go to: the lowest-priority one of the queues file."""
@@ -499,3 +531,7 @@ class Settings(BaseSettings):
     @property
     def database_path(self) -> Path:
         return self.data_dir / "gradeq.sqlite3"
+
+    def lti_configured(self) -> bool:
+        """Whether the intake serves LTI launches (tool URL and sealing key set)."""
+        return bool(self.lti_tool_url.strip() and self.lti_secrets_key.get_secret_value())

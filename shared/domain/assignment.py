@@ -80,6 +80,8 @@ class Assignment:
     #: The current round's regrade has submissions still to move, waiting for room under
     #: the ceilings of jobs not yet final: the recovery sweep resumes it.
     regrade_waiting: bool = False
+    #: The teacher chose, on the current round's regrade, to reopen reviewed grades.
+    reopen_reviewed: bool = False
     #: Who in the school (`client_id`) made it: its server, or a signed-in user's id.
     author: str = SERVER
 
@@ -135,15 +137,21 @@ class Assignment:
         return dataclasses.replace(self, rubrics=kept, updated_at=now)
 
     def start_round(
-        self, now: datetime, expected: int, prompt_version: str | None = None
+        self,
+        now: datetime,
+        expected: int,
+        prompt_version: str | None = None,
+        reopen_reviewed: bool = False,
     ) -> Assignment:
-        """Open the next grading round (a regrade) of `expected` submissions."""
+        """Open the next grading round (a regrade) of `expected` submissions; whether it
+        reopens the grades teachers reviewed is recorded on the round."""
         return dataclasses.replace(
             self,
             round=self.round + 1,
             expected=expected,
             prompt_version=prompt_version or self.prompt_version,
             updated_at=now,
+            reopen_reviewed=reopen_reviewed,
         )
 
     def with_regrade_waiting(self, waiting: bool) -> Assignment:
@@ -164,6 +172,7 @@ class Assignment:
             "settings": dict(self.settings),
             "expected": self.expected,
             "regrade_waiting": self.regrade_waiting,
+            "reopen_reviewed": self.reopen_reviewed,
             "author": self.author,
         }
 
@@ -185,6 +194,7 @@ class Assignment:
             settings=dict(data.get("settings") or {}),
             expected=int(data.get("expected", 0)),
             regrade_waiting=bool(data.get("regrade_waiting", False)),
+            reopen_reviewed=bool(data.get("reopen_reviewed", False)),
         )
 
 
@@ -236,7 +246,8 @@ def tally_change(before: Job | None, after: Job) -> TallyChange | None:
     """The counter deltas of writing `after` over `before` (None: not part of an assignment).
 
     A job entering a new round (a regrade) is counted afresh in that round; the round it
-    leaves keeps its final counts, so its report stays as it ended.
+    leaves keeps its final counts, so its report stays as it ended. Scores are final
+    grades: a teacher's decision that changes a grade moves the sum and the histogram.
     """
     assignment_id = after.request.assignment_id
     if assignment_id is None or not after.request.tallied:
@@ -246,17 +257,35 @@ def tally_change(before: Job | None, after: Job) -> TallyChange | None:
     same_round = before is not None and before.request.assignment_round == round_
     if before is not None and same_round:
         if before.status is after.status:
-            return None
+            return _rescored(assignment_id, round_, before, after)
         deltas[before.status.value] = -1
     deltas[after.status.value] = deltas.get(after.status.value, 0) + 1
-    was_scored = same_round and before is not None and _scored(before)
-    if _scored(after) and not was_scored:
-        assert after.result is not None
-        deltas[SCORE_SUM] = after.result.score
+    was_scored = same_round and before is not None and _final_score(before) is not None
+    score = _final_score(after)
+    if score is not None and not was_scored:
+        deltas[SCORE_SUM] = score
         deltas[SCORED] = 1
-        deltas[f"h{histogram_bucket(after.result.score, after.request.max_score)}"] = 1
+        deltas[f"h{histogram_bucket(score, after.request.max_score)}"] = 1
     return TallyChange(assignment_id, round_, deltas)
 
 
-def _scored(job: Job) -> bool:
-    return job.status is JobStatus.SUCCEEDED and job.result is not None
+def _rescored(assignment_id: str, round_: int, before: Job, after: Job) -> TallyChange | None:
+    """The deltas of a final grade changed in place (a teacher's decision), if any."""
+    old, new = _final_score(before), _final_score(after)
+    if old is None or new is None or old == new:
+        return None
+    deltas: dict[str, float] = {SCORE_SUM: new - old}
+    was = histogram_bucket(old, before.request.max_score)
+    now = histogram_bucket(new, after.request.max_score)
+    if was != now:
+        deltas[f"h{was}"] = -1
+        deltas[f"h{now}"] = 1
+    return TallyChange(assignment_id, round_, deltas)
+
+
+def _final_score(job: Job) -> float | None:
+    """The final grade's score of a succeeded job (the teacher's where one decided)."""
+    if job.status is not JobStatus.SUCCEEDED:
+        return None
+    final = job.effective_result
+    return final.score if final is not None else None

@@ -64,6 +64,7 @@ class Action(StrEnum):
     JOB_ERASE = "job.erase"
     STUDENT_ERASE = "student.erase"  # every submission of one student id
     UPLOAD_CREATE = "upload.create"
+    UPLOAD_ATTACH = "upload.attach"  # name an upload among a submission's files
     ASSIGNMENT_CREATE = "assignment.create"
     ASSIGNMENT_READ = "assignment.read"
     ASSIGNMENT_LIST = "assignment.list"
@@ -71,9 +72,12 @@ class Action(StrEnum):
     ASSIGNMENT_BATCH = "assignment.submit-batch"
     ASSIGNMENT_GRADES = "assignment.grades"
     ASSIGNMENT_REGRADE = "assignment.regrade"
+    ASSIGNMENT_POST = "assignment.post"  # post grades to students and downstream
     REVIEW_LIST = "review.list"
     REVIEW_READ = "review.read"
     REVIEW_DECIDE = "review.decide"  # accept or override a held grade
+    REGRADE_REQUEST = "regrade.request"  # a student asks for a second look at a grade
+    REGRADE_ANSWER = "regrade.answer"  # keep or change a grade a student asked about
     OPERATE = "operate"  # the operator's admin API, over every school
 
 
@@ -86,7 +90,8 @@ _NONE: frozenset[Relation] = frozenset()
 _STAFF: dict[Action, frozenset[Relation]] = {
     action: _SCHOOL
     for action in Action
-    if action not in (Action.OPERATE, Action.JOB_PRACTICE)  # staff set their jobs up
+    # Staff set their jobs up; a regrade request is a student's own.
+    if action not in (Action.OPERATE, Action.JOB_PRACTICE, Action.REGRADE_REQUEST)
 }
 #: Reviewers see, review, regrade and erase every submission; they submit nothing and
 #: set up no assignments.
@@ -98,6 +103,7 @@ _REVIEWER: dict[Action, frozenset[Relation]] = {
         Action.JOB_SUBMIT,
         Action.JOB_CONFIGURE,
         Action.UPLOAD_CREATE,
+        Action.UPLOAD_ATTACH,
         Action.ASSIGNMENT_CREATE,
         Action.ASSIGNMENT_EDIT,
         Action.ASSIGNMENT_BATCH,
@@ -110,6 +116,8 @@ _STUDENT: dict[Action, frozenset[Relation]] = {
     Action.JOB_READ: _OWN,
     Action.JOB_CANCEL: _OWN,
     Action.UPLOAD_CREATE: _SCHOOL,
+    Action.UPLOAD_ATTACH: _OWN,  # their own uploads only, never one made for the school
+    Action.REGRADE_REQUEST: _OWN,  # on their own grades
 }
 
 #: role -> action -> the relations for which it is allowed (absent: never).

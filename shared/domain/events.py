@@ -11,6 +11,7 @@ from shared.domain.assignment import Tally
 from shared.domain.ids import (
     assignment_graded_event_id,
     completion_event_id,
+    grade_posted_event_id,
     grade_reviewed_event_id,
 )
 from shared.domain.job import Job
@@ -242,4 +243,65 @@ class GradeReviewed:
             "model": self.model,
             "prompt_version": self.prompt_version,
             "author": self.author,
+        }
+
+
+@dataclass(frozen=True)
+class GradePosted:
+    """One per version of a submission's posted grade: the first post, and every change
+    after it (an override, a regrade the teacher posts). The id names job and version."""
+
+    event_id: str
+    school: str
+    assignment_id: str
+    student_id: str | None
+    submission_id: str
+    job_id: str
+    version: int
+    score: float
+    max_score: float
+    source: str
+    feedback: str
+    grading_progress: str
+    posted_at: datetime
+    reason: str
+
+    @classmethod
+    def from_job(cls, job: Job) -> GradePosted:
+        posted = job.posted
+        if posted is None or job.request.assignment_id is None:
+            raise ValueError(f"job {job.id} has no posted grade")
+        return cls(
+            event_id=grade_posted_event_id(job.id, posted.version),
+            school=job.client_id,
+            assignment_id=job.request.assignment_id,
+            student_id=job.request.student_id,
+            submission_id=job.request.submission_id,
+            job_id=job.id,
+            version=posted.version,
+            score=posted.score,
+            max_score=posted.max_score,
+            source=posted.source,
+            feedback=posted.feedback,
+            grading_progress=posted.progress,
+            posted_at=posted.at,
+            reason=posted.reason,
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The event's data payload (validated by schemas/grade_posted.v1.json)."""
+        return {
+            "school": self.school,
+            "assignment_id": self.assignment_id,
+            "student_id": self.student_id,
+            "submission_id": self.submission_id,
+            "job_id": self.job_id,
+            "version": self.version,
+            "score": self.score,
+            "max_score": self.max_score,
+            "source": self.source,
+            "feedback": self.feedback,
+            "grading_progress": self.grading_progress,
+            "posted_at": self.posted_at.isoformat(),
+            "reason": self.reason,
         }

@@ -66,3 +66,9 @@ def grade_reviewed_event_id(job_id: str, generation: int, review: int) -> str:
     """The id of a GradeReviewed event: one per review of one generation's grade."""
     scope = f"gradeq/event/grade-reviewed\0{job_id}\0{generation}\0{review}"
     return "e-" + _b32(hashlib.sha256(scope.encode()).digest()[:20])
+
+
+def grade_posted_event_id(job_id: str, version: int) -> str:
+    """The id of the GradePosted event of one version of a submission's posted grade."""
+    scope = f"gradeq/grade-posted\0{job_id}\0{version}"
+    return "e-" + _b32(hashlib.sha256(scope.encode()).digest()[:20])

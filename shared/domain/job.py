@@ -17,7 +17,7 @@ from shared.domain.authorization import SERVER, Owner, owner_of
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.review import Review, ReviewState
+from shared.domain.review import RegradeRequest, Review, ReviewState, ReviewStatus
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
 
@@ -71,6 +71,9 @@ class GradingRequest:
     not_before: str | None = None
     #: The lane the client asked for; None: its default lane.
     lane: str | None = None
+    #: How long the client lets the grading take: "hours" allows a provider batch
+    #: (docs/graders.md#batch-mode); None: as soon as possible.
+    deadline: str | None = None
     #: Set when the rubric came from an assignment: its version, the assignment's prompt
     #: version and grading round (0: first grading, n: the n-th regrade).
     rubric_version: int | None = None
@@ -82,6 +85,8 @@ class GradingRequest:
     student_id: str | None = None
     #: A student's practice job: graded, never sent to the school's webhook or gradebook.
     practice: bool = False
+    #: The assignment posts grades when its teacher does (`Posting.MANUAL`).
+    post_manually: bool = False
 
     @property
     def tallied(self) -> bool:
@@ -108,6 +113,8 @@ class GradingRequest:
             data["not_before"] = self.not_before
         if self.lane is not None:  # likewise for a request naming no lane
             data["lane"] = self.lane
+        if self.deadline is not None:  # likewise for a request naming no deadline
+            data["deadline"] = self.deadline
         if self.rubric_version is not None:  # likewise of a request without an assignment
             data["rubric_version"] = self.rubric_version
             data["prompt_version"] = self.prompt_version
@@ -118,6 +125,8 @@ class GradingRequest:
             data["student_id"] = self.student_id
         if self.practice:  # likewise for a job that is not practice
             data["practice"] = True
+        if self.post_manually:  # likewise for a job posted automatically
+            data["post_manually"] = True
         return data
 
     @classmethod
@@ -133,13 +142,41 @@ class GradingRequest:
             metadata=dict(data.get("metadata") or {}),
             not_before=data.get("not_before"),
             lane=data.get("lane"),
+            deadline=data.get("deadline"),
             rubric_version=data.get("rubric_version"),
             prompt_version=data.get("prompt_version"),
             assignment_round=int(data.get("assignment_round") or 0),
             files=tuple(FileRef.from_dict(f) for f in data.get("files") or ()),
             student_id=data.get("student_id"),
             practice=bool(data.get("practice", False)),
+            post_manually=bool(data.get("post_manually", False)),
         )
+
+
+#: The deadline of a request that may wait hours (a provider batch may grade it).
+DEADLINE_HOURS = "hours"
+
+
+@dataclass(frozen=True)
+class ProviderBatchWait:
+    """Where a job waits in a provider batch: gathered since `since`, then submitted.
+
+    `batch_id` is None while the job is gathered for the next batch, the provider's batch
+    id once it was submitted.
+    """
+
+    provider: str
+    since: datetime
+    batch_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "since": _iso(self.since), "batch_id": self.batch_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProviderBatchWait:
+        since = _parse(data["since"])
+        assert since is not None
+        return cls(provider=data["provider"], since=since, batch_id=data.get("batch_id"))
 
 
 @dataclass(frozen=True)
@@ -256,6 +293,81 @@ class ReplayRecord:
         )
 
 
+class Posting(StrEnum):
+    """How an assignment's grades reach students and downstream systems (as Canvas has it):
+    each final grade as soon as it is final, or when the teacher posts them."""
+
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+def posting_of(settings: dict[str, Any]) -> Posting:
+    """The posting policy kept in an assignment's settings (automatic when unset)."""
+    return Posting(settings.get("posting") or Posting.AUTOMATIC.value)
+
+
+@dataclass(frozen=True)
+class PostedGrade:
+    """The grade students and downstream systems see: one version of it, numbered from 1.
+
+    A new version is posted only when the final grade changed (its score, source or
+    feedback); each version is announced once by a `GradePosted` event.
+    """
+
+    version: int
+    score: float
+    max_score: float
+    #: "teacher" where a teacher decided, else "model".
+    source: str
+    feedback: str
+    at: datetime
+    #: Who posted: "auto" (the assignment posts automatically) or the teacher.
+    by: str
+    #: The teacher's reason where the version is a teacher's decision.
+    reason: str
+    #: "PendingManual" while a teacher must still review the grade, else "FullyGraded".
+    progress: str
+    generation: int
+
+    def same_grade(self, other: PostedGrade) -> bool:
+        return (self.score, self.source, self.feedback) == (
+            other.score,
+            other.source,
+            other.feedback,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "score": self.score,
+            "max_score": self.max_score,
+            "source": self.source,
+            "feedback": self.feedback,
+            "at": _iso(self.at),
+            "by": self.by,
+            "reason": self.reason,
+            "progress": self.progress,
+            "generation": self.generation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PostedGrade:
+        at = _parse(data["at"])
+        assert at is not None
+        return cls(
+            version=int(data["version"]),
+            score=float(data["score"]),
+            max_score=float(data["max_score"]),
+            source=data["source"],
+            feedback=data.get("feedback") or "",
+            at=at,
+            by=data.get("by") or "",
+            reason=data.get("reason") or "",
+            progress=data.get("progress") or "FullyGraded",
+            generation=int(data.get("generation") or 0),
+        )
+
+
 def _bounded(records: tuple[Any, ...]) -> tuple[Any, ...]:
     return records[-HISTORY_LIMIT:]
 
@@ -294,13 +406,24 @@ class Job:
     queued_at: datetime | None = None
     # Deliveries of this generation handed on to a later task (no provider quota).
     deferrals: int = 0
+    # Set while the job's attempt waits in a provider batch (status RUNNING, the lease
+    # held for the batch).
+    provider_batch: ProviderBatchWait | None = None
+    # A provider batch gave this generation back: it is graded one request at a time.
+    batch_returned: bool = False
     # The lane (queue of shared/config/queues.json) the job's tasks go to; None: the
     # service's default queue (jobs stored before lanes existed).
     lane: str | None = None
     # Set when the grade was held for a teacher (see shared.domain.review).
     review: ReviewState | None = None
+    # A student's request to look at the grade again, and its answer (once per grade).
+    regrade_request: RegradeRequest | None = None
     # Who in the school (`client_id`) made the job: its server, or a signed-in user's id.
     author: str = SERVER
+    # The grade students and downstream systems see (None: not posted), and whether its
+    # GradePosted event reached the bus (False between the post's write and its event).
+    posted: PostedGrade | None = None
+    post_announced: bool = True
 
     @classmethod
     def new(
@@ -344,6 +467,7 @@ class Job:
             completed_at=now,
             lease_owner=owner,
             lease_expires_at=now + ANNOUNCE_LEASE,
+            provider_batch=None,
             **changes,
         )
 
@@ -366,6 +490,8 @@ class Job:
             lease_owner=owner,
             lease_expires_at=now + lease_for,
             history=_bounded((*history, attempt)),
+            # A takeover of a batch's expired lease: the batch's answer is no longer taken.
+            provider_batch=None,
         )
 
     def _closed(
@@ -480,11 +606,87 @@ class Job:
             history=self._closed(now, AttemptOutcome.CANCELLED, reason),
         )
 
+    # --- provider batches (docs/graders.md#batch-mode) ---------------------------------
+
+    def enter_batch(self, owner: str, provider: str, now: datetime, lease_for: timedelta) -> Job:
+        """Hand the claimed attempt to the next provider batch; the lease waits for it.
+
+        The job stays RUNNING under the attempt's lease (renewed by nobody): if no batch
+        takes it before the lease runs out, the recovery sweep replays it.
+        """
+        self._check_owner(owner)
+        if self.batch_returned:
+            raise IllegalTransition(self.id, self.status, self.status)
+        return dataclasses.replace(
+            self,
+            updated_at=now,
+            lease_expires_at=now + lease_for,
+            provider_batch=ProviderBatchWait(provider, now),
+        )
+
+    def _check_batch(self, batch_id: str | None) -> ProviderBatchWait:
+        """The job's batch wait, if it waits in `batch_id` (None: gathered, unsubmitted)."""
+        if self.status.is_final:
+            raise JobAlreadyFinal(self.id, self.status)
+        wait = self.provider_batch
+        if self.status is not JobStatus.RUNNING or wait is None or wait.batch_id != batch_id:
+            raise LeaseLost(self.id, f"batch {batch_id}")
+        return wait
+
+    def submit_batch(
+        self, expected: str | None, batch_id: str, now: datetime, lease_for: timedelta
+    ) -> Job:
+        """Record that the job went into `batch_id`; it must still wait in `expected`.
+
+        The gatherer first marks its jobs with a reservation (`expected` None), then with
+        the provider's id: two gatherers never put one job into two batches.
+        """
+        wait = self._check_batch(expected)
+        return dataclasses.replace(
+            self,
+            updated_at=now,
+            lease_expires_at=now + lease_for,
+            provider_batch=dataclasses.replace(wait, batch_id=batch_id, since=now),
+        )
+
+    def batch_succeeded(self, batch_id: str, result: GradeResult, now: datetime) -> Job:
+        """The batch's answer for this job: SUCCEEDED, once (the job left the batch)."""
+        self._check_batch(batch_id)
+        assert self.lease_owner is not None
+        return self.succeed(self.lease_owner, result, now)
+
+    def leave_batch(self, batch_id: str | None, error: JobError, now: datetime) -> Job:
+        """The batch gave no usable answer: RETRYING on a new task, graded one by one.
+
+        The batch's attempt stays counted (the provider may have graded it). `deferrals`
+        moves on so that the new task has a name of its own (the first one was deleted).
+        """
+        self._check_batch(batch_id)
+        assert self.lease_owner is not None
+        retrying = self.retry_later(self.lease_owner, error, now)
+        return dataclasses.replace(
+            retrying,
+            provider_batch=None,
+            batch_returned=True,
+            deferrals=self.deferrals + 1,
+        )
+
+    @property
+    def waits_in_batch(self) -> bool:
+        """Whether the job's attempt waits in a provider batch (gathered or submitted)."""
+        return self.status is JobStatus.RUNNING and self.provider_batch is not None
+
     def mark_event_published(self, now: datetime) -> Job:
         if not self.status.is_final:
             raise IllegalTransition(self.id, self.status, self.status)
+        # The completion's announcement publishes the posted grade's event too.
         return dataclasses.replace(
-            self, event_published=True, updated_at=now, lease_owner=None, lease_expires_at=None
+            self,
+            event_published=True,
+            post_announced=True,
+            updated_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
         )
 
     def replay(self, now: datetime) -> Job:
@@ -492,7 +694,11 @@ class Job:
         if self.status.is_final:
             raise JobAlreadyFinal(self.id, self.status)
         return dataclasses.replace(
-            self, generation=self.generation + 1, deferrals=0, updated_at=now
+            self,
+            generation=self.generation + 1,
+            deferrals=0,
+            updated_at=now,
+            provider_batch=None,
         )
 
     def replay_failed(self, now: datetime, by: str) -> Job:
@@ -516,12 +722,16 @@ class Job:
         request: GradingRequest,
         by: str = REGRADE_BY,
         lane: str | None = None,
+        reopen: bool = False,
     ) -> Job:
         """Grade a final job again under `request` (a new rubric, prompt or round).
 
         Like an operator's replay, a new generation with its own attempt budget and its
         own event id; the result it replaces is kept in the replay record. `lane`: the
-        lane the new generation is graded in (None: the job's own).
+        lane the new generation is graded in (None: the job's own). A teacher's reviews
+        stay on the job (the teacher's grade stays the final grade); `reopen` asks to put
+        reviewed grades back in the teacher's queue once the new model grade is in. A
+        student's open regrade request keeps its review state too (it stays in the queue).
         """
         if self.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise IllegalTransition(self.id, self.status, JobStatus.PENDING)
@@ -542,9 +752,18 @@ class Job:
             replay,
             request=request,
             result=None,
-            review=None,
+            review=self.review.carried(reopen) if self.review and self._review_carried else None,
             lane=self.lane if lane is None else lane,
         )
+
+    @property
+    def _review_carried(self) -> bool:
+        """Whether a regrade keeps the review state: a teacher's reviews are on it, or a
+        student's regrade request is open (it stays in the teacher's queue)."""
+        if self.review is None:
+            return False
+        asked = self.regrade_request
+        return bool(self.review.reviews) or (asked is not None and asked.is_open)
 
     def _next_generation(self, now: datetime, record: ReplayRecord, **changes: Any) -> Job:
         """PENDING again as a new generation: a fresh attempt budget, no lease, no outcome,
@@ -564,6 +783,8 @@ class Job:
             event_published=False,
             queued_at=now,
             replays=_bounded((*self.replays, record)),
+            provider_batch=None,
+            batch_returned=False,
             **changes,
         )
 
@@ -579,6 +800,64 @@ class Job:
             raise IllegalTransition(self.id, self.status, self.status)
         return dataclasses.replace(self, review=self.review.reviewed(review), updated_at=now)
 
+    # --- posting -----------------------------------------------------------------------
+
+    @property
+    def postable(self) -> bool:
+        """Whether the job's grade is one a student and downstream systems get posted: an
+        assignment's (not practice), graded, and not withheld for a first review."""
+        return (
+            self.request.tallied
+            and not self.request.practice
+            and self.status is JobStatus.SUCCEEDED
+            and self.effective_result is not None
+            and not (self.review is not None and self.review.withheld)
+        )
+
+    def post(self, now: datetime, by: str) -> Job:
+        """Post the final grade: a new version when it differs from the posted one (or
+        none was posted), else the job as it is. A grade not `postable` stays unposted."""
+        final = self.effective_result
+        if not self.postable or final is None:
+            return self
+        latest = self.review.latest if self.review is not None else None
+        pending = self.review is not None and self.review.status is ReviewStatus.HELD
+        posted = PostedGrade(
+            version=(self.posted.version if self.posted else 0) + 1,
+            score=final.score,
+            max_score=self.request.max_score,
+            source=self.final_source,
+            feedback=final.feedback,
+            at=now,
+            by=by,
+            reason=latest.reason if latest is not None else "",
+            progress="PendingManual" if pending else "FullyGraded",
+            generation=self.generation,
+        )
+        if self.posted is not None and self.posted.same_grade(posted):
+            return self
+        return dataclasses.replace(self, posted=posted, post_announced=False, updated_at=now)
+
+    def post_if_automatic(self, now: datetime) -> Job:
+        """Post where the assignment posts automatically, or where a grade was posted
+        before and a teacher changed it (each change after posting is its own version)."""
+        if self.request.post_manually:
+            return self
+        return self.post(now, "auto")
+
+    def mark_post_announced(self, version: int) -> Job:
+        """The GradePosted event of `version` reached the bus (a later version still waits)."""
+        if self.posted is None or self.posted.version != version:
+            return self
+        return dataclasses.replace(self, post_announced=True)
+
+    @property
+    def awaiting_post(self) -> bool:
+        """Whether the student and the webhook wait for the teacher to post this grade."""
+        return self.request.post_manually and (
+            self.posted is None or self.posted.generation != self.generation
+        )
+
     # --- derived views -----------------------------------------------------------------
 
     @property
@@ -588,9 +867,35 @@ class Job:
         return latest.result if latest is not None else self.result
 
     @property
+    def teacher_result(self) -> GradeResult | None:
+        """The teacher's grade: the newest review's (None: no teacher decided on it)."""
+        latest = self.review.latest if self.review is not None else None
+        return latest.result if latest is not None else None
+
+    @property
+    def final_source(self) -> str:
+        """Whose grade the final grade is: "teacher" where a teacher decided, else "model"."""
+        return "teacher" if self.teacher_result is not None else "model"
+
+    def model_grades(self) -> list[tuple[int, int | None, GradeResult]]:
+        """The model's grade of each generation kept: (generation, rubric version, grade),
+        oldest first; the current generation's last once it is graded."""
+        grades = [
+            (record.generation - 1, record.rubric_version, record.result)
+            for record in self.replays
+            if record.by == REGRADE_BY and record.result is not None
+        ]
+        if self.result is not None:
+            grades.append((self.generation, self.request.rubric_version, self.result))
+        return grades
+
+    @property
     def withheld(self) -> bool:
-        """Whether the grade waits for a teacher before the student or webhook hears of it."""
-        return self.review is not None and self.review.withheld
+        """Whether the grade waits for a teacher before the student or webhook hears of it:
+        a first review, or (posting manually) the teacher's post."""
+        if self.review is not None and self.review.withheld:
+            return True
+        return self.status is JobStatus.SUCCEEDED and self.awaiting_post
 
     @property
     def regraded_from(self) -> ReplayRecord | None:
@@ -662,9 +967,21 @@ class Job:
             "replays": [r.to_dict() for r in self.replays],
             "queued_at": self.queued_at,
             "deferrals": self.deferrals,
+            "provider_batch": self.provider_batch.to_dict()
+            if self.provider_batch is not None
+            else None,
+            "batch_returned": self.batch_returned,
             "lane": self.lane,
             "review": self.review.to_dict() if self.review is not None else None,
             "author": self.author,
+            "posted": self.posted.to_dict() if self.posted is not None else None,
+            "post_announced": self.post_announced,
+            # Only on jobs with a request: the records of others keep their shape.
+            **(
+                {"regrade_request": self.regrade_request.to_dict()}
+                if self.regrade_request is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -674,6 +991,7 @@ class Job:
         result = record.get("result")
         error = record.get("error")
         review = record.get("review")
+        regrade_request = record.get("regrade_request")
         # A user's job stored before jobs had an author names the user in its client id.
         owner = owner_of(record["client_id"], record.get("author"))
         return cls(
@@ -700,8 +1018,16 @@ class Job:
             replays=tuple(ReplayRecord.from_dict(r) for r in record.get("replays") or ()),
             queued_at=record.get("queued_at"),
             deferrals=int(record.get("deferrals", 0)),
+            provider_batch=ProviderBatchWait.from_dict(record["provider_batch"])
+            if record.get("provider_batch")
+            else None,
+            batch_returned=bool(record.get("batch_returned", False)),
             lane=record.get("lane"),
             review=ReviewState.from_dict(review) if review else None,
+            # Jobs stored before regrade requests existed have none.
+            regrade_request=RegradeRequest.from_dict(regrade_request) if regrade_request else None,
+            posted=PostedGrade.from_dict(record["posted"]) if record.get("posted") else None,
+            post_announced=bool(record.get("post_announced", True)),
         )
 
 

@@ -6,6 +6,12 @@ the job's status machine is unchanged because a held grade is a finished grading
 its release to the student waits (`release: after_review`). A reviewer then accepts the
 model's grade or overrides it; the model's `GradeResult` stays on the job beside every
 review, and the newest review's grade is the one the student sees.
+
+A teacher's decision is data: a regrade grades the job again but keeps its reviews
+(`ReviewState.carried`), so the teacher's grade stays the final grade. Where the new model
+grade lies further from the teacher's than the assignment's threshold, the grade goes back
+to the teacher's queue flagged `regrade-moved`; a regrade that asked to reopen reviewed
+grades puts them back flagged `reopened` (`after_regrade`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,11 @@ class HoldReason(StrEnum):
     NEAR_PASS_MARK = "near-pass-mark"  # noqa: S105 (a reason slug, not a password)
     FORMAT_FAILURE = "format-failure"
     SAMPLED = "sampled"
+    REGRADE_REQUEST = "regrade-request"  # the student asked for a regrade
+    #: A regrade's model grade lies further from the teacher's grade than the threshold.
+    REGRADE_MOVED = "regrade-moved"
+    #: The teacher chose, on a regrade, to look at reviewed grades again.
+    REOPENED = "reopened"
 
 
 class ReviewStatus(StrEnum):
@@ -72,6 +83,10 @@ class ReviewPolicy:
     format_failures: bool = False
     sample_rate: float = 0.0
     release: Release = Release.IMMEDIATELY
+    #: How far (in points) a regrade's model grade may lie from the teacher's grade before
+    #: the grade goes back to the teacher's queue; None: `DEFAULT_REGRADE_THRESHOLD` of the
+    #: max score.
+    regrade_threshold: float | None = None
 
     def reasons(self, job_id: str, result: GradeResult) -> tuple[HoldReason, ...]:
         """The rules `result` meets, in a fixed order; empty: the grade is not held."""
@@ -98,12 +113,18 @@ class ReviewPolicy:
             "format_failures": self.format_failures,
             "sample_rate": self.sample_rate,
             "release": self.release.value,
+            "regrade_threshold": self.regrade_threshold,
         }
+
+    def threshold(self, max_score: float) -> float:
+        """The regrade threshold in points for a grade out of `max_score`."""
+        return regrade_threshold(self, max_score)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReviewPolicy:
         below = data.get("confidence_below")
         mark = data.get("pass_mark")
+        threshold = data.get("regrade_threshold")
         return cls(
             confidence_below=None if below is None else float(below),
             pass_mark=None if mark is None else float(mark),
@@ -111,7 +132,19 @@ class ReviewPolicy:
             format_failures=bool(data.get("format_failures", False)),
             sample_rate=float(data.get("sample_rate") or 0.0),
             release=Release(data.get("release") or Release.IMMEDIATELY.value),
+            regrade_threshold=None if threshold is None else float(threshold),
         )
+
+
+#: The default regrade threshold: a tenth of the max score.
+DEFAULT_REGRADE_THRESHOLD = 0.10
+
+
+def regrade_threshold(policy: ReviewPolicy | None, max_score: float) -> float:
+    """How far a regrade's model grade may move from the teacher's before it is flagged."""
+    if policy is not None and policy.regrade_threshold is not None:
+        return policy.regrade_threshold
+    return DEFAULT_REGRADE_THRESHOLD * max_score
 
 
 def policy_of(settings: dict[str, Any]) -> ReviewPolicy | None:
@@ -143,9 +176,11 @@ class Review:
     reason: str
     #: The grade the student sees after this review (the model's own when accepted).
     result: GradeResult
+    #: The job's generation whose model grade the teacher saw (None: stored before).
+    generation: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "number": self.number,
             "by": self.by,
             "at": self.at.isoformat(),
@@ -153,6 +188,9 @@ class Review:
             "reason": self.reason,
             "result": self.result.to_dict(),
         }
+        if self.generation is not None:
+            data["generation"] = self.generation
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Review:
@@ -163,6 +201,7 @@ class Review:
             decision=ReviewDecision(data["decision"]),
             reason=data.get("reason") or "",
             result=GradeResult.from_dict(data["result"]),
+            generation=None if data.get("generation") is None else int(data["generation"]),
         )
 
 
@@ -179,11 +218,27 @@ class ReviewState:
     #: Whether the newest review's events (GradeReviewed, and a withheld GradingCompleted)
     #: reached the bus; False between the review's write and its publication.
     announced: bool = True
+    #: The regrade that carried this state asked to reopen reviewed grades.
+    reopen: bool = False
 
     @property
     def withheld(self) -> bool:
-        """Whether the student and the webhook still wait for a teacher."""
-        return self.release is Release.AFTER_REVIEW and self.status is ReviewStatus.HELD
+        """Whether the student and the webhook still wait for a teacher: a held grade no
+        teacher has decided yet (a reviewed grade held again keeps the teacher's grade out)."""
+        return (
+            self.release is Release.AFTER_REVIEW
+            and self.status is ReviewStatus.HELD
+            and not self.reviews
+        )
+
+    @property
+    def flagged(self) -> bool:
+        """Held again after a teacher's review (a regrade moved away from it, or reopened)."""
+        return self.status is ReviewStatus.HELD and bool(self.reviews)
+
+    def carried(self, reopen: bool) -> ReviewState:
+        """The state a regrade keeps: the teacher's reviews, the choice to reopen them."""
+        return dataclasses.replace(self, announced=True, reopen=reopen)
 
     @property
     def latest(self) -> Review | None:
@@ -207,6 +262,7 @@ class ReviewState:
             "generation": self.generation,
             "reviews": [r.to_dict() for r in self.reviews],
             "announced": self.announced,
+            **({"reopen": True} if self.reopen else {}),
         }
 
     @classmethod
@@ -219,4 +275,135 @@ class ReviewState:
             generation=int(data.get("generation", 0)),
             reviews=tuple(Review.from_dict(r) for r in data.get("reviews") or ()),
             announced=bool(data.get("announced", True)),
+            reopen=bool(data.get("reopen", False)),
         )
+
+
+class RequestAnswer(StrEnum):
+    """A teacher's answer to a student's regrade request."""
+
+    KEEP = "keep"
+    CHANGE = "change"
+
+
+@dataclass(frozen=True)
+class RegradeRequest:
+    """A student's request that a teacher look at their grade again, once per grade, and
+    the teacher's answer (None while open). The grade itself changes only as a review
+    (the job's `review.reviews`), so the history of grades stays whole."""
+
+    by: str  # the student's user id
+    at: datetime
+    reason: str
+    #: The job's generation the request was about.
+    generation: int
+    answer: RequestAnswer | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    answer_reason: str = ""
+
+    @property
+    def is_open(self) -> bool:
+        return self.answer is None
+
+    def answered(self, answer: RequestAnswer, by: str, at: datetime, reason: str) -> RegradeRequest:
+        return dataclasses.replace(
+            self, answer=answer, answered_by=by, answered_at=at, answer_reason=reason
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+            "generation": self.generation,
+            "answer": self.answer.value if self.answer is not None else None,
+            "answered_by": self.answered_by,
+            "answered_at": self.answered_at.isoformat() if self.answered_at else None,
+            "answer_reason": self.answer_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RegradeRequest:
+        answer = data.get("answer")
+        answered_at = data.get("answered_at")
+        return cls(
+            by=data["by"],
+            at=datetime.fromisoformat(data["at"]),
+            reason=data.get("reason") or "",
+            generation=int(data.get("generation", 0)),
+            answer=RequestAnswer(answer) if answer else None,
+            answered_by=data.get("answered_by"),
+            answered_at=datetime.fromisoformat(answered_at) if answered_at else None,
+            answer_reason=data.get("answer_reason") or "",
+        )
+
+
+def requested_state(state: ReviewState | None, generation: int, now: datetime) -> ReviewState:
+    """The review state of a grade a student asked to have looked at again: held in the
+    teacher's queue, flagged as a request, its grade still shown to the student (it was
+    released: the request never withholds it)."""
+    if state is None:
+        return ReviewState(
+            ReviewStatus.HELD, (HoldReason.REGRADE_REQUEST,), Release.IMMEDIATELY, now, generation
+        )
+    reasons = state.reasons
+    if HoldReason.REGRADE_REQUEST not in reasons:
+        reasons = (*reasons, HoldReason.REGRADE_REQUEST)
+    return dataclasses.replace(
+        state,
+        status=ReviewStatus.HELD,
+        reasons=reasons,
+        release=Release.IMMEDIATELY,
+        held_at=now,
+    )
+
+
+def request_kept(state: ReviewState | None, before: ReviewState, generation: int) -> ReviewState:
+    """The review state of a regraded grade whose student's regrade request is still open
+    (`before`: the state the request held it in; `state`: the regrade's own, or None).
+
+    The request keeps its place in the teacher's queue (its `held_at`) and its release; the
+    regrade's own reasons (`regrade-moved`, `reopened`, a hold rule) stand beside it.
+    """
+    base = state if state is not None else before
+    reasons = base.reasons if base.status is ReviewStatus.HELD else ()
+    if HoldReason.REGRADE_REQUEST not in reasons:
+        reasons = (*reasons, HoldReason.REGRADE_REQUEST)
+    return dataclasses.replace(
+        base,
+        status=ReviewStatus.HELD,
+        reasons=reasons,
+        release=before.release,
+        held_at=before.held_at,
+        generation=generation,
+    )
+
+
+def after_regrade(
+    state: ReviewState, result: GradeResult, threshold: float, generation: int, now: datetime
+) -> ReviewState:
+    """The review state of a reviewed grade once a regrade's model grade `result` is in.
+
+    The teacher's reviews stay, so the teacher's grade stays the final grade. The grade goes
+    back to the teacher's queue when the regrade asked to reopen reviewed grades, or when
+    the new model grade lies more than `threshold` points from the teacher's; otherwise it
+    stays reviewed. The usual hold rules do not hold a grade a teacher already decided.
+    """
+    latest = state.latest
+    assert latest is not None, "only a reviewed grade is carried through a regrade"
+    reasons: list[HoldReason] = []
+    if state.reopen:
+        reasons.append(HoldReason.REOPENED)
+    if abs(result.score - latest.result.score) > threshold:
+        reasons.append(HoldReason.REGRADE_MOVED)
+    if not reasons:
+        return dataclasses.replace(state, generation=generation, reopen=False)
+    return dataclasses.replace(
+        state,
+        status=ReviewStatus.HELD,
+        reasons=tuple(reasons),
+        held_at=now,
+        generation=generation,
+        reopen=False,
+    )

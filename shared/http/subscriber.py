@@ -16,7 +16,11 @@ from contextlib import ExitStack
 
 from flask import Blueprint, Flask, Response, g, request
 
-from shared.codecs.cloudevent import ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE
+from shared.codecs.cloudevent import (
+    ASSIGNMENT_GRADED_TYPE,
+    GRADE_POSTED_TYPE,
+    GRADE_REVIEWED_TYPE,
+)
 from shared.codecs.push_envelope import (
     InvalidPushEnvelope,
     ReceivedEvent,
@@ -30,7 +34,7 @@ from shared.ports import ProcessedEvents
 
 PUSH_PATH = "/pubsub/push"
 #: Event types on the topic that the job subscribers acknowledge without handling.
-IGNORED_TYPES = frozenset({ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE})
+IGNORED_TYPES = frozenset({ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE, GRADE_POSTED_TYPE})
 log = logging.getLogger(__name__)
 
 

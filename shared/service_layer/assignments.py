@@ -8,6 +8,7 @@ creates nothing twice, and a batch cut off half way is completed by sending it a
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
@@ -29,9 +30,10 @@ from shared.domain.errors import (
     ValidationFailed,
 )
 from shared.domain.ids import assignment_id_for, submission_job_id, task_name_for
-from shared.domain.job import GradingRequest, Job
+from shared.domain.job import GradingRequest, Job, Posting, posting_of
 from shared.domain.lanes import LanePolicy
 from shared.domain.status import JobStatus
+from shared.domain.uploads import FileRef
 from shared.ports import (
     AssignmentStore,
     Clock,
@@ -45,6 +47,7 @@ from shared.ports import (
 )
 from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.intake import decode_cursor, encode_cursor
+from shared.service_layer.regrade_requests import REQUESTS_UNTIL
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,8 @@ class Answer:
     metadata: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
     student_id: str | None = None
+    #: Uploads graded beside or instead of the answer, as sent (checked before storing).
+    files: tuple[FileRef, ...] = ()
 
     def fingerprint(self) -> str:
         """Hash of what the client sent for this submission (not the assignment's rubric)."""
@@ -74,6 +79,8 @@ class Answer:
         }
         if self.student_id is not None:  # the fingerprint of an answer without one is unchanged
             sent["student_id"] = self.student_id
+        if self.files:  # likewise for an answer without files
+            sent["files"] = [[f.upload_id, f.content_type, f.size, f.name] for f in self.files]
         canonical = json.dumps(
             sent,
             sort_keys=True,
@@ -241,6 +248,17 @@ class AssignmentService:
         now = self._clock.now()
         return self._assignments.update(assignment_id, lambda a: a.revise(rubric, now))
 
+    def set_requests_until(
+        self, caller: Principal | str, assignment_id: str, until: datetime
+    ) -> Assignment:
+        """Set until when students may ask for a regrade of their grades."""
+        principal = as_principal(caller)
+        self.get(principal, assignment_id, Action.ASSIGNMENT_EDIT)
+        setting = {REQUESTS_UNTIL: until.isoformat()}
+        return self._assignments.update(
+            assignment_id, lambda a: dataclasses.replace(a, settings={**a.settings, **setting})
+        )
+
     def progress(self, caller: Principal | str, assignment_id: str) -> Progress:
         """The assignment and its current round's counters: two reads plus the tally's."""
         principal = as_principal(caller)
@@ -286,9 +304,11 @@ class AssignmentService:
             callback_url=answer.callback_url,
             metadata=answer.metadata,
             student_id=answer.student_id,
+            files=answer.files,
             rubric_version=assignment.rubric.version,
             prompt_version=assignment.prompt_version,
             assignment_round=assignment.round,
+            post_manually=posting_of(assignment.settings) is Posting.MANUAL,
         )
 
     def submit_batch(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.domain.events import GradingCompleted
+from shared.domain.events import GradePosted, GradingCompleted
 from shared.domain.job import Job
 from shared.ports import Clock, EventPublisher, JobStore
 
@@ -62,8 +62,9 @@ def publish_completion(
 ) -> dict[str, object]:
     """Publish a final job's event, then run `on_final`; what its completion line adds.
 
-    A job held for a teacher's review publishes nothing: the review publishes this same
-    event (same id).
+    A job held for a teacher's review, or waiting for its teacher to post it, publishes
+    nothing: the review or the post publishes this same event (same id). A grade the
+    assignment posts automatically publishes its `GradePosted` too.
     """
     if job.withheld:
         if on_final is not None:
@@ -71,6 +72,11 @@ def publish_completion(
         return {"withheld_for_review": True}
     event = GradingCompleted.from_job(job)
     message_id = publisher.publish(event)
+    posted: dict[str, object] = {}
+    if job.posted is not None and not job.post_announced:
+        posted_event = GradePosted.from_job(job)
+        publisher.publish(posted_event)
+        posted = {"posted_event_id": posted_event.event_id, "posted_version": job.posted.version}
     if on_final is not None:
         on_final(job)
-    return {"event_id": event.event_id, "message_id": message_id}
+    return {"event_id": event.event_id, "message_id": message_id, **posted}

@@ -70,7 +70,10 @@ class RecoveryService:
         assignments: AssignmentCompletion | None = None,
         reviews: ReviewService | None = None,
         regrades: Callable[[], object] | None = None,
+        batches: Callable[[], object] | None = None,
     ) -> None:
+        # Submits due provider batches and fans out the ended ones (docs/graders.md#batch-mode).
+        self._batches = batches
         # Resumes the regrades waiting for room under the ceilings (`Regrader.resume_waiting`).
         self._regrades = regrades
         self._assignments = assignments
@@ -122,6 +125,11 @@ class RecoveryService:
                 self._regrades()
             except GradeqError:
                 log.warning("waiting regrades not resumed; the next sweep tries again")
+        if self._batches is not None:
+            try:
+                self._batches()
+            except GradeqError:
+                log.warning("provider batches not ticked; the next sweep tries again")
         return report
 
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:

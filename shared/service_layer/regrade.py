@@ -9,6 +9,11 @@ A moved job is not final again, so it is admitted under the same ceilings as a n
 (`JobStore.reopen`, checked in the write that counts it): a regrade moves what fits, and
 the rest waits. The worker resumes it each time the jobs moved so far are all graded
 (`resume`, from the round's completion check), and asking again resumes it too.
+
+A regrade never discards a teacher's grade: the job keeps its reviews, the teacher's grade
+stays final, and a new model grade far from it goes back to the teacher's queue flagged
+(shared.domain.review.after_regrade). The report compares, per student, the final grade
+(what the student sees) and the model's grade before and after.
 """
 
 from __future__ import annotations
@@ -51,18 +56,32 @@ ANNOUNCE_WAITS_S = (0.05, 0.2, 0.5)
 
 @dataclass(frozen=True)
 class ScoreChange:
-    """One submission's score before and after the regrade (None: no score)."""
+    """One submission's grade before and after the regrade (None: no score).
+
+    `old` and `new` are final grades, what the student sees (the teacher's where a teacher
+    decided); `old_model` and `new_model` the model's grades of the two generations.
+    """
 
     submission_id: str
     job_id: str
     old: float | None
     new: float | None
     status: JobStatus
+    student_id: str | None = None
+    old_model: float | None = None
+    new_model: float | None = None
+    #: Whose grade `new` is: "teacher" or "model".
+    source: str = "model"
+    #: The regrade put the grade back in the teacher's queue (moved past the threshold,
+    #: or reopened).
+    flagged: bool = False
 
 
 @dataclass(frozen=True)
 class RegradeReport:
-    """How the regrade moved the scores of the submissions graded both times."""
+    """How the regrade moved the grades of the submissions graded both times: the mean
+    shift and the count past `threshold` of the final grades, the model's mean shift, and
+    the kappa between the two model gradings."""
 
     round: int
     compared: int
@@ -71,6 +90,10 @@ class RegradeReport:
     threshold: float
     kappa: float | None
     changes: list[ScoreChange]
+    model_mean_shift: float | None = None
+    #: Grades back in the teacher's queue after this regrade.
+    flagged: int = 0
+    reopen_reviewed: bool = False
 
 
 class Regrader:
@@ -106,8 +129,13 @@ class Regrader:
         assignment_id: str,
         rubric: Rubric | None = None,
         prompt_version: str | None = None,
+        reopen_reviewed: bool = False,
     ) -> Assignment:
-        """Open the next round and move every final submission into it (or finish moving)."""
+        """Open the next round and move every final submission into it (or finish moving).
+
+        `reopen_reviewed`: the teacher's choice, recorded on the round, to put every grade
+        a teacher reviewed back in the queue once its new model grade is in.
+        """
         principal = as_principal(caller)
         assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_REGRADE)
         tally = self._assignments.tally(assignment.id, assignment.round)
@@ -131,7 +159,7 @@ class Regrader:
                 if a.round != current_round:
                     raise AssignmentBusy("another regrade of this assignment started first")
                 revised = a.revise(rubric, now) if rubric is not None else a
-                return revised.start_round(now, expected, prompt_version)
+                return revised.start_round(now, expected, prompt_version, reopen_reviewed)
 
             assignment = self._assignments.update(assignment.id, start)
         moved, full = self._move(assignment)
@@ -220,7 +248,9 @@ class Regrader:
                 assignment_round=assignment.round,
             )
             try:
-                regraded = self._regrade_when_announced(job.id, now, request)
+                regraded = self._regrade_when_announced(
+                    job.id, now, request, assignment.reopen_reviewed
+                )
             except (TooManyActiveJobs, BacklogFull) as past:
                 full.append(past)
                 refused.set()
@@ -245,12 +275,12 @@ class Regrader:
         return moved, full[0] if full else None
 
     def _regrade_when_announced(
-        self, job_id: str, now: datetime, request: GradingRequest
+        self, job_id: str, now: datetime, request: GradingRequest, reopen: bool = False
     ) -> Job | None:
         """Regrade the job, waiting a little for its completion event to go out first."""
 
         def move(job: Job) -> Job:
-            return _regrade(job, now, request, self._lane)
+            return _regrade(job, now, request, self._lane, reopen)
 
         for wait_s in (*ANNOUNCE_WAITS_S, None):
             try:
@@ -272,17 +302,24 @@ class Regrader:
         assignment = self._service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
         changes = list(self._changes(assignment))
         pairs = [(c.old, c.new) for c in changes if c.old is not None and c.new is not None]
-        old = [p[0] for p in pairs]
-        new = [p[1] for p in pairs]
-        shift = statistics.fmean(n - o for o, n in pairs) if pairs else None
+        models = [
+            (c.old_model, c.new_model)
+            for c in changes
+            if c.old_model is not None and c.new_model is not None
+        ]
         return RegradeReport(
             round=assignment.round,
             compared=len(pairs),
-            mean_shift=shift,
+            mean_shift=statistics.fmean(n - o for o, n in pairs) if pairs else None,
             changed=sum(1 for o, n in pairs if abs(n - o) > threshold),
             threshold=threshold,
-            kappa=quadratic_weighted_kappa(old, new, 0, round(assignment.max_score)),
+            kappa=quadratic_weighted_kappa(
+                [m[0] for m in models], [m[1] for m in models], 0, round(assignment.max_score)
+            ),
             changes=changes,
+            model_mean_shift=statistics.fmean(n - o for o, n in models) if models else None,
+            flagged=sum(1 for c in changes if c.flagged),
+            reopen_reviewed=assignment.reopen_reviewed,
         )
 
     def _changes(self, assignment: Assignment) -> Iterator[ScoreChange]:
@@ -290,12 +327,33 @@ class Regrader:
             if job.request.assignment_round != assignment.round:
                 continue
             before = job.regraded_from
-            old = before.result.score if before and before.result else None
-            new = job.result.score if job.result else None
-            yield ScoreChange(job.request.submission_id, job.id, old, new, job.status)
+            old_model = before.result.score if before and before.result else None
+            new_model = job.result.score if job.result else None
+            # The final grade before: the newest teacher's decision made before the regrade.
+            decided = [
+                r
+                for r in (job.review.reviews if job.review else ())
+                if before and r.at <= before.at
+            ]
+            old = decided[-1].result.score if decided else old_model
+            final = job.effective_result if job.status is JobStatus.SUCCEEDED else None
+            yield ScoreChange(
+                submission_id=job.request.submission_id,
+                job_id=job.id,
+                old=old,
+                new=final.score if final is not None else None,
+                status=job.status,
+                student_id=job.request.student_id,
+                old_model=old_model,
+                new_model=new_model,
+                source=job.final_source,
+                flagged=job.review is not None and job.review.flagged,
+            )
 
 
-def _regrade(job: Job, now: datetime, request: GradingRequest, lane: str | None) -> Job:
+def _regrade(
+    job: Job, now: datetime, request: GradingRequest, lane: str | None, reopen: bool = False
+) -> Job:
     if job.request.assignment_round == request.assignment_round:
         return job  # a retried move: already in the new round
-    return job.regrade(now, request, lane=lane)
+    return job.regrade(now, request, lane=lane, reopen=reopen)

@@ -31,7 +31,7 @@ from shared.domain.authorization import (
     same_school,
 )
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
-from shared.domain.events import GradeReviewed, GradingCompleted
+from shared.domain.events import GradePosted, GradeReviewed, GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.review import (
@@ -99,6 +99,12 @@ class GradeNotHeld(GradeqError):
     status = 409
 
 
+class RegradeRequestOpen(GradeqError):
+    slug = "regrade-request-open"
+    title = "The student's regrade request is answered keep or change, with a reason"
+    status = 409
+
+
 @dataclass(frozen=True)
 class ReviewPage:
     """One page of the held grades, oldest first, and the cursor of the next."""
@@ -133,7 +139,11 @@ class ReviewService:
     """Reviewers' decisions on held grades, recorded and announced exactly once."""
 
     def __init__(
-        self, store: JobStore, queue: ReviewQueue, publisher: EventPublisher, clock: Clock
+        self,
+        store: JobStore,
+        queue: ReviewQueue,
+        publisher: EventPublisher,
+        clock: Clock,
     ) -> None:
         self._store = store
         self._queue = queue
@@ -188,6 +198,10 @@ class ReviewService:
         def review(job: Job) -> Job:
             if job.status is not JobStatus.SUCCEEDED or job.review is None or job.result is None:
                 raise GradeNotHeld(f"grading job {job.id} has no grade held for review")
+            if job.regrade_request is not None and job.regrade_request.is_open:
+                raise RegradeRequestOpen(
+                    f"answer the regrade request: POST /v1/reviews/{job.id}/request"
+                )
             now = self._clock.now()
             number = len(job.review.reviews) + 1
             if override is not None and override.score > job.request.max_score:
@@ -199,7 +213,16 @@ class ReviewService:
                 decision, result = ReviewDecision.ACCEPT, job.result
             else:
                 decision, result = ReviewDecision.OVERRIDE, _overridden(job.result, override, by)
-            return job.record_review(Review(number, by, now, decision, reason, result), now)
+            reviewed = job.record_review(
+                Review(number, by, now, decision, reason, result, job.generation), now
+            )
+            # A teacher's decision on a posted grade is a new version at once; posting
+            # automatically, the first one is posted with it.
+            return (
+                reviewed.post(now, by)
+                if job.posted is not None
+                else reviewed.post_if_automatic(now)
+            )
 
         reviewed = self._store.update(job_id, review)
         return self.announce_pending(reviewed)
@@ -222,13 +245,18 @@ class ReviewService:
             return job
         event = GradeReviewed.from_job(job)
         self._publisher.publish(event)
-        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1:
+        if state.release is Release.AFTER_REVIEW and len(state.reviews) == 1 and not job.withheld:
             # The grade was withheld: its completion goes out now, with its usual id.
             self._publisher.publish(GradingCompleted.from_job(job))
+        if job.posted is not None and not job.post_announced:
+            self._publisher.publish(GradePosted.from_job(job))
+
+        version = job.posted.version if job.posted is not None else 0
 
         def mark(current: Job) -> Job:
             assert current.review is not None
-            return dataclasses.replace(current, review=current.review.mark_announced())
+            marked = dataclasses.replace(current, review=current.review.mark_announced())
+            return marked.mark_post_announced(version)
 
         announced = self._store.update(job.id, mark)
         with job_context(job.id):

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.domain.authorization import SERVER, Owner
+from shared.domain.authorization import SERVER, Action, Owner, Principal
 from shared.domain.file_content import SNIFF_BYTES, check_head, read_archive
 from shared.domain.uploads import (
     FileKind,
@@ -95,12 +95,18 @@ class UploadService:
         )
 
     def verify(
-        self, client_id: str, files: tuple[FileRef, ...], student_id: str | None = None
+        self,
+        client_id: str,
+        files: tuple[FileRef, ...],
+        student_id: str | None = None,
+        principal: Principal | None = None,
     ) -> tuple[FileRef, ...]:
         """The job's files, each checked: present, this client's, as declared, allowed.
 
         A job of `student_id` may name that student's uploads and uploads made for no
-        student; a job of no student only the latter.
+        student; a job of no student only the latter. With `principal`, the policy
+        decides too (`upload.attach`): a student attaches their own uploads only, and
+        one they may not attach is as unknown as a missing one.
 
         A refused file is deleted (a hostile upload is not kept) unless an accepted job
         names it: files are owned by reference, so a resubmission that declares one
@@ -124,7 +130,7 @@ class UploadService:
         # Text goes whole into the prompt: bounded like an answer, text files before any
         # read, archives by what they expand to. Sound files over it are not deleted.
         self._check_text(sum(f.size for f in files if kind_of(f.content_type) is FileKind.TEXT))
-        checked = [self._verify_one(client_id, f, student_id) for f in files]
+        checked = [self._verify_one(client_id, f, student_id, principal) for f in files]
         self._check_text(sum(text_bytes for _, text_bytes in checked))
         return tuple(ref for ref, _ in checked)
 
@@ -137,21 +143,29 @@ class UploadService:
             )
 
     def _verify_one(
-        self, client_id: str, ref: FileRef, student_id: str | None
+        self, client_id: str, ref: FileRef, student_id: str | None, principal: Principal | None
     ) -> tuple[FileRef, int]:
         """The checked reference and the bytes of text it holds."""
         _check_declared(ref.content_type, ref.size, self.limits)
-        # The student's own upload first, then one made for no student.
-        names = [object_name(client_id, ref.upload_id)]
+        # The student's own upload first, then one made for no student (the school's).
+        candidates = [(object_name(client_id, ref.upload_id), Owner(client_id, SERVER))]
         if student_id is not None:
-            names.insert(0, object_name(client_id, ref.upload_id, student_id))
-        info = None
-        for name in names:
-            info = self._blobs.stat(name)
-            if info is not None:
-                break
-        if info is None:
-            raise UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
+            own = object_name(client_id, ref.upload_id, student_id)
+            candidates.insert(0, (own, Owner(client_id, student_id)))
+        missing = UploadNotFound(f"no upload {ref.upload_id} of this client (or not yet sent)")
+        found = next(
+            (
+                (name, owner, info)
+                for name, owner in candidates
+                if (info := self._blobs.stat(name)) is not None
+            ),
+            None,
+        )
+        if found is None:
+            raise missing
+        name, owner, info = found
+        if principal is not None and not principal.may(Action.UPLOAD_ATTACH, owner):
+            raise missing  # not the caller's to attach: never read, never deleted
         try:
             if info.size != ref.size:
                 raise UploadMismatch(
@@ -177,6 +191,15 @@ class UploadService:
 
     def _named_by_a_job(self, client_id: str, name: str) -> bool:
         return self._references is not None and self._references.named_by_a_job(client_id, name)
+
+    def read(self, ref: FileRef) -> bytes | None:
+        """A job's file as it was checked at submit (None: gone, erased or expired)."""
+        if not ref.object:
+            return None
+        try:
+            return self._blobs.read(ref.object, ref.size)
+        except KeyError:
+            return None
 
     def delete(self, files: tuple[FileRef, ...]) -> None:
         """Remove a job's files (erasure, expiry)."""

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from shared.config.budget import Budget
@@ -42,7 +42,14 @@ from shared.domain.errors import (
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job, JobError
 from shared.domain.lanes import lane_context
-from shared.domain.review import ReviewPolicy, hold_state
+from shared.domain.review import (
+    ReviewPolicy,
+    ReviewState,
+    after_regrade,
+    hold_state,
+    regrade_threshold,
+    request_kept,
+)
 from shared.domain.status import JobStatus
 from shared.logs import job_context
 from shared.ports import Clock, EventPublisher, Grader, JobStore, TaskQueue, TaskSpec, UnitOfWork
@@ -51,6 +58,7 @@ from shared.service_layer.completion import announce, log_completion, publish_co
 from shared.service_layer.grader_gate import GraderGate
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN as WORKER_SHUTDOWN
 from shared.service_layer.heartbeat import AttemptState, Heartbeat
+from shared.service_layer.provider_batches import BatchService
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +170,29 @@ class _GraderCall:
         return self._result
 
 
+def settled(current: Job, done: Job, policy: ReviewPolicy | None, now: datetime) -> Job:
+    """A job just graded (`done`, from `current`) with its review state and, where its
+    assignment posts automatically, its posted grade.
+
+    A regrade of a grade a teacher decided keeps the teacher's grade final; the grade goes
+    back to the teacher's queue when the new model grade moved past the threshold or the
+    regrade reopened it (shared.domain.review.after_regrade). A student's open regrade
+    request keeps the grade held with its request (shared.domain.review.request_kept).
+    """
+    assert done.result is not None
+    state: ReviewState | None
+    if current.teacher_result is not None and current.review is not None:
+        threshold = regrade_threshold(policy, current.request.max_score)
+        state = after_regrade(current.review, done.result, threshold, done.generation, now)
+    else:
+        state = hold_state(policy, done.id, done.generation, done.result, now)
+    asked = current.regrade_request
+    if asked is not None and asked.is_open and current.review is not None:
+        # A student's open request stays in the teacher's queue, where it was.
+        state = request_kept(state, current.review, done.generation)
+    return (done.hold(state) if state is not None else done).post_if_automatic(now)
+
+
 class WorkerService:
     """Grades jobs delivered by the task queue."""
 
@@ -207,6 +238,8 @@ class WorkerService:
         self._calls = _CallCount()
         # Closed while the provider refuses the configuration; `probe` checks it again.
         self.gate = GraderGate(probe, clock.now)
+        # Where work that may wait is gathered into provider batches; None: batch mode off.
+        self.batches: BatchService | None = None
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -301,6 +334,11 @@ class WorkerService:
         except JobAlreadyFinal:
             return self._already_final(delivery.job_id)
         except JobLocked as exc:
+            if self._waits_in_batch(delivery.job_id):
+                # A duplicate of the delivery that handed the job to a batch: the tick
+                # finishes it, or returns it to the queue on a task of its own.
+                log.info("the job waits in a provider batch; acknowledging the delivery")
+                return DeliveryResult(Verdict.DONE, None)
             waited = self._wait_for_lease(delivery, exc)
             if waited is not None:
                 return waited
@@ -320,6 +358,26 @@ class WorkerService:
             return self._hand_on(job, owner, fault, wait, fallback=Verdict.SUSPENDED)
         return self._attempt(job, owner, delivery)
 
+    def _waits_in_batch(self, job_id: str) -> bool:
+        if self.batches is None:
+            return False
+        job = self._store.get(job_id)
+        return job is not None and job.waits_in_batch
+
+    def record_batch_answer(self, job: Job, batch_id: str, result: GradeResult) -> Job:
+        """Store a provider batch's answer as the job's success and announce it, once.
+
+        The same outcome path as a graded delivery: review rules, one commit with the
+        event where the backend allows. A job no longer waiting in `batch_id` refuses it.
+        """
+        policy = self._review_policy(job) if self._review_policy is not None else None
+
+        def succeed(current: Job) -> Job:
+            now = self._clock.now()
+            return settled(current, current.batch_succeeded(batch_id, result, now), policy, now)
+
+        return self._store_outcome(job.id, succeed, announce=True)
+
     def _attempt(self, job: Job, owner: str, delivery: TaskDelivery) -> DeliveryResult:
         held = self._budgets.hold(job) if self._budgets is not None else None
         if held is not None:
@@ -327,6 +385,9 @@ class WorkerService:
             wait = held.retry_after_s or QUOTA_WAIT_S
             return self._hand_on(job, owner, held, wait, fallback=Verdict.THROTTLED)
         log.info("grading started", extra={"attempt": job.attempts, "owner": owner})
+        if self.batches is not None and self.batches.accepts(job):
+            # The attempt's grading is the batch's: the delivery is acknowledged now.
+            return DeliveryResult(Verdict.DONE, self.batches.gather(job, owner))
         try:
             # The quota limiter and a lane's own model read the job's lane from the context.
             with lane_context(job.lane):
@@ -357,9 +418,7 @@ class WorkerService:
 
         def succeed(current: Job) -> Job:
             now = self._clock.now()
-            done = current.succeed(owner, result, now)
-            held = hold_state(policy, done.id, done.generation, result, now)
-            return done.hold(held) if held is not None else done
+            return settled(current, current.succeed(owner, result, now), policy, now)
 
         done = self._store_outcome(job.id, succeed, announce=True)
         if done.review is not None:

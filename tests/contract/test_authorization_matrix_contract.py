@@ -150,12 +150,30 @@ ROUTES = [
     Route("POST", "/v1/grading-jobs/{job}/cancel", Action.JOB_CANCEL, 409),
     Route("DELETE", "/v1/grading-jobs/{job}", Action.JOB_ERASE, 200),
     Route("GET", "/v1/reviews/{job}", Action.REVIEW_READ, 200),
+    # The seeded jobs have no files: a read the policy allows finds none (404).
+    Route("GET", "/v1/reviews/{job}/files/0", Action.REVIEW_READ, 404),
     Route(
         "POST",
         "/v1/reviews/{job}",
         Action.REVIEW_DECIDE,
         200,
         {"decision": "accept", "reason": "fair"},
+    ),
+    # The seeded jobs are in no assignment: a request the policy allows is refused by the
+    # assignment's deadline (none), an answer by there being no request (409 each).
+    Route(
+        "POST",
+        "/v1/grading-jobs/{job}/regrade-request",
+        Action.REGRADE_REQUEST,
+        409,
+        {"reason": "I named it"},
+    ),
+    Route(
+        "POST",
+        "/v1/reviews/{job}/request",
+        Action.REGRADE_ANSWER,
+        409,
+        {"answer": "keep", "reason": "fair"},
     ),
     _assignment_route("GET", "", Action.ASSIGNMENT_READ, 200),
     _assignment_route("PATCH", "", Action.ASSIGNMENT_EDIT, 200, {"rubric": "a new rubric"}),
@@ -170,6 +188,7 @@ ROUTES = [
     # Nothing graded yet: a regrade the policy allows has nothing to regrade (400).
     _assignment_route("POST", "/regrade", Action.ASSIGNMENT_REGRADE, 400, {}),
     _assignment_route("GET", "/regrade", Action.ASSIGNMENT_GRADES, 200),
+    _assignment_route("POST", "/grades:post", Action.ASSIGNMENT_POST, 200, {}),
     # Every member of a school lists jobs: what each list shows is checked below.
     Route("GET", "/v1/reviews", Action.REVIEW_LIST, 200),
     Route("GET", "/v1/reviews:agreement", Action.REVIEW_LIST, 200),

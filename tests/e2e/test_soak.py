@@ -46,3 +46,21 @@ def test_a_short_soak_with_classes_loses_and_doubles_no_answer(tmp_path: Path) -
     assert (classes["classes"], classes["answers"]) == (2, 50)
     assert (classes["lost"], classes["doubled"]) == (0, 0)
     assert classes["assignment_graded_per_class"] == [1, 1]
+
+
+def test_a_short_soak_in_batch_mode_loses_and_doubles_no_job(tmp_path: Path) -> None:
+    figures = run_soak(
+        seed=5,
+        jobs=40,
+        duration_s=25,
+        data_dir=tmp_path,
+        fault_every_s=1.5,
+        classes=1,
+        class_size=10,
+        batch=True,
+    )
+    assert figures["violations"] == 0, figures["violation_details"]
+    assert sum(figures["jobs"]["final_by_status"].values()) == 40
+    batches = figures["provider_batches"]
+    assert batches["jobs_gathered"] > 0 and sum(batches["batches_by_status"].values()) > 0
+    assert (figures["classes"]["lost"], figures["classes"]["doubled"]) == (0, 0)

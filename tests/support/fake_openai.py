@@ -12,6 +12,13 @@ so concurrent jobs can each ask for their own failure:
 - `#slowxN=S`: the first N requests take S seconds before answering.
 - `#malformedxN`: the first N requests answer text that is not JSON.
 
+The Batch API (`/v1/files` and `/v1/batches`) grades a batch's lines as
+`/v1/chat/completions` would answer them; `batch_outcome` says how its batches end
+(`completed`, `failed`, `expired`, `cancelled`), after `batch_polls` retrievals answered
+`validating`, then `in_progress`. An expired batch answers only its first
+`expired_answers` requests (the others go to the error file with code `batch_expired`,
+as OpenAI's batch guide describes).
+
 Server-wide settings act like the provider's side of a deployment:
 - `refusal`: every request (the model lookup included) answers this error, e.g.
   `REVOKED_KEY` or `UNKNOWN_MODEL`, shaped as OpenAI's API reference shows them.
@@ -36,6 +43,8 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from email.parser import BytesParser
+from email.policy import default
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -170,6 +179,15 @@ class FakeOpenAIServer(LoopbackServer):
         self.served: list[Served] = []
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
+        #: Chat completions requests answered one at a time (not in a batch).
+        self.graded = 0
+        self.batch_outcome = "completed"
+        self.batch_polls = 2
+        self.expired_answers = 0
+        #: Files (`/v1/files`) by id: purpose and content; batches by id.
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self._retrievals: Counter[str] = Counter()
         super().__init__(self._handler_class())
 
     @property
@@ -230,6 +248,125 @@ class FakeOpenAIServer(LoopbackServer):
             reply["usage"]["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
         return self._log(200, answer, body, {}, reply, delay)
 
+    # --- the Batch API (files and batches endpoints) ---------------------------------------
+
+    def upload(self, purpose: str, filename: str, data: bytes) -> dict[str, Any]:
+        """`POST /v1/files`: the File object."""
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1:06d}"
+            self.files[file_id] = (purpose, data)
+        return _file_object(file_id, purpose, filename, len(data))
+
+    def create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """`POST /v1/batches`: a batch over an uploaded `batch` file, `validating`."""
+        stored = self.files.get(body.get("input_file_id", ""))
+        if stored is None or stored[0] != "batch":
+            return 400, _error(400)
+        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+            return 400, _error(400)
+        with self._lock:
+            batch_id = f"batch_{len(self.batches) + 1:06d}"
+            batch = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body["endpoint"],
+                "errors": None,
+                "input_file_id": body["input_file_id"],
+                "completion_window": "24h",
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "created_at": int(time.time()),
+                "in_progress_at": None,
+                "expires_at": int(time.time()) + 86400,
+                "completed_at": None,
+                "failed_at": None,
+                "expired_at": None,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+                "metadata": body.get("metadata"),
+            }
+            self.batches[batch_id] = batch
+        return 200, batch
+
+    def retrieve_batch(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        """`GET /v1/batches/{id}`: the batch, a step further on each retrieval."""
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return 404, _error(404)
+        with self._lock:
+            self._retrievals[batch_id] += 1
+            n = self._retrievals[batch_id]
+        if batch["status"] in ("validating", "in_progress"):
+            if n < self.batch_polls:
+                batch["status"] = "validating" if n == 1 else "in_progress"
+            else:
+                self._end(batch)
+        return 200, batch
+
+    def _end(self, batch: dict[str, Any]) -> None:
+        now = int(time.time())
+        outcome = self.batch_outcome
+        if outcome == "failed":
+            batch.update(
+                status="failed",
+                failed_at=now,
+                errors={
+                    "object": "list",
+                    "data": [
+                        {
+                            "code": "invalid_request",
+                            "message": "fake: the batch's input was refused",
+                            "param": None,
+                            "line": 1,
+                        }
+                    ],
+                },
+            )
+            return
+        lines = [json.loads(x) for x in self.files[batch["input_file_id"]][1].splitlines() if x]
+        answered = lines if outcome == "completed" else lines[: self.expired_answers]
+        output, errors = [], []
+        for i, line in enumerate(lines):
+            if line in answered:
+                status, _, payload, _ = self.respond(line["body"])
+                output.append(
+                    {
+                        "id": f"batch_req_{i}",
+                        "custom_id": line["custom_id"],
+                        "response": {
+                            "status_code": status,
+                            "request_id": f"req_{i}",
+                            "body": json.loads(payload),
+                        },
+                        "error": None,
+                    }
+                )
+            elif outcome != "cancelled":
+                error = {
+                    "code": "batch_expired",
+                    "message": "This request could not be executed before the completion "
+                    "window expired.",
+                }
+                errors.append(
+                    {
+                        "id": f"batch_req_{i}",
+                        "custom_id": line["custom_id"],
+                        "response": None,
+                        "error": error,
+                    }
+                )
+        for kind, rows in (("output_file_id", output), ("error_file_id", errors)):
+            if rows:
+                data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                batch[kind] = self.upload("batch_output", f"{batch['id']}_{kind}.jsonl", data)["id"]
+        ended = {"completed": "completed_at", "expired": "expired_at", "cancelled": "cancelled_at"}
+        batch.update(status=outcome, **{ended[outcome]: now})
+        batch["request_counts"] = {
+            "total": len(lines),
+            "completed": len(output),
+            "failed": len(lines) - len(output),
+        }
+
     def _refuse_parameters(self, body: dict[str, Any]) -> Refusal | None:
         if not self.reasoning_tokens:
             return None
@@ -260,18 +397,32 @@ class FakeOpenAIServer(LoopbackServer):
 
             def do_GET(self) -> None:
                 prefix = "/v1/models/"
+                batch = _BATCH.match(self.path)
+                content = _FILE_CONTENT.match(self.path)
                 if self.path.startswith(prefix):
                     status, headers, payload = server.lookup(self.path.removeprefix(prefix))
+                elif batch is not None:
+                    status, found = server.retrieve_batch(batch.group(1))
+                    headers, payload = {}, json.dumps(found).encode()
+                elif content is not None and content.group(1) in server.files:
+                    self._send(200, {}, server.files[content.group(1)][1], "application/jsonl")
+                    return
                 else:
                     status, headers, payload = 404, {}, json.dumps(_error(404)).encode()
                 self._send(status, headers, payload)
 
-            def _send(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+            def _send(
+                self,
+                status: int,
+                headers: dict[str, str],
+                payload: bytes,
+                content_type: str = "application/json",
+            ) -> None:
                 try:
                     self.send_response(status)
                     for name, value in headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
@@ -280,11 +431,21 @@ class FakeOpenAIServer(LoopbackServer):
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length))
+                raw = self.rfile.read(length)
+                if self.path == "/v1/files":
+                    purpose, filename, data = _multipart(self.headers["Content-Type"], raw)
+                    self._send(200, {}, json.dumps(server.upload(purpose, filename, data)).encode())
+                    return
+                body = json.loads(raw)
                 headers: dict[str, str] = {}
+                if self.path == "/v1/batches":
+                    status, created = server.create_batch(body)
+                    self._send(status, {}, json.dumps(created).encode())
+                    return
                 if self.path != "/v1/chat/completions":
                     status, payload, delay = 404, json.dumps(_error(404)).encode(), 0.0
                 else:
+                    server.graded += 1
                     status, headers, payload, delay = server.respond(body)
                 time.sleep(delay)
                 self._send(status, headers, payload)
@@ -293,6 +454,41 @@ class FakeOpenAIServer(LoopbackServer):
                 pass
 
         return Handler
+
+
+_BATCH = re.compile(r"^/v1/batches/([^/?]+)$")
+_FILE_CONTENT = re.compile(r"^/v1/files/([^/?]+)/content$")
+
+
+def _file_object(file_id: str, purpose: str, filename: str, size: int) -> dict[str, Any]:
+    return {
+        "id": file_id,
+        "object": "file",
+        "bytes": size,
+        "created_at": int(time.time()),
+        "filename": filename,
+        "purpose": purpose,
+        "status": "processed",
+        "expires_at": None,
+        "status_details": None,
+    }
+
+
+def _multipart(content_type: str, body: bytes) -> tuple[str, str, bytes]:
+    """The `purpose` field and the `file` part (name, bytes) of a multipart upload."""
+    message = BytesParser(policy=default).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    purpose, filename, data = "", "", b""
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        assert isinstance(payload, bytes)
+        if name == "purpose":
+            purpose = payload.decode()
+        elif name == "file":
+            filename, data = str(part.get_filename() or ""), payload
+    return purpose, filename, data
 
 
 def _text_of(content: str | list[dict[str, Any]]) -> str:

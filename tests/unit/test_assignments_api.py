@@ -150,7 +150,7 @@ def test_a_batch_answers_item_by_item_and_a_retry_creates_nothing_twice(
     ]
     assert retry["items"][1]["problem"]["type"] == PROBLEM_BASE + "idempotency-key-reused"
     assert retry["items"][5]["problem"]["errors"] == [
-        {"field": "answer", "message": "Field required"}
+        {"field": "answer", "message": "Value error, give an answer, files, or both"}
     ]
     assert (retry["accepted"], retry["existing"], retry["refused"]) == (2, 2, 3)
     assert len(queue.tasks) == 5
@@ -210,6 +210,9 @@ def test_grades_come_out_as_json_pages_and_as_streamed_csv(
     finish_all(adapters, [6.0, 8.0, 9.0], clock)
     page = client.get(f"/v1/assignments/{assignment_id}/grades?limit=2", headers=auth()).get_json()
     assert len(page["jobs"]) == 2 and page["next_cursor"]
+    assert [g["job_id"] for g in page["grades"]] == [j["id"] for j in page["jobs"]]
+    stats = page["statistics"]
+    assert (stats["graded"], stats["mean"], stats["min"], stats["max"]) == (3, 23 / 3, 6.0, 9.0)
     response = client.get(
         f"/v1/assignments/{assignment_id}/grades", headers=auth(Accept="text/csv")
     )
@@ -217,7 +220,8 @@ def test_grades_come_out_as_json_pages_and_as_streamed_csv(
     assert response.is_streamed
     rows = list(csv.DictReader(io.StringIO(response.get_data(as_text=True))))
     assert sorted(r["submission_id"] for r in rows) == ["s0", "s1", "s2"]
-    assert sorted(float(r["score"]) for r in rows) == [6.0, 8.0, 9.0]
+    assert sorted(float(r["final_score"]) for r in rows) == [6.0, 8.0, 9.0]
+    assert {r["final_source"] for r in rows} == {"model"}
     assert {r["rubric_version"] for r in rows} == {"1"}
     assert {r["mentions light"] for r in rows} == {"True"}
     assert all(r["feedback"].startswith("feedback") for r in rows)

@@ -54,8 +54,8 @@ def test_a_class_is_created_submitted_watched_and_exported(
     sheet = gradeq(url, "assignments", "grades", assignment_id, "--csv")
     assert sheet.exit_code == 0, sheet.output
     lines = sheet.stdout.splitlines()
-    assert lines[0].startswith("submission_id,job_id,status,score")
-    assert sorted(line.split(",")[0] for line in lines[1:]) == ["s0", "s1", "s2"]
+    assert lines[0].startswith("student_id,submission_id,job_id,status,final_score")
+    assert sorted(line.split(",")[1] for line in lines[1:]) == ["s0", "s1", "s2"]
     listed = gradeq(url, "assignments", "list", "--json")
     assert [a["id"] for a in as_json(listed)] == [assignment_id]
 

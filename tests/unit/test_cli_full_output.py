@@ -102,4 +102,28 @@ def test_regrade_prints_its_round_and_the_report_lists_each_student(
     assert len(rows) == 2
     for n, row in enumerate(rows):
         cells = [c.strip() for c in row.strip("│ ").split("│")]
-        assert cells[:5] == [f"student-{n:02}", "7", "4", "-3", "SUCCEEDED"]
+        assert cells == [f"student-{n:02}", "7", "4", "-3", "model", "7->4", "SUCCEEDED"]
+
+
+def test_post_posts_chosen_grades_then_the_rest_and_the_table_shows_final_grades(
+    url: str,  # noqa: F811
+    tmp_path: Path,
+    adapters: Adapters,
+    clock: FrozenClock,
+) -> None:
+    spec = tmp_path / "assignment.json"
+    body = {"title": "Essay", "rubric": ["light"], "max_score": 10, "posting": "manual"}
+    spec.write_text(json.dumps(body))
+    assignment_id = as_json(gradeq(url, "assignments", "create", str(spec), "--json"))["id"]
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps([{"submission_id": f"s{i}", "answer": "a"} for i in range(2)]))
+    gradeq(url, "assignments", "submit-batch", assignment_id, str(answers), "--json")
+    _grade(adapters, clock, 0, score=6.0)
+    chosen = gradeq(url, "assignments", "post", assignment_id, "--submission", "s1")
+    assert chosen.exit_code == 0, chosen.output
+    assert "posted 1, already posted 0, not ready 0" in chosen.stdout
+    rest = as_json(gradeq(url, "assignments", "post", assignment_id, "--json"))
+    assert (rest["posted"], rest["unchanged"]) == (["s0"], ["s1"])
+    table = gradeq(url, "assignments", "grades", assignment_id)
+    rows = [line for line in table.stdout.splitlines() if "model" in line]
+    assert len(rows) == 2 and all(r.split("│")[2].strip() == "6" for r in rows)

@@ -243,17 +243,29 @@ def state_of(db: SqliteDatabase, name: str) -> str:
 
 
 def test_an_attempt_that_ends_leaves_its_outcome_for_a_later_turn(
-    db: SqliteDatabase, target: RecordingTarget
+    db: SqliteDatabase, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # With slots free, an ended attempt does not cost the pump a turn (a transaction) of
-    # its own; stopping records it.
+    # With slots free, an ended attempt asks the pump for no turn (a transaction) of its
+    # own: the next turn records it. The turns are taken by hand, so no race decides.
     queue = fast_queue()
     assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-lazy", job_id="job-1"))
-    with lazily_recording(db, queue):
+    dispatcher = Dispatcher(
+        db, {queue.name: queue}, push_token=TOKEN, grpc_address=None, paused=True
+    )
+    pump = dispatcher.pumps[queue.name]
+    asked: list[str] = []
+    monkeypatch.setattr(pump, "wake", lambda: asked.append("a turn"))
+    dispatcher.start()
+    try:
+        pump.turn()  # claims the task and starts its attempt
         target.wait_for(1, timeout=5)
-        time.sleep(0.5)
+        eventually(lambda: pump.in_flight == 0)
+        assert asked == []
         assert state_of(db, "t-lazy") != TaskState.DELETED
-    assert tombstone(db, "t-lazy") == (TaskState.DELETED, "succeeded")
+        pump.turn()
+        assert tombstone(db, "t-lazy") == (TaskState.DELETED, "succeeded")
+    finally:
+        dispatcher.stop(grace_s=5.0)
 
 
 def test_an_attempt_that_frees_the_last_slot_wakes_the_pump(

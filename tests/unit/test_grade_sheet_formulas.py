@@ -55,9 +55,9 @@ def test_the_grade_sheet_neutralises_feedback_ids_verdicts_and_headers(
     )
     assert response.status_code == 200
     header, row = list(csv.reader(io.StringIO(response.get_data(as_text=True))))
-    assert header[-8:-5] == ["'=1+1", "'@SUM(A1:A9)", "mentions light"]
+    assert header[-3:] == ["'=1+1", "'@SUM(A1:A9)", "mentions light"]
     cells = dict(zip(header, row, strict=True))
     assert cells["feedback"] == "'" + FEEDBACK
     assert cells["submission_id"] == "'+cmd|' /C calc'!A0"
     assert (cells["'=1+1"], cells["'@SUM(A1:A9)"]) == ("'-2", "-1.0")
-    assert cells["score"] == "7.0"
+    assert cells["final_score"] == cells["model_score"] == "7.0"

@@ -21,7 +21,7 @@ import requests
 from flask import Flask
 from werkzeug.serving import make_server
 
-from localcloud.cloudrun import CloudRunFront, forwarded_id_token
+from localcloud.cloudrun import CloudRunFront, ForwardedTokens, forwarded_id_token
 from localcloud.pubsub.push_bus import Bus, Endpoint
 from services.worker.app import create_app as worker_app
 from shared.adapters.embedded.event_publisher import SqliteEventPublisher
@@ -99,6 +99,48 @@ def test_the_dispatcher_uses_the_oidc_token_a_task_names(
     assert_forwarded(
         token, "https://worker-abc-ew.a.run.app", "other@demo-gradeq.iam.gserviceaccount.com"
     )
+
+
+def test_a_dispatcher_reuses_its_own_tokens_and_never_an_earlier_dispatchers(
+    db: SqliteDatabase, target: RecordingTarget
+) -> None:
+    # A token lives with the sender that issued it: a dispatcher started later (in the
+    # same process) issues its own instead of one an earlier dispatcher kept.
+    queue = fast_queue()
+    tasks = SqliteTaskQueue(db, queue, target.url + queue.target_path)
+    sent: list[list[str]] = []
+    for run in range(2):
+        for n in range(2):
+            tasks.enqueue(TaskSpec(name=f"t-run{run}-{n}", job_id=f"job-{run}-{n}"))
+        with running_dispatcher(db, queue, oidc_account=TASKS_SA):
+            requests_of_run = target.wait_for(2 * (run + 1), timeout=5)[2 * run :]
+        sent.append([bearer(request) for request in requests_of_run])
+    first, second = sent
+    assert first[0] == first[1]  # reused while the dispatcher runs
+    assert second[0] == second[1]
+    assert first[0] != second[0]
+    for token in (*first, *second):
+        assert_forwarded(token, target.url, TASKS_SA)
+
+
+def test_forwarded_tokens_are_reused_for_five_minutes_on_the_senders_clock() -> None:
+    now = [1_000_000.0]
+    tokens = ForwardedTokens(clock=lambda: now[0])
+    worker, other = "https://worker-abc-ew.a.run.app", "https://x-abc-ew.a.run.app"
+
+    def token(audience: str = worker, email: str = TASKS_SA) -> str:
+        return tokens.authorization(audience, email)["Authorization"].removeprefix("Bearer ")
+
+    first = token()
+    assert claims(first)["iat"] == 1_000_000
+    now[0] += 299.0
+    assert token() == first
+    assert token(other) != first and token(email=PUSH_SA) != first  # one per pair
+    now[0] += 1.0
+    renewed = token()
+    assert renewed != first and claims(renewed)["iat"] == 1_000_300
+    now[0] -= 10.0  # a clock set back: the token would be from the future
+    assert token() != renewed
 
 
 def test_the_bus_sends_the_push_account_to_the_subscriber_base_url(

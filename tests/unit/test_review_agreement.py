@@ -112,6 +112,7 @@ def test_the_grade_sheet_carries_the_review_beside_the_models_score(
     rows = list(csv.DictReader(io.StringIO(sheet.get_data(as_text=True))))
     by_submission = {r["submission_id"]: r for r in rows}
     overridden = by_submission["s2"]  # model 2, teacher 1
-    assert (overridden["score"], overridden["reviewed_score"]) == ("2.0", "1.0")
-    assert (overridden["review_status"], overridden["reviewed_by"]) == ("reviewed", "key:ms")
-    assert overridden["review_reason"] == "checked"
+    assert (overridden["model_score"], overridden["teacher_score"]) == ("2.0", "1.0")
+    assert (overridden["final_score"], overridden["final_source"]) == ("1.0", "teacher")
+    assert (overridden["review_status"], overridden["reviewer"]) == ("reviewed", "key:ms")
+    assert overridden["reason"] == "checked"

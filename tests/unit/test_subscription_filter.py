@@ -15,6 +15,7 @@ from shared.adapters.embedded.event_publisher import SqliteEventPublisher
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.codecs.cloudevent import (
     ASSIGNMENT_GRADED_TYPE,
+    GRADE_POSTED_TYPE,
     GRADE_REVIEWED_TYPE,
     from_pubsub,
     to_pubsub,
@@ -25,7 +26,7 @@ from shared.config.subscriptions import (
     TopicConfig,
     load_subscriptions,
 )
-from shared.domain.events import AssignmentGraded, GradeReviewed
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed
 from shared.http.subscriber import IGNORED_TYPES
 from tests.contract.harness import eventually
 from tests.contract.harness_events import sample_event
@@ -126,16 +127,20 @@ def test_notification_admits_exactly_the_events_it_acts_on(callback_url: str | N
 
 
 def test_notification_is_not_pushed_the_event_types_it_ignores() -> None:
-    # Both are acknowledged unread by the job subscribers (shared.http.subscriber):
+    # All are acknowledged unread by the job subscribers (shared.http.subscriber):
     # leaving them out of notification's pushes drops nothing it acts on.
     when = datetime(2026, 3, 1, tzinfo=UTC)
     graded = AssignmentGraded("e-a", "a-1", "client-a", 1, 30, 28, 2, 0, 7.25, when)
     reviewed = GradeReviewed(
         "e-r", "j-1", "client-a", "s-1", None, 1, "accept", "t", 7.0, 7.0, 9.0, None, None, when
     )
-    assert {ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE} == IGNORED_TYPES
+    posted = GradePosted(
+        "e-p", "client-a", "a-1", "st-1", "s-1", "j-1", 1, 7.0, 9.0, "teacher", "", "FullyGraded",
+        when, "checked",
+    )  # fmt: skip
+    assert {ASSIGNMENT_GRADED_TYPE, GRADE_REVIEWED_TYPE, GRADE_POSTED_TYPE} == IGNORED_TYPES
     notification = load_subscriptions().subscriptions["notification"]
-    for event in (graded, reviewed):
+    for event in (graded, reviewed, posted):
         _, attributes = to_pubsub(event)
         assert not notification.admits(attributes), attributes["ce-type"]
 

@@ -35,6 +35,14 @@ def admin_job_view(job: Job, *, detail: bool = False) -> dict[str, Any]:
         "last_error": job.error.to_dict() if job.error else None,
         "replays": len(job.replays),
     }
+    wait = job.provider_batch
+    if wait is not None and job.waits_in_batch:
+        view["waiting"] = {
+            "kind": "provider-batch",
+            "provider": wait.provider,
+            "batch_id": wait.batch_id,
+            "since": _iso(wait.since),
+        }
     if detail:
         view["history"] = [
             {

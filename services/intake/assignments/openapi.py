@@ -12,6 +12,7 @@ from services.intake.assignments.schemas import (
     AssignmentJobIn,
     BatchIn,
     PageQuery,
+    PostIn,
     RegradeIn,
     ReportQuery,
     RubricRevisionIn,
@@ -21,6 +22,7 @@ from services.intake.assignments.views import (
     AssignmentView,
     BatchView,
     GradePageView,
+    PostReportView,
     RegradeReportView,
 )
 from services.intake.limits.rate_limit import RateLimited
@@ -57,6 +59,8 @@ MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ..
     (GradePageView, "serialization"),
     (RegradeIn, "validation"),
     (RegradeReportView, "serialization"),
+    (PostIn, "validation"),
+    (PostReportView, "serialization"),
 )
 
 _BODY_ERRORS: tuple[type[GradeqError], ...] = (
@@ -192,12 +196,25 @@ def assignment_paths(
             },
             "get": {
                 "operationId": "getRegradeReport",
-                "summary": "Old and new scores, mean shift, changes over a threshold, kappa",
+                "summary": "Final and model grades before and after, per student; shifts, kappa",
                 "security": secured,
                 "parameters": [path_id, *query(ReportQuery)],
                 "responses": {
                     **ok("The report of the current round", RegradeReportView),
                     **problems((*found, ValidationFailed)),
+                },
+            },
+        },
+        "/v1/assignments/{assignment_id}/grades:post": {
+            "post": {
+                "operationId": "postAssignmentGrades",
+                "summary": "Post the final grades (all, or chosen submissions') to students",
+                "security": secured,
+                "parameters": [path_id],
+                "requestBody": body(PostIn),
+                "responses": {
+                    **ok("What the post did, by submission id", PostReportView),
+                    **problems((*found, *_BODY_ERRORS)),
                 },
             },
         },

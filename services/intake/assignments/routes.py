@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flask import (
@@ -20,6 +22,7 @@ from services.intake.assignments.schemas import (
     AssignmentIn,
     AssignmentJobIn,
     PageQuery,
+    PostIn,
     RegradeIn,
     ReportQuery,
     RubricRevisionIn,
@@ -29,14 +32,18 @@ from services.intake.assignments.schemas import (
 from services.intake.assignments.views import (
     AssignmentPageView,
     GradePageView,
+    GradeRowView,
+    PostReportView,
     assignment_view,
     batch_view,
     report_view,
+    statistics_view,
 )
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.jobs.views import job_model
 from services.intake.limits.body import MAX_JSON_TOKENS, read_json_body
 from services.intake.limits.rate_limit import batch_cost, rate_limit_headers, spend_submissions
+from services.intake.uploads.routes import uploads_service
 from shared.codecs.csv_cells import csv_line
 from shared.domain.authorization import (
     SCHOOL_SETTINGS,
@@ -46,7 +53,8 @@ from shared.domain.authorization import (
     require,
 )
 from shared.domain.errors import AssignmentNotFound, GradeqError, NoValidAnswer
-from shared.domain.job import Job
+from shared.domain.grade_sheet import COLUMNS as SHEET_COLUMNS
+from shared.domain.grade_sheet import ClassStatistics, criteria_cells, grade_row
 from shared.domain.rubric import criteria_of
 from shared.http.callback_guard import CallbackGuard
 from shared.http.errors import IdempotencyKeyInvalid, UnsupportedMediaType
@@ -58,7 +66,9 @@ from shared.service_layer.assignments import (
     ItemStatus,
 )
 from shared.service_layer.intake import Submission
+from shared.service_layer.posting import PostingService
 from shared.service_layer.regrade import Regrader
+from shared.service_layer.uploads import UploadService
 
 bp = Blueprint("assignments", __name__, url_prefix="/v1/assignments")
 
@@ -69,6 +79,8 @@ MAX_BATCH_BODY_BYTES = 16 * 1024 * 1024
 #: body is decoded: what decoding builds stays within a small multiple of the body's size.
 MAX_BATCH_TOKENS = 100 * MAX_BATCH
 CSV = "text/csv"
+#: A batch's answers whose files are checked at once (each check reads its objects).
+FILE_CHECKS_IN_FLIGHT = 16
 
 
 def _service() -> AssignmentService:
@@ -151,7 +163,15 @@ def revise_assignment(assignment_id: str) -> Response:
     principal = _principal()
     _service().get(principal, assignment_id, Action.ASSIGNMENT_EDIT)  # 404/403 before the body
     body: RubricRevisionIn = parse(RubricRevisionIn, _json_body())
-    return _json(assignment_view(_service().revise(principal, assignment_id, body.rubric_value())))
+    service = _service()
+    revised = None
+    if body.regrade_requests_until is not None:
+        revised = service.set_requests_until(principal, assignment_id, body.regrade_requests_until)
+    rubric = body.rubric_value()
+    if rubric is not None:
+        revised = service.revise(principal, assignment_id, rubric)
+    assert revised is not None
+    return _json(assignment_view(revised))
 
 
 @bp.post("/<assignment_id>/submissions:batch")
@@ -168,7 +188,7 @@ def submit_batch(assignment_id: str) -> Response:
         for item in parsed
         if not isinstance(item, tuple) and item.callback_url is not None
     )
-    answers: list[Answer] = []
+    valid: dict[int, Answer] = {}
     refused: dict[int, tuple[str | None, GradeqError]] = {}
     for index, item in enumerate(parsed):
         if isinstance(item, tuple):
@@ -180,7 +200,13 @@ def submit_batch(assignment_id: str) -> Response:
         except GradeqError as error:
             refused[index] = (item.submission_id, error)
             continue
-        answers.append(item)
+        valid[index] = item
+    for index, checked in _check_files(principal, valid).items():
+        if isinstance(checked, GradeqError):
+            refused[index] = (valid.pop(index).submission_id, checked)
+        else:
+            valid[index] = checked
+    answers = [valid[i] for i in sorted(valid)]
     if not answers:
         raise NoValidAnswer(
             "no answer of the batch is valid: see each item's problem",
@@ -200,7 +226,7 @@ def regrade(assignment_id: str) -> Response:
     body: RegradeIn = parse(RegradeIn, _json_body())
     regrader: Regrader = current_app.extensions["gradeq.regrader"]
     assignment = regrader.regrade(
-        principal, assignment_id, body.rubric_value(), body.prompt_version
+        principal, assignment_id, body.rubric_value(), body.prompt_version, body.reopen_reviewed
     )
     response = _json(assignment_view(assignment), 202)
     response.headers["Location"] = url_for(
@@ -217,15 +243,39 @@ def regrade_report(assignment_id: str) -> Response:
     return _json(report_view(regrader.report(principal, assignment_id, query.threshold)))
 
 
+@bp.post("/<assignment_id>/grades:post")
+def post_grades(assignment_id: str) -> Response:
+    """Post the assignment's final grades (or the chosen submissions') to students and
+    downstream systems: each changed grade is a new version with its own event."""
+    principal = _principal()
+    _service().get(principal, assignment_id, Action.ASSIGNMENT_POST)  # before the body
+    body: PostIn = parse(PostIn, _json_body())
+    posting: PostingService = current_app.extensions["gradeq.posting"]
+    report = posting.post(principal, assignment_id, body.submission_ids)
+    return _json(
+        PostReportView(posted=report.posted, unchanged=report.unchanged, not_ready=report.not_ready)
+    )
+
+
 @bp.get("/<assignment_id>/grades")
 def grades(assignment_id: str) -> Response:
     principal = _principal()
     if request.accept_mimetypes.best_match(["application/json", CSV]) == CSV:
         return _grades_csv(principal, assignment_id)
     query: PageQuery = parse(PageQuery, request.args.to_dict(), "invalid query parameters")
-    page = _service().grades(principal, assignment_id, query.limit, query.cursor)
+    service = _service()
+    page = service.grades(principal, assignment_id, query.limit, query.cursor)
+    stats = None
+    if query.cursor is None:  # the class statistics come with the first page
+        assignment = service.get(principal, assignment_id, Action.ASSIGNMENT_GRADES)
+        stats = statistics_view(ClassStatistics.of(service.all_grades(assignment)))
     return _json(
-        GradePageView(jobs=[job_model(j) for j in page.jobs], next_cursor=page.next_cursor)
+        GradePageView(
+            jobs=[job_model(j) for j in page.jobs],
+            grades=[GradeRowView(**grade_row(j)) for j in page.jobs],
+            statistics=stats,
+            next_cursor=page.next_cursor,
+        )
     )
 
 
@@ -236,70 +286,46 @@ def _grades_csv(principal: Principal, assignment_id: str) -> Response:
     criteria = criteria_of(assignment.rubric.rubric)
 
     def rows() -> Iterator[str]:
-        yield csv_line(
-            [
-                "submission_id",
-                "job_id",
-                "status",
-                "score",
-                "max_score",
-                "rubric_version",
-                "prompt_version",
-                "feedback",
-                *criteria,
-                # The teacher's review, beside the model's grade above (docs/review.md).
-                *REVIEW_COLUMNS,
-            ]
-        )
+        yield csv_line([*SHEET_COLUMNS, *criteria])
         for job in service.all_grades(assignment):
-            yield csv_line(_row(job, len(criteria)))
+            row = grade_row(job)
+            yield csv_line([*(row[c] for c in SHEET_COLUMNS), *criteria_cells(job, len(criteria))])
 
     response = Response(stream_with_context(rows()), mimetype=CSV)
     response.headers["Content-Disposition"] = f'attachment; filename="{assignment.id}.csv"'
     return response
 
 
-def _row(job: Job, n_criteria: int) -> list[object]:
-    result = job.result
-    verdicts: list[object] = []
-    for criterion in result.criteria if result else ():
-        verdicts.append(
-            next((criterion[k] for k in ("score", "verdict", "met") if k in criterion), "")
-        )
-    verdicts = (verdicts + [""] * n_criteria)[:n_criteria]
-    return [
-        job.request.submission_id,
-        job.id,
-        job.status.value,
-        result.score if result else "",
-        job.request.max_score,
-        job.request.rubric_version if job.request.rubric_version is not None else "",
-        (result.prompt_version if result and result.prompt_version else None)
-        or job.request.prompt_version
-        or "",
-        result.feedback if result else "",
-        *verdicts,
-        *_review_cells(job),
-    ]
+def _check_files(
+    principal: Principal, answers: dict[int, Answer]
+) -> dict[int, Answer | GradeqError]:
+    """Each answer with files, checked (or why it is refused), by index. The checks read
+    the stored objects (Cloud Storage on Google Cloud): they run side by side."""
+    with_files = {i: a for i, a in answers.items() if a.files}
+    uploads = uploads_service()
+
+    def one(answer: Answer) -> Answer | GradeqError:
+        try:
+            return _with_checked_files(principal, answer, uploads)
+        except GradeqError as error:
+            return error
+
+    if len(with_files) <= 1:
+        return {i: one(a) for i, a in with_files.items()}
+    with ThreadPoolExecutor(max_workers=min(FILE_CHECKS_IN_FLIGHT, len(with_files))) as pool:
+        return dict(zip(with_files, pool.map(one, with_files.values()), strict=True))
 
 
-#: The grade sheet's last columns: the review of a held grade (empty when not held).
-REVIEW_COLUMNS = ("review_status", "reviewed_score", "reviewed_by", "reviewed_at", "review_reason")
-
-
-def _review_cells(job: Job) -> list[object]:
-    if job.review is None:
-        return [""] * len(REVIEW_COLUMNS)
-    latest = job.review.latest
-    if latest is None:
-        return [job.review.status.value, "", "", "", ""]
-    return [
-        job.review.status.value,
-        latest.result.score,
-        latest.by,
-        latest.at.isoformat(),
-        latest.reason,
-    ]
+def _with_checked_files(
+    principal: Principal, answer: Answer, uploads: UploadService | None = None
+) -> Answer:
+    """The answer with its files checked as a job's are (docs/uploads.md): present, the
+    school's, as declared, within the limits, and the caller's to attach."""
+    if not answer.files:
+        return answer
+    uploads = uploads or uploads_service()
+    checked = uploads.verify(principal.school, answer.files, answer.student_id, principal)
+    return dataclasses.replace(answer, files=checked)
 
 
 def submit_to_assignment(principal: Principal, payload: object) -> Submission | None:
@@ -333,7 +359,8 @@ def submit_to_assignment(principal: Principal, payload: object) -> Submission | 
     if body.callback_url is not None:
         guard: CallbackGuard = current_app.extensions["gradeq.callback_guard"]
         guard.check(body.callback_url)
-    [result] = service.submit_batch(principal, assignment_id, [body.to_answer()], Action.JOB_SUBMIT)
+    answer = _with_checked_files(principal, body.to_answer())
+    [result] = service.submit_batch(principal, assignment_id, [answer], Action.JOB_SUBMIT)
     if result.problem is not None:
         raise result.problem
     assert result.job is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -12,19 +13,24 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
-from services.intake.jobs.schemas import GradingJobIn, Text, _failed
+from services.intake.jobs.schemas import FileIn, GradingJobIn, Text, _failed
 from shared.adapters.graders.prompt import DEFAULT_PROMPT_VERSION, GradingPrompt
 from shared.domain.assignment import Rubric
 from shared.domain.errors import ValidationFailed
 from shared.domain.rubric import criteria_of
+from shared.domain.uploads import FileRef
 from shared.service_layer.assignments import MAX_BATCH, Answer
+from shared.service_layer.regrade_requests import REQUESTS_UNTIL
 
 RubricIn = GradingJobIn.model_fields["rubric"].annotation
 #: The longest submission id (the `Text` bound): a refused item echoes one up to this.
 MAX_SUBMISSION_ID = 256
 Cursor = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+#: An RFC 3339 date-time with an offset (sent as a JSON string).
+RequestsUntil = Annotated[AwareDatetime, Field(strict=False)]
 
 
 class ReviewPolicyIn(BaseModel):
@@ -38,6 +44,9 @@ class ReviewPolicyIn(BaseModel):
     format_failures: bool = False
     sample_rate: float = Field(default=0.0, ge=0, le=1)
     release: Literal["immediately", "after_review"] = "immediately"
+    #: Points a regrade's model grade may move from a teacher's grade before the grade
+    #: goes back to the teacher's queue flagged; null: a tenth of the max score.
+    regrade_threshold: float | None = Field(default=None, ge=0)
 
 
 class AssignmentIn(BaseModel):
@@ -50,6 +59,14 @@ class AssignmentIn(BaseModel):
     max_score: float = Field(default=10.0, gt=0, le=1_000_000)
     prompt_version: Text = DEFAULT_PROMPT_VERSION
     review: ReviewPolicyIn | None = None
+    regrade_requests_until: RequestsUntil | None = Field(
+        default=None,
+        description="until when students may ask for a regrade of their grade (RFC 3339 "
+        "with an offset); none: the assignment takes no regrade requests",
+    )
+    #: Whether grades reach students and downstream systems once final ("automatic"), or
+    #: when the teacher posts them ("manual").
+    posting: Literal["automatic", "manual"] = "automatic"
 
     @field_validator("prompt_version")
     @classmethod
@@ -63,8 +80,16 @@ class AssignmentIn(BaseModel):
         return _with_criteria(value)
 
     def settings(self) -> dict[str, Any]:
-        """The assignment's settings: its review rules, when it has any."""
-        return {"review": self.review.model_dump()} if self.review is not None else {}
+        """The assignment's settings: its review rules and deadline for regrade requests,
+        when it has them, and its posting policy when it posts manually."""
+        settings: dict[str, Any] = {}
+        if self.review is not None:
+            settings["review"] = self.review.model_dump()
+        if self.regrade_requests_until is not None:
+            settings[REQUESTS_UNTIL] = self.regrade_requests_until.isoformat()
+        if self.posting == "manual":
+            settings["posting"] = self.posting
+        return settings
 
     def rubric_value(self) -> Rubric:
         rubric: str | list[str] = self.rubric
@@ -72,19 +97,27 @@ class AssignmentIn(BaseModel):
 
 
 class RubricRevisionIn(BaseModel):
-    """PATCH /v1/assignments/{id} body: the rubric's next version."""
+    """PATCH /v1/assignments/{id} body: the rubric's next version, the deadline for
+    regrade requests, or both."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    rubric: RubricIn  # type: ignore[valid-type]
+    rubric: RubricIn | None = None  # type: ignore[valid-type]
+    regrade_requests_until: RequestsUntil | None = None
 
     @field_validator("rubric")
     @classmethod
-    def _has_criteria(cls, value: str | list[str]) -> str | list[str]:
-        return _with_criteria(value)
+    def _has_criteria(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return None if value is None else _with_criteria(value)
 
-    def rubric_value(self) -> Rubric:
-        rubric: str | list[str] = self.rubric
+    @model_validator(mode="after")
+    def _changes_something(self) -> RubricRevisionIn:
+        if self.rubric is None and self.regrade_requests_until is None:
+            raise ValueError("give a rubric, a regrade_requests_until, or both")
+        return self
+
+    def rubric_value(self) -> Rubric | None:
+        rubric: str | list[str] | None = self.rubric
         return tuple(rubric) if isinstance(rubric, list) else rubric
 
 
@@ -94,10 +127,26 @@ class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     submission_id: Text
-    answer: str = Field(min_length=1)
+    files: list[FileIn] = Field(
+        default_factory=list,
+        max_length=100,
+        description="uploads (POST /v1/uploads) graded beside or instead of the answer",
+    )
+    answer: str = Field(
+        default="",
+        validate_default=True,
+        description="the text answer; may be empty with files",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     callback_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     student_id: Text | None = None
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_or_files(cls, value: str, info: ValidationInfo) -> str:
+        if not value and not info.data.get("files"):
+            raise ValueError("give an answer, files, or both")
+        return value
 
     @field_validator("answer", "metadata", "callback_url")
     @classmethod
@@ -107,7 +156,12 @@ class AnswerIn(BaseModel):
 
     def to_answer(self) -> Answer:
         return Answer(
-            self.submission_id, self.answer, self.metadata, self.callback_url, self.student_id
+            self.submission_id,
+            self.answer,
+            self.metadata,
+            self.callback_url,
+            self.student_id,
+            tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
         )
 
 
@@ -142,6 +196,9 @@ class RegradeIn(BaseModel):
 
     rubric: RubricIn | None = None  # type: ignore[valid-type]
     prompt_version: Text | None = None
+    #: Put every grade a teacher reviewed back in the teacher's queue once regraded (the
+    #: teacher's grade stays final until the teacher decides again); recorded on the round.
+    reopen_reviewed: bool = False
 
     @field_validator("prompt_version")
     @classmethod
@@ -156,6 +213,14 @@ class RegradeIn(BaseModel):
     def rubric_value(self) -> Rubric | None:
         rubric: str | list[str] | None = self.rubric
         return tuple(rubric) if isinstance(rubric, list) else rubric
+
+
+class PostIn(BaseModel):
+    """POST /v1/assignments/{id}/grades:post body: the submissions to post (all: null)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    submission_ids: list[Text] | None = Field(default=None, max_length=10_000)
 
 
 class ReportQuery(BaseModel):

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.intake.jobs.views import JobView, _iso
 from shared.domain.assignment import Assignment, RubricVersion, Tally
 from shared.domain.errors import GradeqError
-from shared.domain.job import Job
+from shared.domain.grade_sheet import ClassStatistics
+from shared.domain.job import Job, posting_of
 from shared.domain.status import JobStatus
 from shared.service_layer.assignments import ItemResult, ItemStatus
 from shared.service_layer.regrade import RegradeReport
@@ -56,6 +57,10 @@ class AssignmentView(BaseModel):
     progress: ProgressView | None = None
     #: The review rules (docs/review.md); null when no grade of it is held for review.
     review: dict[str, Any] | None = None
+    #: Until when students may ask for a regrade of their grade; null: never.
+    regrade_requests_until: str | None = None
+    #: "automatic": each grade reaches students once final; "manual": when posted.
+    posting: Literal["automatic", "manual"] = "automatic"
 
 
 class AssignmentPageView(BaseModel):
@@ -92,10 +97,61 @@ class BatchView(BaseModel):
     items: list[BatchItemView]
 
 
+class GradeRowView(BaseModel):
+    """One row of the grade sheet: the final grade (the teacher's where a teacher decided)
+    and its source, the model's and the teacher's score, who reviewed and why."""
+
+    student_id: str | None
+    submission_id: str
+    job_id: str
+    status: JobStatus
+    final_score: float | None
+    final_source: Literal["model", "teacher"] | None
+    model_score: float | None
+    teacher_score: float | None
+    max_score: float
+    reviewer: str | None
+    reason: str | None
+    #: The teacher's feedback where one wrote it, else the model's.
+    feedback: str | None
+    rubric_version: int | None
+    prompt_version: str | None
+    review_status: str | None
+    reviewed_at: str | None
+    posted_at: str | None
+
+
+class ClassStatisticsView(BaseModel):
+    """The class's statistics over the final grades (the teacher's where one decided)."""
+
+    graded: int
+    mean: float | None
+    median: float | None
+    stdev: float | None
+    min: float | None
+    max: float | None
+    by_teacher: int
+
+
+def statistics_view(stats: ClassStatistics) -> ClassStatisticsView:
+    return ClassStatisticsView(
+        graded=stats.graded,
+        mean=stats.mean,
+        median=stats.median,
+        stdev=stats.stdev,
+        min=stats.minimum,
+        max=stats.maximum,
+        by_teacher=stats.by_teacher,
+    )
+
+
 class GradePageView(BaseModel):
-    """One page of the assignment's jobs, newest first."""
+    """One page of the assignment's jobs, newest first, with their grade sheet rows; the
+    first page (no cursor) carries the class statistics over the final grades."""
 
     jobs: list[JobView]
+    grades: list[GradeRowView] = []
+    statistics: ClassStatisticsView | None = None
     next_cursor: str | None
 
 
@@ -136,6 +192,8 @@ def assignment_view(assignment: Assignment, tally: Tally | None = None) -> Assig
         updated_at=updated_at,
         progress=progress,
         review=assignment.settings.get("review"),
+        regrade_requests_until=assignment.settings.get("regrade_requests_until"),
+        posting=posting_of(assignment.settings).value,
     )
 
 
@@ -175,18 +233,28 @@ def batch_view(results: list[ItemResult | tuple[str | None, GradeqError]]) -> Ba
 
 
 class ScoreChangeView(BaseModel):
-    """One submission's score before and after the regrade (null: no score)."""
+    """One submission's grade before and after the regrade (null: no score): `old` and
+    `new` are the final grades the student sees (the teacher's where a teacher decided),
+    `old_model` and `new_model` the model's."""
 
     submission_id: str
     job_id: str
     old: float | None
     new: float | None
     status: JobStatus
+    student_id: str | None = None
+    old_model: float | None = None
+    new_model: float | None = None
+    #: Whose grade `new` is.
+    source: Literal["model", "teacher"] = "model"
+    #: Back in the teacher's queue: the model moved past the threshold, or reopened.
+    flagged: bool = False
 
 
 class RegradeReportView(BaseModel):
-    """How the last regrade moved the scores: mean shift, how many moved more than the
-    threshold, and the quadratic weighted kappa between the two gradings."""
+    """How the last regrade moved the grades: the mean shift of the final grades and how
+    many moved more than the threshold, the model's mean shift, the quadratic weighted
+    kappa between the two model gradings, and how many went back to the teacher."""
 
     round: int
     compared: int
@@ -195,6 +263,10 @@ class RegradeReportView(BaseModel):
     threshold: float
     kappa: float | None
     changes: list[ScoreChangeView]
+    model_mean_shift: float | None = None
+    flagged: int = 0
+    #: The teacher chose to reopen reviewed grades on this regrade.
+    reopen_reviewed: bool = False
 
 
 def report_view(report: RegradeReport) -> RegradeReportView:
@@ -206,4 +278,16 @@ def report_view(report: RegradeReport) -> RegradeReportView:
         threshold=report.threshold,
         kappa=report.kappa,
         changes=[ScoreChangeView(**dataclasses.asdict(c)) for c in report.changes],
+        model_mean_shift=report.model_mean_shift,
+        flagged=report.flagged,
+        reopen_reviewed=report.reopen_reviewed,
     )
+
+
+class PostReportView(BaseModel):
+    """What a post did, by submission id: new versions posted, grades already posted as
+    they are, and those with no grade to post yet (not graded, or held for a first review)."""
+
+    posted: list[str]
+    unchanged: list[str]
+    not_ready: list[str]

@@ -1,5 +1,5 @@
-"""Authenticate callers: school servers by API key, web frontends by Firebase ID token,
-reviewers by reviewer key.
+"""Authenticate callers: school servers by API key, web frontends by Firebase ID token or
+an LTI launch's session token, reviewers by reviewer key.
 
 Whatever the credential, the caller becomes one `Principal` (school, author, role); what
 it may then do is the one policy's decision (shared/domain/authorization.py).
@@ -16,6 +16,7 @@ from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
 from shared.http.failed_auth import FailedAuthLimiter
+from shared.service_layer.lti_launch import LtiLaunches
 
 #: A member of staff signed in may send this header (value "user") to list only their own
 #: objects. It only ever narrows: nothing widens what the role allows.
@@ -31,11 +32,13 @@ class ClientAuthenticator:
         firebase: FirebaseAuthenticator | None = None,
         failures: FailedAuthLimiter | None = None,
         reviewer_keys: ReviewerKeys | None = None,
+        lti: LtiLaunches | None = None,
     ) -> None:
         self._api_keys = api_keys
         self._firebase = firebase
         self._failures = failures
         self._reviewer_keys = reviewer_keys or ReviewerKeys({})
+        self._lti = lti
 
     def principal(self) -> Principal:
         """The caller (once per request); 429 for a credential past its failed
@@ -55,12 +58,17 @@ class ClientAuthenticator:
         form is free) any credential: its failures are its own, not its address's."""
         if key_id_of(credential) is not None or self._reviewer_keys:
             return True
-        return self._firebase is not None and credential.count(".") == 2
+        signed_in = self._firebase is not None or self._lti is not None
+        return signed_in and credential.count(".") == 2
 
     def _authenticate(self) -> Principal:
         credential = bearer_credential()
         if credential.startswith(PREFIX):
             return Principal(self._api_keys.client_for(credential), SERVER, Role.SERVER)
+        if self._lti is not None and credential.count(".") == 2:
+            launched = self._lti.principal_for(credential)  # an LTI launch's session
+            if launched is not None:
+                return launched
         if self._firebase is not None and credential.count(".") == 2:
             only_own = request.headers.get(SCOPE_HEADER, "").strip().lower() == "user"
             return self._firebase.principal_for(credential, only_own)

@@ -79,7 +79,7 @@ def create_job() -> Response:
             guard.check(grading_request.callback_url)
         if grading_request.files:
             checked = uploads_service().verify(
-                principal.school, grading_request.files, grading_request.student_id
+                principal.school, grading_request.files, grading_request.student_id, principal
             )
             grading_request = dataclasses.replace(grading_request, files=checked)
         submission = _service().submit(principal, key, grading_request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -88,6 +88,15 @@ class GradingJobIn(BaseModel):
         ),
     )
 
+    deadline: Literal["hours"] | None = Field(
+        default=None,
+        description=(
+            'How long the grading may take: "hours" lets a provider batch grade it at the '
+            "batch price, within 24 hours (docs/graders.md#batch-mode); omitted: as soon "
+            "as possible."
+        ),
+    )
+
     @field_validator("answer")
     @classmethod
     def _answer_size(cls, value: str) -> str:
@@ -150,6 +159,7 @@ class GradingJobIn(BaseModel):
             lane=self.lane,
             files=tuple(FileRef(f.upload_id, f.content_type, f.size, f.name) for f in self.files),
             student_id=self.student_id,
+            deadline=self.deadline,
         )
 
 

@@ -7,7 +7,7 @@ The same models render every answer and generate the OpenAPI document
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +68,45 @@ class FileView(BaseModel):
     size: int
 
 
+class BatchWaitView(BaseModel):
+    """Where a RUNNING job waits in a provider batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["provider-batch"] = "provider-batch"
+    provider: str
+    batch_id: str | None = Field(description="the provider's batch id; null while gathered")
+    since: str
+
+
+class RegradeRequestView(BaseModel):
+    """A student's regrade request (docs/review.md) and the teacher's answer (null while
+    open)."""
+
+    by: str
+    at: str
+    reason: str
+    answer: str | None
+    answered_by: str | None
+    answered_at: str | None
+    answer_reason: str
+
+
+def regrade_request_view(job: Job) -> RegradeRequestView | None:
+    asked = job.regrade_request
+    if asked is None:
+        return None
+    return RegradeRequestView(
+        by=asked.by,
+        at=_iso(asked.at) or "",
+        reason=asked.reason,
+        answer=asked.answer.value if asked.answer is not None else None,
+        answered_by=asked.answered_by,
+        answered_at=_iso(asked.answered_at),
+        answer_reason=asked.answer_reason,
+    )
+
+
 class JobView(BaseModel):
     """A grading job as its client sees it."""
 
@@ -95,11 +134,22 @@ class JobView(BaseModel):
     lane: str | None = Field(
         default=None, description="The priority lane the job goes through (docs/lanes.md)."
     )
+    deadline: str | None = Field(
+        default=None, description='"hours" when the client lets a provider batch grade it.'
+    )
+    waiting: BatchWaitView | None = Field(
+        default=None,
+        description=(
+            "Set while the job (RUNNING) waits in a provider batch: gathered for the next "
+            "batch, or submitted to the provider's batch `batch_id` (docs/graders.md#batch-mode)."
+        ),
+    )
     timings: Timings
     files: list[FileView] | None = None
     result: Result | None = None
     error: JobErrorView | None = None
     review: ReviewSummary | None = None
+    regrade_request: RegradeRequestView | None = None
 
 
 class JobPage(BaseModel):
@@ -149,6 +199,8 @@ def job_model(job: Job) -> JobView:
         last_updated_at=updated_at,
         not_before=job.request.not_before,
         lane=job.lane,
+        deadline=job.request.deadline,
+        waiting=_waiting(job),
         timings=Timings(**job.timings()),
         files=[
             FileView(upload_id=f.upload_id, name=f.name, content_type=f.content_type, size=f.size)
@@ -158,14 +210,41 @@ def job_model(job: Job) -> JobView:
         result=_result(job),
         error=JobErrorView(**job.error.to_dict()) if job.error else None,
         review=_review(job),
+        regrade_request=regrade_request_view(job),
+    )
+
+
+def _waiting(job: Job) -> BatchWaitView | None:
+    wait = job.provider_batch
+    if wait is None or not job.waits_in_batch:
+        return None
+    return BatchWaitView(
+        provider=wait.provider, batch_id=wait.batch_id, since=_iso(wait.since) or ""
     )
 
 
 def _result(job: Job) -> Result | None:
-    """The grade the student may see: none while it waits for a teacher's review."""
+    """The grade the student may see: none while it waits for a teacher's review; of an
+    assignment that posts manually, the posted grade (none before the first post)."""
     result = job.effective_result
-    if result is None or job.withheld:
+    if result is None or (job.review is not None and job.review.withheld):
         return None
+    if job.request.post_manually:
+        posted = job.posted
+        if posted is None:
+            return None
+        if posted.generation != job.generation or (posted.score, posted.feedback) != (
+            result.score,
+            result.feedback,
+        ):
+            # A later grade waits for the teacher's post: the posted version is shown.
+            return Result(
+                score=posted.score,
+                max_score=posted.max_score,
+                feedback=posted.feedback,
+                criteria=[],
+                grader="posted",
+            )
     return Result(**result.to_dict())
 
 
@@ -183,7 +262,8 @@ def _review(job: Job) -> ReviewSummary | None:
 def job_view(job: Job) -> dict[str, Any]:
     """The JSON of `job_model`, leaving out the result and error until there are any."""
     view: dict[str, Any] = job_model(job).model_dump(mode="json", exclude_none=False)
-    for optional in ("result", "error", "not_before", "lane", "files", "review", "student_id"):
+    optionals = ("result", "error", "not_before", "lane", "files", "review", "student_id")
+    for optional in (*optionals, "deadline", "waiting", "regrade_request"):
         if view[optional] is None:
             del view[optional]
     return view

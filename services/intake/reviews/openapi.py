@@ -6,10 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from services.intake.jobs.views import JobView
+from services.intake.reviews.requests import RegradeRequestIn, RequestAnswerIn
 from services.intake.reviews.routes import (
     AgreementQuery,
     AgreementView,
     ReviewDetailView,
+    ReviewFileNotFound,
     ReviewIn,
     ReviewQueueQuery,
     ReviewQueueView,
@@ -19,13 +22,21 @@ from shared.domain.authorization import Forbidden
 from shared.domain.errors import GradeqError, JobNotFound, ValidationFailed
 from shared.http.errors import JsonTooComplex, NestingTooDeep, PayloadTooLarge
 from shared.service_layer.erasure import ErasureConflict
-from shared.service_layer.review import GradeNotHeld
+from shared.service_layer.regrade_requests import (
+    GradeNotReleased,
+    NoOpenRegradeRequest,
+    RegradeAlreadyRequested,
+    RegradeRequestsClosed,
+)
+from shared.service_layer.review import GradeNotHeld, RegradeRequestOpen
 
 MODELS: tuple[tuple[type[BaseModel], Literal["validation", "serialization"]], ...] = (
     (ReviewIn, "validation"),
     (ReviewQueueView, "serialization"),
     (ReviewDetailView, "serialization"),
     (AgreementView, "serialization"),
+    (RegradeRequestIn, "validation"),
+    (RequestAnswerIn, "validation"),
 )
 
 
@@ -36,6 +47,10 @@ def review_paths(
     secured: list[dict[str, list[str]]] = [{"bearer": []}]
     job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
     reviewer = (*common, Forbidden)
+    malformed = (ValidationFailed, NestingTooDeep, JsonTooComplex, PayloadTooLarge)
+
+    def body(model: type[BaseModel]) -> dict[str, Any]:
+        return {"required": True, "content": {"application/json": {"schema": ref(model)}}}
 
     def ok(description: str, model: type[BaseModel]) -> dict[str, Any]:
         return {
@@ -97,6 +112,7 @@ def review_paths(
                             *reviewer,
                             JobNotFound,
                             GradeNotHeld,
+                            RegradeRequestOpen,
                             ValidationFailed,
                             NestingTooDeep,
                             JsonTooComplex,
@@ -105,6 +121,67 @@ def review_paths(
                     ),
                 },
             },
+        },
+        "/v1/reviews/{job_id}/files/{index}": {
+            "get": {
+                "operationId": "getHeldGradeFile",
+                "summary": "One file of a held or reviewed answer, its bytes (never a public URL)",
+                "security": secured,
+                "parameters": [
+                    job_id,
+                    {
+                        "name": "index",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "integer", "minimum": 0},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The file as checked at submit, with its content type",
+                        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                    },
+                    **problems((*reviewer, JobNotFound, ReviewFileNotFound)),
+                },
+            }
+        },
+        "/v1/reviews/{job_id}/request": {
+            "post": {
+                "operationId": "answerRegradeRequest",
+                "summary": "Answer a student's regrade request: keep, or change, with a reason",
+                "security": secured,
+                "parameters": [job_id],
+                "requestBody": body(RequestAnswerIn),
+                "responses": {
+                    **ok("The grade after the answer", ReviewDetailView),
+                    **problems((*reviewer, JobNotFound, NoOpenRegradeRequest, *malformed)),
+                },
+            }
+        },
+        "/v1/grading-jobs/{job_id}/regrade-request": {
+            "post": {
+                "operationId": "requestRegrade",
+                "summary": "A student asks, once per grade, for a second look, with a reason",
+                "security": secured,
+                "parameters": [job_id],
+                "requestBody": body(RegradeRequestIn),
+                "responses": {
+                    "201": {
+                        "description": "The job with its open request",
+                        "content": {"application/json": {"schema": ref(JobView)}},
+                    },
+                    **problems(
+                        (
+                            *reviewer,
+                            JobNotFound,
+                            RegradeAlreadyRequested,
+                            RegradeRequestsClosed,
+                            GradeNotReleased,
+                            *malformed,
+                        )
+                    ),
+                },
+            }
         },
     }
 

@@ -8,16 +8,19 @@ school's job answers 404, as an unknown one.
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from services.intake.assignments.schemas import parse
 from services.intake.auth.clients import ClientAuthenticator
-from services.intake.jobs.views import Result, _iso
+from services.intake.jobs.views import RegradeRequestView, Result, _iso, regrade_request_view
 from services.intake.limits.body import read_json_body
+from services.intake.uploads.routes import uploads_service
 from shared.domain.agreement import Agreement
 from shared.domain.authorization import Action, Principal
+from shared.domain.errors import GradeqError
 from shared.domain.grade import GradeResult
 from shared.domain.job import Job
 from shared.domain.rubric import criteria_of
@@ -79,6 +82,10 @@ class HeldGradeView(BaseModel):
     model_score: float | None
     max_score: float
     confidence: float | None
+    #: The student's regrade request that put the grade in the queue (null: none).
+    regrade_request: RegradeRequestView | None = None
+    #: The teacher's grade where a teacher decided before (a grade a regrade flagged).
+    teacher_score: float | None = None
 
 
 class ReviewQueueView(BaseModel):
@@ -97,6 +104,27 @@ class ReviewRecordView(BaseModel):
     decision: str
     reason: str
     result: Result
+    #: The job's generation whose model grade the teacher saw (null: not recorded).
+    generation: int | None = None
+
+
+class ModelGradeView(BaseModel):
+    """The model's grade of one generation of the job (each regrade makes one)."""
+
+    generation: int
+    rubric_version: int | None
+    score: float
+    feedback: str
+
+
+class ReviewFileView(BaseModel):
+    """One of the answer's files; its bytes at GET /v1/reviews/{job_id}/files/{index}, with
+    the reviewer's credential (never a public URL)."""
+
+    index: int
+    name: str
+    content_type: str
+    size: int
 
 
 class ReviewDetailView(HeldGradeView):
@@ -104,10 +132,13 @@ class ReviewDetailView(HeldGradeView):
 
     answer: str
     files: list[str]
+    attachments: list[ReviewFileView]
     rubric: list[str]
     model_result: Result
     result: Result
     reviews: list[ReviewRecordView]
+    #: The model's grade of each generation kept, oldest first.
+    model_grades: list[ModelGradeView] = []
 
 
 def _service() -> ReviewService:
@@ -137,6 +168,8 @@ def held_view(job: Job) -> HeldGradeView:
         model_score=job.result.score if job.result else None,
         max_score=job.request.max_score,
         confidence=job.result.confidence if job.result else None,
+        regrade_request=regrade_request_view(job),
+        teacher_score=job.teacher_result.score if job.teacher_result else None,
     )
 
 
@@ -148,6 +181,12 @@ def detail_view(job: Job) -> ReviewDetailView:
         **held_view(job).model_dump(),
         answer=job.request.answer,
         files=[f.name or f.upload_id for f in job.request.files],
+        attachments=[
+            ReviewFileView(
+                index=i, name=f.name or f.upload_id, content_type=f.content_type, size=f.size
+            )
+            for i, f in enumerate(job.request.files)
+        ],
         rubric=list(criteria_of(job.request.rubric)),
         model_result=_result(job.result),
         result=_result(current),
@@ -159,8 +198,18 @@ def detail_view(job: Job) -> ReviewDetailView:
                 decision=r.decision.value,
                 reason=r.reason,
                 result=_result(r.result),
+                generation=r.generation,
             )
             for r in job.review.reviews
+        ],
+        model_grades=[
+            ModelGradeView(
+                generation=generation,
+                rubric_version=rubric_version,
+                score=grade.score,
+                feedback=grade.feedback,
+            )
+            for generation, rubric_version, grade in job.model_grades()
         ],
     )
 
@@ -180,6 +229,39 @@ def list_held() -> Response:
 def get_review(job_id: str) -> Response:
     job = _service().get(_reviewer(), job_id)
     return jsonify(detail_view(job).model_dump(mode="json"))
+
+
+class ReviewFileNotFound(GradeqError):
+    slug = "review-file-not-found"
+    title = "The held answer has no such file (or it was erased)"
+    status = 404
+
+
+#: A file's own answer may never run as a page of the intake's origin: no script, no
+#: style, sandboxed, and downloaded rather than shown when opened directly.
+FILE_POLICIES = {
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "private, no-store",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@bp.get("/<job_id>/files/<index>")
+def review_file(job_id: str, index: str) -> Response:
+    """The bytes of one file of a held or reviewed answer, for the school's reviewers."""
+    job = _service().get(_reviewer(), job_id)
+    files = job.request.files
+    # The file's place in the answer: 0, 1, ... (anything else names no file).
+    at = int(index) if index.isascii() and index.isdigit() and len(index) <= 4 else -1
+    data = uploads_service().read(files[at]) if 0 <= at < len(files) else None
+    if data is None:
+        raise ReviewFileNotFound(f"job {job_id} has no file {index!r}")
+    ref = files[at]
+    response = Response(data, mimetype=ref.content_type)
+    response.headers.update(FILE_POLICIES)
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(ref.name)}"
+    return response
 
 
 @bp.post("/<job_id>")

@@ -20,7 +20,7 @@ from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.adapters.embedded.wakeup import BUS, WakeSender
 from shared.codecs.cloudevent import to_pubsub
 from shared.config.subscriptions import TopicConfig, load_subscriptions
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 
 
 class SqliteEventPublisher:
@@ -32,7 +32,9 @@ class SqliteEventPublisher:
         self._wake = WakeSender(db.path, BUS)
         db.ensure_schema(SCHEMA)
 
-    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
+    def publish(
+        self, event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted
+    ) -> str:
         """Store the message and its fan-out durably; return a fresh message id."""
         data, attributes = to_pubsub(event)
         # Like Pub/Sub, every publish is a new message, even of an event published before:

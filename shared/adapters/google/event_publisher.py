@@ -10,11 +10,12 @@ from google.cloud.pubsub_v1 import PublisherClient
 
 from shared.adapters.google import metering
 from shared.domain.errors import DependencyUnavailable
-from shared.domain.events import AssignmentGraded, GradeReviewed, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed, GradingCompleted
 
 #: Turns an event into (data, attributes): `shared.codecs.cloudevent.to_pubsub`.
 Encoder = Callable[
-    [GradingCompleted | AssignmentGraded | GradeReviewed], tuple[bytes, dict[str, str]]
+    [GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted],
+    tuple[bytes, dict[str, str]],
 ]
 
 
@@ -38,7 +39,9 @@ class PubSubEventPublisher:
         self._encode = encode
         self.meter = metering.Meter()
 
-    def publish(self, event: GradingCompleted | AssignmentGraded | GradeReviewed) -> str:
+    def publish(
+        self, event: GradingCompleted | AssignmentGraded | GradeReviewed | GradePosted
+    ) -> str:
         data, attributes = self._encode(event)
         self.meter.add(metering.PUBSUB_PUBLISHES)
         size = len(data) + sum(len(k) + len(v) for k, v in attributes.items())

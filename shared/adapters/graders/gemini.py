@@ -86,6 +86,8 @@ class GeminiChat:
         self._caches = caches
         self.model = model
         self._client = client
+        #: The SDK client (its batch endpoints serve batch mode).
+        self.client = client
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
         self._thinking = thinking_config(model, thinking_level, thinking_budget)
@@ -215,3 +217,36 @@ def _retry_info(details: Any) -> float | None:
             if match:
                 return float(match.group(1))
     return None
+
+
+# --- batch mode (shared/adapters/graders/provider_batch.py) -------------------------------
+
+
+def batch_config(chat: GeminiChat, prompt: RenderedPrompt) -> types.GenerateContentConfig:
+    """A batch request's config: the one-by-one request's, without a timeout."""
+    return types.GenerateContentConfig(
+        system_instruction=prompt.system,
+        response_mime_type="application/json",
+        response_json_schema=prompt.schema,
+        temperature=chat._temperature,
+        max_output_tokens=chat._max_output_tokens,
+        thinking_config=chat._thinking,
+    )
+
+
+def batch_completion(chat: GeminiChat, response: types.GenerateContentResponse) -> Completion:
+    """A batch's answer to one request, checked as `GeminiChat.complete` checks its own."""
+    feedback = response.prompt_feedback
+    if feedback is not None and feedback.block_reason is not None:
+        raise GradingRefused(f"{chat.model} blocked the request ({feedback.block_reason})")
+    candidate = response.candidates[0] if response.candidates else None
+    if candidate is not None and candidate.finish_reason in _REFUSED:
+        raise GradingRefused(f"{chat.model} stopped answering ({candidate.finish_reason})")
+    if candidate is not None and candidate.finish_reason == types.FinishReason.MAX_TOKENS:
+        raise ModelAnswerTruncated(
+            f"{chat.model} reached max_output_tokens ({chat._max_output_tokens}) before "
+            "finishing its answer: raise GRADEQ_GRADER_MAX_OUTPUT_TOKENS or lower the thinking"
+        )
+    parts = candidate.content.parts if candidate and candidate.content else None
+    text = "".join(p.text for p in parts or [] if p.text and not p.thought)
+    return Completion(text=text, usage=_usage(response.usage_metadata))

@@ -206,8 +206,12 @@ class ModelGrader:
         """Check that the provider accepts the model and credentials (see `ChatModel.probe`)."""
         self._chat.probe(timeout_s=min(30.0, self._request_timeout_s))
 
-    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
-        deadline = self._clock() + timeout_s
+    @property
+    def model(self) -> str:
+        return self._chat.model
+
+    def render(self, request: GradingRequest) -> RenderedPrompt:
+        """The request's prompt, or PromptTooLarge past the input bound (nothing sent)."""
         rendered = self._prompt_for(request).render(request)
         estimated_input = rendered.estimated_input_tokens()
         if estimated_input > self._max_input_tokens:
@@ -216,7 +220,32 @@ class ModelGrader:
                 f"the prompt is about {estimated_input} input tokens, at most "
                 f"{self._max_input_tokens} are sent"
             )
-        estimate = estimated_input + self._max_output_tokens
+        return rendered
+
+    def result_of(
+        self, request: GradingRequest, rendered: RenderedPrompt, completion: Completion
+    ) -> GradeResult:
+        """A batch's answer to one request as the job's result; MalformedModelAnswer if unusable."""
+        try:
+            parsed = parse_answer(completion.text, rendered)
+        except UnusableAnswer as exc:
+            raise MalformedModelAnswer(f"the model's answer was unusable: {exc}") from None
+        return GradeResult(
+            score=parsed.score,
+            max_score=request.max_score,
+            feedback=parsed.feedback,
+            criteria=parsed.criteria,
+            grader=self.name,
+            model=self._chat.model,
+            prompt_version=rendered.version,
+            usage=completion.usage.as_dict(),
+            confidence=parsed.confidence,
+        )
+
+    def grade(self, request: GradingRequest, *, attempt: int, timeout_s: float) -> GradeResult:
+        deadline = self._clock() + timeout_s
+        rendered = self.render(request)
+        estimate = rendered.estimated_input_tokens() + self._max_output_tokens
         # Nothing has been sent yet: ProviderQuotaExhausted goes up as it is, and the
         # worker gives the job back without counting an attempt.
         reservation = self._limiter.acquire(estimate)

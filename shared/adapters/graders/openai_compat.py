@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from shared.adapters.graders.llm import Completion, Usage, error_for_status, retry_after_s
 from shared.adapters.graders.parts import openai_user_content
@@ -55,36 +56,38 @@ class OpenAICompatChat:
             raise ValueError(f"token_limit_param must be one of {TOKEN_LIMIT_PARAMS}")
         self.model = model
         self._client = client
+        #: The SDK client (its batch endpoints serve batch mode).
+        self.client = client
         self._max_output_tokens = max_output_tokens
         self._temperature = temperature
         self._token_limit_param = token_limit_param
 
-    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
-        options: dict[str, Any] = {self._token_limit_param: self._max_output_tokens}
-        if self._temperature is not None:
-            options["temperature"] = self._temperature
-        try:
-            response = self._client.chat.completions.create(
-                model=self.model,
-                messages=[
-                    {"role": "system", "content": prompt.system},
-                    {
-                        "role": "user",
-                        "content": openai_user_content(prompt.user, prompt.attachments),
-                    },
-                ],
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {
-                        "name": prompt.version.replace("-", "_"),
-                        "strict": True,
-                        "schema": prompt.schema,
-                    },
+    def body(self, prompt: RenderedPrompt) -> dict[str, Any]:
+        """The chat completions request body for `prompt` (a batch's lines carry it too)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": openai_user_content(prompt.user, prompt.attachments)},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": prompt.version.replace("-", "_"),
+                    "strict": True,
+                    "schema": prompt.schema,
                 },
-                n=1,
-                timeout=timeout_s,
-                **options,
-            )
+            },
+            "n": 1,
+            self._token_limit_param: self._max_output_tokens,
+        }
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        return body
+
+    def complete(self, prompt: RenderedPrompt, *, timeout_s: float) -> Completion:
+        try:
+            response = self._client.chat.completions.create(**self.body(prompt), timeout=timeout_s)
         except openai.APITimeoutError:
             raise GradingTimeout(f"{PROVIDER} gave no answer within {timeout_s:.0f}s") from None
         except openai.APIConnectionError:
@@ -96,7 +99,10 @@ class OpenAICompatChat:
         except openai.OpenAIError as exc:
             kind = type(exc).__name__
             raise ProviderUnavailable(f"{PROVIDER} answer unreadable: {kind}") from None
+        return self.read(response)
 
+    def read(self, response: ChatCompletion) -> Completion:
+        """The answer of one chat completion; a refusal or a cut answer raises."""
         choice = response.choices[0] if response.choices else None
         if choice is not None and (choice.finish_reason in _REFUSED or choice.message.refusal):
             raise GradingRefused(f"{self.model} refused to grade the answer")

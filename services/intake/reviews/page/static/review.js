@@ -10,9 +10,50 @@ let key = "";
 const { el } = pageKit;
 const call = pageKit.caller(API, () => key);
 let shown = null;
+// Opened from an LMS (an LTI launch): only this assignment's held grades.
+let queueFilter = "";
+// The object URLs of the shown answer's files (revoked when another grade is shown).
+let fileUrls = [];
+
+// One of the answer's files, fetched with the reviewer's key (never a public URL), as an
+// object URL the page alone can read.
+async function fileUrl(jobId, index) {
+  const response = await fetch(
+    new URL(`reviews/${encodeURIComponent(jobId)}/files/${index}`, API),
+    { headers: { Authorization: `Bearer ${key}` } });
+  if (!response.ok) throw new Error(`file ${index}: ${response.status}`);
+  const url = URL.createObjectURL(await response.blob());
+  fileUrls.push(url);
+  return url;
+}
+
+const IMAGES = new Set(["image/png", "image/jpeg", "image/webp"]);
+
+// Photos are shown; any other file (a PDF, source) is offered as a download.
+async function showFiles(grade) {
+  for (const url of fileUrls) URL.revokeObjectURL(url);
+  fileUrls = [];
+  const nodes = [];
+  for (const file of grade.attachments) {
+    const url = await fileUrl(grade.job_id, file.index);
+    if (IMAGES.has(file.content_type)) {
+      nodes.push(el("figure", {},
+        el("img", { src: url, alt: file.name, class: "answer-file", "data-index": String(file.index) }),
+        el("figcaption", {}, file.name)));
+    } else {
+      nodes.push(el("p", {}, el("a", { href: url, download: file.name }, `${file.name} (${file.content_type})`)));
+    }
+  }
+  document.getElementById("files").replaceChildren(...nodes);
+}
+
+// An open regrade request is answered as such: keep (accept) or change (override).
+function openRequest(grade) {
+  return grade.regrade_request && grade.regrade_request.answer === null;
+}
 
 async function loadQueue() {
-  const page = await call("reviews?limit=100");
+  const page = await call(`reviews?limit=100${queueFilter}`);
   const rows = page.reviews.map((r) => {
     const row = el("tr", { "data-job-id": r.job_id },
       el("td", {}, r.submission_id), el("td", {}, r.held_at), el("td", {}, r.reasons.join(", ")),
@@ -29,6 +70,10 @@ async function show(jobId) {
   shown = grade;
   document.getElementById("submission").textContent = grade.submission_id;
   document.getElementById("answer").textContent = grade.answer;
+  const request = document.getElementById("request");
+  request.hidden = !openRequest(grade);
+  request.textContent = openRequest(grade) ? `The student asks for a regrade: ${grade.regrade_request.reason}` : "";
+  await showFiles(grade);
   document.getElementById("rubric").replaceChildren(...grade.rubric.map((c) => el("li", {}, c)));
   const model = grade.model_result;
   document.getElementById("model-score").textContent = `${model.score} / ${model.max_score}`;
@@ -46,9 +91,13 @@ async function show(jobId) {
 }
 
 async function decide(body) {
-  const done = await call(`reviews/${encodeURIComponent(shown.job_id)}`, {
-    method: "POST", body: JSON.stringify(body),
-  });
+  let path = `reviews/${encodeURIComponent(shown.job_id)}`;
+  if (openRequest(shown)) {
+    const { decision, ...rest } = body;
+    body = { answer: decision === "accept" ? "keep" : "change", ...rest };
+    path += "/request";
+  }
+  const done = await call(path, { method: "POST", body: JSON.stringify(body) });
   document.getElementById("outcome").textContent =
     `Recorded: ${done.reviews.at(-1).decision}, the student sees ${done.result.score} / ${done.max_score}`;
   await loadQueue();
@@ -140,3 +189,18 @@ document.getElementById("decide").addEventListener("submit", (event) => {
   if (feedback) body.feedback = feedback;
   decide(body).catch(report);
 });
+
+// An LTI launch from the LMS brings a session token in the URL fragment, which no server
+// sees: it is kept in this script like a typed key and leaves the address bar at once.
+const launched = new URLSearchParams(location.hash.slice(1)).get("lti_session");
+if (launched) {
+  history.replaceState(null, "", location.pathname + location.search);
+  key = launched;
+  const assignment = new URLSearchParams(location.search).get("assignment_id");
+  if (assignment) {
+    queueFilter = `&assignment_id=${encodeURIComponent(assignment)}`;
+    document.getElementById("agreement-assignment").value = assignment;
+  }
+  document.getElementById("login").hidden = true;
+  loadQueue().then(() => { document.getElementById("board").hidden = false; }).catch(report);
+}

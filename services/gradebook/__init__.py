@@ -1,0 +1,1 @@
+"""The gradebook subscriber: posted grades into each school's LMS gradebook."""
