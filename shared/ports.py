@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.api_keys import ApiKey
 from shared.domain.assignment import Assignment, Tally
+from shared.domain.authorization import Owner
 from shared.domain.budgets import Budget, BudgetScope, Charge
 from shared.domain.context_cache import ContextCacheRecord
 from shared.domain.errors import GradeqError
@@ -519,6 +520,29 @@ class BlobInfo:
 
     size: int
     content_type: str
+    #: The school and author the upload was made for (None: stored before uploads named
+    #: their owner).
+    owner: Owner | None = None
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """One stored upload as the expiry sees it: its name, owner and when it was stored."""
+
+    name: str
+    owner: Owner | None
+    stored_at: datetime
+
+
+class ExpiringBlobs(Protocol):
+    """A blob store that lists its uploads by age (the embedded one; Cloud Storage expires
+    them by the bucket's lifecycle rule)."""
+
+    def stored_before(self, cutoff: datetime) -> list[StoredUpload]:
+        """The uploads stored before `cutoff`."""
+        ...
+
+    def delete(self, names: list[str]) -> None: ...
 
 
 class UploadQuota(Protocol):
@@ -606,10 +630,16 @@ class BlobStore(Protocol):
     """Uploaded files: signed URLs for direct PUTs, then bounded reads by the services."""
 
     def signed_put(
-        self, name: str, content_type: str, size: int, expires_at: datetime
+        self,
+        name: str,
+        content_type: str,
+        size: int,
+        expires_at: datetime,
+        owner: Owner | None = None,
     ) -> SignedUpload:
         """A URL that accepts one PUT of exactly `size` bytes of `content_type` at `name`
-        until `expires_at`; anything else sent to it is refused by the store."""
+        until `expires_at`; anything else sent to it is refused by the store. The object
+        keeps `owner` (its school and author) in its metadata, bound by the URL too."""
         ...
 
     def stat(self, name: str) -> BlobInfo | None:

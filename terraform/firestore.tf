@@ -515,3 +515,170 @@ resource "google_firestore_index" "jobs_author_created" {
 
   depends_on = [google_firestore_index.jobs_client_assignment_review_held]
 }
+
+# A school's whole job listing (FirestoreJobStore.list_jobs without an author) includes its
+# users' jobs stored before jobs had an author (client_id `<school>:user:<uid>`): client_id
+# == C OR C:user: <= client_id < C:user; [and status == S] [and request.submission_id ==
+# X] order by created_at desc, client_id desc, __name__ desc. The equality branch is served
+# by the jobs_client_* indexes, the range branch by these, one per combination of filters.
+
+resource "google_firestore_index" "jobs_school_users_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_author_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_status_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_status_created]
+}
+
+resource "google_firestore_index" "jobs_school_users_status_submission_created" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "request.submission_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_submission_created]
+}
+
+# A student's erasure (FirestoreJobEraser.jobs_of_student) includes the jobs users of the
+# school stored before jobs had an author: request.student_id == S and C:user: <=
+# client_id < C:user; (a range beside an equality needs this index; the other branches
+# of its OR use the single-field ones).
+resource "google_firestore_index" "jobs_student_client" {
+  database    = google_firestore_database.main.name
+  collection  = var.jobs_collection
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "request.student_id"
+    order      = "ASCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "ASCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_school_users_status_submission_created]
+}
+
+# A school's assignment list (FirestoreAssignmentStore.list_of) includes those its users
+# made before objects had an author: client_id == C OR C:user: <= client_id < C:user;
+# order by created_at desc, client_id desc, __name__ desc. The equality branch uses
+# assignments_client_created, the range branch this index.
+resource "google_firestore_index" "assignments_school_users_created" {
+  database    = google_firestore_database.main.name
+  collection  = "assignments"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "client_id"
+    order      = "DESCENDING"
+  }
+
+  fields {
+    field_path = "__name__"
+    order      = "DESCENDING"
+  }
+
+  depends_on = [google_firestore_index.jobs_student_client]
+}

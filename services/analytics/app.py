@@ -1,7 +1,8 @@
 """The analytics subscriber: records every GradingCompleted and serves simple stats.
 
 The stats endpoints answer an operator key (every client's records) or an API key of a
-client named in GRADEQ_ANALYTICS_READERS (that client's records only).
+client named in GRADEQ_ANALYTICS_READERS (that client's records only); a credential
+refused GRADEQ_AUTH_FAILURE_BURST times is answered 429 until it earns another try.
 
     gunicorn --bind :$PORT --workers 1 --threads 8 --timeout 0 \\
         'services.analytics.app:create_app()'
@@ -19,6 +20,7 @@ from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import ApiKeyAuthenticator
+from shared.http.failed_auth import FailedAuthLimiter, client_address
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
 from shared.http.subscriber import (
@@ -28,7 +30,7 @@ from shared.http.subscriber import (
 )
 from shared.http.tracing import register_trace_context
 from shared.logs import configure_logging
-from shared.ports import ApiKeyStore, EventRecords, ProcessedEvents
+from shared.ports import ApiKeyStore, Clock, EventRecords, ProcessedEvents
 
 
 class StatsUnavailable(GradeqError):
@@ -67,6 +69,7 @@ def create_app(
     processed: ProcessedEvents | None = None,
     records: EventRecords | None = None,
     api_keys: ApiKeyStore | None = None,
+    clock: Clock | None = None,
 ) -> Flask:
     """Build the analytics app; both stores come from the settings unless `processed` is given."""
     settings = settings or Settings()
@@ -75,10 +78,18 @@ def create_app(
     family = adapter_family(settings)
     if processed is None:
         processed, records = family.processed_events(), family.event_records()
+    clock = clock or build_clock()
+    failures = FailedAuthLimiter(
+        settings.auth_failure_burst,
+        settings.auth_failure_rate_per_s,
+        clock,
+        lambda: client_address(settings.trusted_proxy_hops),
+    )
     readers = ReaderAuthenticator(
         settings.operator_key_map(),
-        lambda: ApiKeyAuthenticator(api_keys or family.api_key_store(), build_clock()),
+        lambda: ApiKeyAuthenticator(api_keys or family.api_key_store(), clock),
         settings.analytics_reader_set(),
+        failures,
     )
 
     def handle(received: ReceivedEvent) -> None:

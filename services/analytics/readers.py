@@ -2,7 +2,8 @@
 
 An operator key (GRADEQ_OPERATOR_KEYS) reads every client's records. An API key of a
 client listed in GRADEQ_ANALYTICS_READERS reads that client's records only. Any other
-credential is refused.
+credential is refused, and a credential refused too often is answered 429 before it is
+looked up again (the same per-credential limits as the intake's, shared/http/failed_auth.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from shared.domain.authorization import SERVER, Action, Principal, Role, owner_of
 from shared.domain.errors import GradeqError
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
+from shared.http.errors import Unauthenticated
+from shared.http.failed_auth import FailedAuthLimiter
 
 _HASHED = "sha256:"
 
@@ -67,6 +70,7 @@ class ReaderAuthenticator:
         operator_keys: Mapping[str, str],
         keys: Callable[[], ApiKeyAuthenticator],
         readers: frozenset[str],
+        failures: FailedAuthLimiter | None = None,
     ) -> None:
         self._operators = [
             bytes.fromhex(k.removeprefix(_HASHED)) if k.startswith(_HASHED) else _digest(k)
@@ -74,8 +78,18 @@ class ReaderAuthenticator:
         ]
         self._keys = cache(keys)
         self._readers = readers
+        self._failures = failures
 
     def reader(self) -> Reader:
+        """The reader the request's credential names; its refusals (unknown credential,
+        or a client that is not a reader) count against that credential."""
+        if self._failures is None:
+            return self._authenticate()
+        return self._failures.guard(
+            "reader", self._authenticate, refused=(Unauthenticated, NotAReader)
+        )
+
+    def _authenticate(self) -> Reader:
         credential = bearer_credential()
         digest = _digest(credential)
         # Every digest is compared (constant time), whichever matches.

@@ -8,7 +8,6 @@ from services.intake import admin
 from services.intake.assignments.routes import bp as assignments_bp
 from services.intake.auth.clients import ClientAuthenticator
 from services.intake.auth.cors import register_cors
-from services.intake.auth.failures import FailedAuthLimiter, client_address
 from services.intake.auth.firebase import FirebaseAuthenticator, SignInPolicy
 from services.intake.auth.firebase_revocation import IdentityToolkitLookup
 from services.intake.auth.reviewers import ReviewerKeys
@@ -29,6 +28,7 @@ from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CachedResolver, CallbackGuard
 from shared.http.client_keys import ApiKeyAuthenticator
+from shared.http.failed_auth import FailedAuthLimiter, client_address
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
 from shared.http.tracing import register_trace_context

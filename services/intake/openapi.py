@@ -17,7 +17,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from services.intake.auth.clients import SCOPE_HEADER
-from services.intake.auth.failures import TooManyFailedAuthentications
 from services.intake.auth.firebase import NoClientForUser, SignInNotAccepted
 from services.intake.jobs.schemas import GradingJobIn, JobListQuery
 from services.intake.jobs.views import JobPage, JobView, Problem
@@ -60,6 +59,7 @@ from shared.http.errors import (
     UnsupportedMediaType,
     UriTooLong,
 )
+from shared.http.failed_auth import TooManyFailedAuthentications
 
 OPENAPI_PATH = "/openapi.json"
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"

@@ -15,8 +15,9 @@ from shared.bootstrap import (
     build_clock,
     build_grader,
 )
+from shared.bootstrap.embedded import EmbeddedFamily
 from shared.bootstrap.graders import context_caches
-from shared.config.settings import Settings
+from shared.config.settings import Backend, Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.health import register_health
 from shared.http.problems import register_error_handlers
@@ -32,6 +33,7 @@ from shared.service_layer.provider_batches import BatchPolicy, BatchService, Pro
 from shared.service_layer.recovery import RecoveryService
 from shared.service_layer.regrade import Regrader
 from shared.service_layer.review import ReviewPolicies, ReviewService
+from shared.service_layer.upload_expiry import UploadExpiry
 from shared.service_layer.worker import WorkerService
 
 
@@ -97,6 +99,15 @@ def create_app(
             clock,
         ),
     )
+    if settings.backend is Backend.EMBEDDED:
+        # Cloud Storage expires uploads by the bucket's lifecycle rule; local disk here.
+        family = EmbeddedFamily(settings)
+        app.extensions["gradeq.upload_expiry"] = UploadExpiry(
+            family.blob_store(clock),
+            family.upload_references(),
+            clock,
+            timedelta(days=settings.uploads_retention_days),
+        )
     app.extensions["gradeq.lanes"] = LaneService(
         adapters.store,
         adapters.queue,

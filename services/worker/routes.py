@@ -12,6 +12,7 @@ from shared.codecs.task_body import MalformedTaskBody, decode_task_body
 from shared.logs import job_context
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.recovery import RecoveryService
+from shared.service_layer.upload_expiry import UploadExpiry
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ def grade() -> Response:
 def recover() -> Response:
     service: RecoveryService = current_app.extensions["gradeq.recovery"]
     swept = service.sweep().as_dict()
+    expiry: UploadExpiry | None = current_app.extensions.get("gradeq.upload_expiry")
+    if expiry is not None:
+        swept["uploads_expired"] = expiry.sweep()
     lanes: LaneService | None = current_app.extensions.get("gradeq.lanes")
     if lanes is not None:
         lanes.report()  # each lane's oldest job's age, for its alert

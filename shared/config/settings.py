@@ -319,6 +319,9 @@ class Settings(BaseSettings):
     upload_max_job_text_bytes: int = Field(default=100 * 1024, ge=1)
     upload_max_bytes_per_day: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)
     upload_url_ttl_s: int = Field(default=600, ge=1, le=7 * 24 * 3600)
+    # Embedded backend: uploads older than this that no job names are removed on the
+    # recovery tick (Google Cloud: the bucket's lifecycle rule, var.uploads_retention_days).
+    uploads_retention_days: int = Field(default=31, ge=1)
     # Upload URLs per client: a token bucket of this size, refilled at this rate.
     upload_burst: int = Field(default=60, ge=1)
     upload_rate_per_s: float = Field(default=2.0, gt=0)

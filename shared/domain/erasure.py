@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.domain.assignment import SCORE_SUM, SCORED, TallyChange, histogram_bucket
+from shared.domain.authorization import Owner
 from shared.domain.ids import completion_event_id, grade_reviewed_event_id
 from shared.domain.job import Job
 from shared.domain.status import JobStatus
@@ -63,8 +64,10 @@ def event_ids_of(job: Job) -> list[str]:
 
 @dataclass
 class ErasureReport:
-    """What an erasure removed, and what remains where and until when."""
+    """What an erasure removed, and what remains where and until when; `owner`: the school
+    it was done in and the author who asked for it (like every object of the school)."""
 
+    owner: Owner | None = None
     jobs: list[str] = field(default_factory=list)
     results: int = 0
     reviews: int = 0

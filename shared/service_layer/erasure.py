@@ -89,7 +89,7 @@ class ErasureService:
             Action.JOB_READ,
         )
         assert job is not None
-        report = ErasureReport()
+        report = ErasureReport(principal.owner)
         self._erase(job, report)
         return self._finish(report)
 
@@ -97,7 +97,7 @@ class ErasureService:
         """Erase every submission of the school's student `student_id`, whoever sent it."""
         principal = as_principal(caller)
         require(principal, Action.STUDENT_ERASE)
-        report = ErasureReport()
+        report = ErasureReport(principal.owner)
         while True:
             found = self._eraser.jobs_of_student(principal.school, student_id, PAGE)
             if not found:

@@ -55,10 +55,16 @@ class UploadService:
         self._quota = quota
 
     def create(
-        self, client_id: str, content_type: str, size: int, student_id: str | None = None
+        self,
+        client_id: str,
+        content_type: str,
+        size: int,
+        student_id: str | None = None,
+        author: str = SERVER,
     ) -> NewUpload:
         """A new upload of `size` bytes of `content_type` for this client (and, with
-        `student_id`, for that student: stored under the student's prefix).
+        `student_id`, for that student: stored under the student's prefix). The object
+        names its school and `author` (who made it) in its metadata.
 
         The size counts against the client's bytes of the UTC day when the URL is issued
         (the URL takes exactly that size), whether or not the file is then PUT.
@@ -69,7 +75,11 @@ class UploadService:
         upload_id = new_upload_id()
         expires_at = now + timedelta(seconds=self.limits.url_ttl_s)
         signed = self._blobs.signed_put(
-            object_name(client_id, upload_id, student_id), content_type, size, expires_at
+            object_name(client_id, upload_id, student_id),
+            content_type,
+            size,
+            expires_at,
+            Owner(client_id, author),
         )
         return NewUpload(upload_id, signed)
 

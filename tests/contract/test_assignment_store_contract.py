@@ -379,3 +379,43 @@ def test_a_batch_creates_no_more_new_jobs_than_the_ceilings_admit(backend: Backe
     assert backend.jobs.get("a-1-j2") is None
     assert backend.jobs.active_counts("client-a").client == 3
     assert backend.assignments.tally("a-1", 0).total == 3
+
+
+def _store_as_before(backend: Backend, made: Assignment) -> None:
+    """Write an assignment exactly as the stores did before authors: no `author` field."""
+    backend.assignments.create(made)
+    if isinstance(backend.assignments, SqliteAssignmentStore):
+        with backend.assignments._db.transaction() as conn:
+            conn.execute(
+                "UPDATE assignments SET record = json_remove(record, '$.author') WHERE id = ?",
+                (made.id,),
+            )
+        return
+    from google.cloud import firestore
+
+    document = backend.assignments._assignments.document(made.id)  # type: ignore[attr-defined]
+    document.update({"author": firestore.DELETE_FIELD})
+
+
+def test_the_schools_list_holds_its_users_assignments_from_before(backend: Backend) -> None:
+    """Assignments a signed-in user made in their scope before objects had an author
+    (client id `<school>:user:<uid>`) are listed with the school's, page after page, and
+    stay there once written again; a lookalike school's are not."""
+    _store_as_before(backend, assignment("old-1", "client-a:user:tess", at=0))
+    _store_as_before(backend, assignment("old-x", "client-a-b:user:tess", at=1))
+    for n in (2, 3):
+        backend.assignments.create(assignment(f"new-{n}", "client-a", at=n))
+    _store_as_before(backend, assignment("old-4", "client-a:user:ula", at=4))
+    seen: list[str] = []
+    after = None
+    while True:
+        page = backend.assignments.list_of("client-a", 2, after)
+        seen += [a.id for a in page]
+        if len(page) < 2:
+            break
+        after = (page[-1].created_at, page[-1].id)
+    assert seen == ["old-4", "new-3", "new-2", "old-1"]
+    assert [a.client_id for a in backend.assignments.list_of("client-a", 10)] == ["client-a"] * 4
+    backend.assignments.update("old-1", lambda a: a)
+    listed = [a.id for a in backend.assignments.list_of("client-a", 10)]
+    assert listed == ["old-4", "new-3", "new-2", "old-1"]

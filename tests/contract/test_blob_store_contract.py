@@ -23,6 +23,7 @@ from werkzeug.serving import make_server
 from services.intake.uploads import blobs as blob_routes
 from shared.adapters.embedded.blob_store import FileBlobStore
 from shared.clock import FrozenClock
+from shared.domain.authorization import Owner
 from shared.domain.uploads import (
     FileRef,
     UploadLimits,
@@ -227,3 +228,27 @@ def test_a_students_uploads_live_under_their_prefix_and_go_together(
     assert harness.blobs.stat(object_name("client-a", nobodys)) is not None
     assert harness.blobs.delete_under(student_prefix("client-a", "ada")) == []
     assert harness.blobs.delete_under(student_prefix("client-b", "bob")) == []
+
+
+def test_an_upload_names_its_school_and_author(harness: BlobHarness) -> None:
+    upload = harness.service.create("client-a", "image/png", len(PNG), "ada", "ada")
+    name = object_name("client-a", upload.upload_id, "ada")
+    assert harness.put(upload.signed, PNG) == 200
+    if not harness.enforces_signed_urls:
+        # The PUT must carry the owner as the object's custom metadata, and it is signed;
+        # the emulator keeps no x-goog-meta-* of an XML PUT, so the object is written as
+        # Cloud Storage stores that PUT.
+        owner_headers = {
+            "x-goog-meta-gradeq-school": "client-a",
+            "x-goog-meta-gradeq-author": "ada",
+        }
+        assert owner_headers.items() <= upload.signed.headers.items()
+        assert set(owner_headers) <= set(_signed_headers(upload.signed))
+        from shared.adapters.google.blob_store import GcsBlobStore
+
+        assert isinstance(harness.blobs, GcsBlobStore)
+        blob = harness.blobs._bucket.blob(name)
+        blob.metadata = {"gradeq-school": "client-a", "gradeq-author": "ada"}
+        blob.upload_from_string(PNG, content_type="image/png")
+    info = harness.blobs.stat(name)
+    assert info is not None and info.owner == Owner("client-a", "ada")

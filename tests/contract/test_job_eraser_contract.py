@@ -127,3 +127,23 @@ def test_every_generations_events_become_tombstones_recorded_or_not(backend: Bac
         for subscriber in ("analytics", "notification"):
             assert backend.processed.add(subscriber, late, {"job_id": job.id}) is False
     assert backend.processed.records("analytics") == []
+
+
+def test_a_students_search_finds_their_jobs_stored_before_authors(backend: Backend) -> None:
+    """Jobs stored in the old form (client id `<school>:user:<uid>`, no author): the
+    student's own (their user id the student id, or no student id at all), and a teacher's
+    for the student; not another school's, nor another student's."""
+    from tests.contract.test_legacy_owner_contract import store_as_before
+
+    def request(n: int, student: str | None) -> GradingRequest:
+        return GradingRequest(f"s{n}", "x", "light", 10.0, student_id=student)
+
+    store_as_before(backend.jobs, "own", "client-a:user:ada", request(1, "ada"))
+    store_as_before(backend.jobs, "own-unnamed", "client-a:user:ada", request(2, None))
+    store_as_before(backend.jobs, "teachers", "client-a:user:tess", request(3, "ada"))
+    store_as_before(backend.jobs, "other-student", "client-a:user:tess", request(4, "bo"))
+    store_as_before(backend.jobs, "other-school", "client-a-b:user:ada", request(5, "ada"))
+    backend.jobs.create(Job.new("new", "client-a", request(6, "ada"), "fp", T0, author="ada"))
+    found = backend.eraser.jobs_of_student("client-a", "ada", 10)
+    assert sorted(j.id for j in found) == ["new", "own", "own-unnamed", "teachers"]
+    assert all(j.client_id == "client-a" for j in found)

@@ -19,6 +19,7 @@ from shared.domain.uploads import FileRef, UploadLimits, UploadMismatch, object_
 from shared.ports import JobStore, UploadReferences
 from shared.service_layer.uploads import UploadService
 from tests.contract.test_job_store_contract import T0
+from tests.contract.test_legacy_owner_contract import store_as_before
 from tests.support import files
 from tests.unit.test_grader_files import MemoryBlobs
 
@@ -91,3 +92,14 @@ def test_a_refused_file_no_accepted_job_names_is_deleted(backend: Backend) -> No
             "client-a", (FileRef("up_1", "image/png", len(files.EXECUTABLE)),)
         )
     assert name not in blobs.objects
+
+
+def test_a_job_stored_before_authors_names_its_uploads_for_its_school(backend: Backend) -> None:
+    """A job a signed-in user stored with their scope as client id (`<school>:user:<uid>`,
+    no author) is its school's: its files are named by a job of that school."""
+    name = object_name("school-a", "up_1")
+    ref = FileRef("up_1", "image/png", len(PNG), "page.png", name)
+    request = GradingRequest("s1", "", "shows the working", 10.0, files=(ref,))
+    store_as_before(backend.jobs, "old-1", "school-a:user:ada", request)
+    assert backend.references.named_by_a_job("school-a", name)
+    assert not backend.references.named_by_a_job("school-a-b", name)

@@ -17,6 +17,7 @@ from services.analytics.stats import summarize
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.api_keys import ApiKey
 from shared.domain.events import GradingCompleted, Outcome
@@ -184,6 +185,36 @@ def test_reads_need_a_readers_api_key(client: FlaskClient, path: str) -> None:
 def test_a_revoked_readers_key_is_refused(client: FlaskClient, keys: SqliteApiKeyStore) -> None:
     keys.revoke("auditor", datetime(2025, 6, 1, tzinfo=UTC))
     assert client.get("/v1/stats", headers=READER).status_code == 401
+
+
+def test_a_failing_credential_is_throttled_and_a_valid_key_still_reads(
+    settings: Settings, processed: SqliteProcessedEvents, keys: SqliteApiKeyStore
+) -> None:
+    """40 bad tries with one credential: the first 20 are refused as unknown, the rest
+    answered 429 before any lookup; the reader's and the operator's keys from the same
+    address still pass."""
+    client = create_app(settings, processed, processed, keys, FrozenClock()).test_client()
+    bad = {"Authorization": "Bearer gq_auditor_" + "x" * 43}
+    statuses = [client.get("/v1/stats", headers=bad).status_code for _ in range(40)]
+    assert statuses == [401] * settings.auth_failure_burst + [429] * (
+        40 - settings.auth_failure_burst
+    )
+    refused = client.get("/v1/stats", headers=bad)
+    assert refused.json is not None
+    assert refused.json["type"].endswith("/too-many-failed-authentications")
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert client.get("/v1/stats", headers=READER).status_code == 200
+    assert client.get("/v1/stats", headers=OPERATOR).status_code == 200
+
+
+def test_a_wrong_operator_key_is_throttled_too(
+    settings: Settings, processed: SqliteProcessedEvents, keys: SqliteApiKeyStore
+) -> None:
+    client = create_app(settings, processed, processed, keys, FrozenClock()).test_client()
+    wrong = {"Authorization": "Bearer not-the-operator-key"}
+    statuses = {client.get("/v1/usage", headers=wrong).status_code for _ in range(40)}
+    assert statuses == {401, 429}
+    assert client.get("/v1/usage", headers=OPERATOR).status_code == 200
 
 
 def old_style_push(event: GradingCompleted, callback_url: str, message_id: str) -> dict[str, Any]:

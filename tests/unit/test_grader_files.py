@@ -49,7 +49,9 @@ class MemoryBlobs:
         self.objects[f"uploads/o/{name}"] = (data, content_type)
         return FileRef(name, content_type, len(data), f"{name}.file", f"uploads/o/{name}")
 
-    def signed_put(self, name: str, content_type: str, size: int, expires_at: datetime) -> Any:
+    def signed_put(
+        self, name: str, content_type: str, size: int, expires_at: datetime, owner: Any = None
+    ) -> Any:
         return SignedUpload("", {}, expires_at)
 
     def stat(self, name: str) -> BlobInfo | None:

@@ -11,7 +11,6 @@ from flask.testing import FlaskClient
 from pydantic import SecretStr
 
 from services.intake.app import create_app
-from services.intake.auth.failures import client_address
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.bootstrap import Adapters
@@ -19,6 +18,7 @@ from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from shared.domain.api_keys import ApiKey
 from shared.http.client_keys import UnknownKeyIds
+from shared.http.failed_auth import client_address
 from tests.unit.conftest import API_KEY
 from tests.unit.test_intake_api import assert_problem, post
 

@@ -303,3 +303,28 @@ def test_a_students_upload_is_their_own_and_their_practice_job_names_it(
     erased = intake.delete("/v1/students/ada", headers=SERVER).get_json()
     assert erased["removed"]["jobs"] == [sent.get_json()["id"]]
     assert len(erased["removed"]["uploads"]) == 1
+
+
+def test_an_upload_names_its_school_and_its_author(intake: FlaskClient) -> None:
+    blobs = intake.application.extensions["gradeq.blob_receiver"]
+    owners = []
+    for who in (STUDENT, SERVER):
+        created = intake.post(
+            "/v1/uploads", json={"content_type": "text/plain", "size": 5}, headers=who
+        ).get_json()
+        put = intake.put(created["upload_url"], data=b"light", headers=created["headers"])
+        assert put.status_code < 300
+        name = created["upload_url"].split("?")[0].split("/v1/blobs/", 1)[1]
+        info = blobs.stat(name)
+        owners.append((info.owner.school, info.owner.author))
+    assert owners == [("client-a", "ada"), ("client-a", "server")]
+
+
+def test_an_erasure_record_names_its_school_and_the_author_who_erased(
+    intake: FlaskClient,
+) -> None:
+    job_id = student_job(intake, "practice")
+    erased = intake.delete(f"/v1/grading-jobs/{job_id}", headers=TEACHER).get_json()
+    assert (erased["school"], erased["author"]) == ("client-a", "ms-t")
+    by_server = intake.delete("/v1/students/ada", headers=SERVER).get_json()
+    assert (by_server["school"], by_server["author"]) == ("client-a", "server")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from shared.adapters.graders.parts import FileReader
 from shared.clock import FrozenClock
+from shared.domain.authorization import Owner
 from shared.domain.uploads import FileRef, UploadLimits, object_name
 from shared.ports import BlobInfo, SignedUpload
 from shared.service_layer.uploads import UploadService
@@ -28,7 +29,12 @@ class CountingBlobs(MemoryBlobs):
         self.calls: Counter[str] = Counter()
 
     def signed_put(
-        self, name: str, content_type: str, size: int, expires_at: datetime
+        self,
+        name: str,
+        content_type: str,
+        size: int,
+        expires_at: datetime,
+        owner: Owner | None = None,
     ) -> SignedUpload:
         self.calls["sign (IAM signBlob, no storage operation)"] += 1
         return SignedUpload("", {}, expires_at)

@@ -7,9 +7,9 @@ import hmac
 
 from flask import request
 
-from services.intake.auth.failures import FailedAuthLimiter
 from shared.domain.errors import GradeqError
 from shared.http.errors import Unauthenticated
+from shared.http.failed_auth import FailedAuthLimiter
 
 _HASHED = "sha256:"
 

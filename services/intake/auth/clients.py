@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from flask import g, request
 
-from services.intake.auth.failures import FailedAuthLimiter
 from services.intake.auth.firebase import FirebaseAuthenticator
 from services.intake.auth.reviewers import ReviewerKeys
 from shared.domain.api_keys import PREFIX, key_id_of
 from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator, bearer_credential
 from shared.http.errors import Unauthenticated
+from shared.http.failed_auth import FailedAuthLimiter
 from shared.service_layer.lti_launch import LtiLaunches
 
 #: A member of staff signed in may send this header (value "user") to list only their own

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from flask import Response, current_app, g
 
-from services.intake.limits.token_buckets import TokenBuckets
 from shared.domain.client_ids import owning_client
 from shared.domain.errors import GradeqError
+from shared.http.token_buckets import TokenBuckets
 from shared.ports import Clock
 
 

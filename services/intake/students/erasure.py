@@ -39,8 +39,11 @@ class RemainsView(BaseModel):
 
 
 class ErasureView(BaseModel):
-    """The answer of an erasure."""
+    """The answer of an erasure: its school and the author who asked, what it removed and
+    what remains."""
 
+    school: str
+    author: str
     removed: RemovedView
     remains: list[RemainsView]
 
@@ -56,7 +59,10 @@ def _principal() -> Principal:
 
 
 def erasure_view(report: ErasureReport) -> ErasureView:
+    assert report.owner is not None  # every erasure is asked for by a school's principal
     return ErasureView(
+        school=report.owner.school,
+        author=report.owner.author,
         removed=RemovedView(
             jobs=report.jobs,
             results=report.results,

@@ -77,7 +77,9 @@ def create_upload() -> Response:
         if student_id not in (None, principal.author):
             raise SetByTheSchool("a student uploads for themselves", fields=["student_id"])
         student_id = principal.author
-    created = uploads_service().create(client_id, body.content_type, body.size, student_id)
+    created = uploads_service().create(
+        client_id, body.content_type, body.size, student_id, principal.author
+    )
     url = created.signed.url
     if url.startswith("/"):  # the embedded store's URL is served by this intake
         url = request.host_url.rstrip("/") + url

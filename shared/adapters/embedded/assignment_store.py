@@ -16,6 +16,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.assignment import Assignment, Tally, tally_change
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import AssignmentNotFound, GradeqError
 from shared.domain.events import AssignmentGraded
 from shared.domain.job import Job
@@ -129,8 +130,14 @@ class SqliteAssignmentStore:
     def list_of(
         self, client_id: str, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Assignment]:
-        sql = "SELECT record FROM assignments WHERE client_id = ?"
-        params: list[Any] = [client_id]
+        # The school's, and those its users made in their scope before objects had an
+        # author (client id `<school>:user:<uid>`, kept in the column): a range of the index.
+        legacy = client_id + USER_SCOPE_MARK
+        sql = (
+            "SELECT record FROM assignments"
+            " WHERE (client_id = ? OR (client_id >= ? AND client_id < ?))"
+        )
+        params: list[Any] = [client_id, legacy, legacy[:-1] + chr(ord(legacy[-1]) + 1)]
         if after is not None:
             sql += " AND (created_at, id) < (?, ?)"
             params.extend((_sortable(after[0]), after[1]))

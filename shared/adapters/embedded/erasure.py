@@ -16,13 +16,19 @@ from shared.adapters.embedded.assignment_store import SCHEMA as TALLY_SCHEMA
 from shared.adapters.embedded.job_store import SCHEMA as JOBS_SCHEMA
 from shared.adapters.embedded.processed_events import SCHEMA as PROCESSED_SCHEMA
 from shared.adapters.embedded.sqlite import SqliteDatabase, unavailable_on_error
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.erasure import RECORDING_SUBSCRIBERS, TOMBSTONE, tally_removal
 from shared.domain.job import DATETIME_FIELDS, Job
 
+# A student's jobs: the school's naming them, and those stored before jobs had an author
+# (client id `<school>:user:<uid>`): any user's naming them, and the student's own as a
+# signed-in user (their user id is their student id), whatever student id they name.
 _OF_STUDENT = """
 SELECT record FROM jobs
-WHERE client_id = ? AND json_extract(record, '$.request.student_id') = ?
-ORDER BY id LIMIT ?
+WHERE ((client_id = :school OR (client_id >= :legacy_from AND client_id < :legacy_to))
+       AND json_extract(record, '$.request.student_id') = :student)
+   OR client_id = :own_scope
+ORDER BY id LIMIT :limit
 """
 
 
@@ -44,7 +50,16 @@ class SqliteJobEraser:
 
     def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
         with unavailable_on_error("find a student's jobs"):
-            rows = self._db.connection().execute(_OF_STUDENT, (client_id, student_id, limit))
+            legacy = client_id + USER_SCOPE_MARK
+            params = {
+                "school": client_id,
+                "legacy_from": legacy,
+                "legacy_to": legacy[:-1] + chr(ord(legacy[-1]) + 1),
+                "student": student_id,
+                "own_scope": legacy + student_id,
+                "limit": limit,
+            }
+            rows = self._db.connection().execute(_OF_STUDENT, params)
             return [_decode(r["record"]) for r in rows.fetchall()]
 
     def delete(self, job: Job) -> bool:

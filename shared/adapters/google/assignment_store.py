@@ -15,11 +15,13 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import And, Or
 
 from shared.adapters.google import metering
 from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import plain
 from shared.domain.assignment import Assignment, Tally, TallyChange, tally_change
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import AssignmentNotFound, DependencyUnavailable, GradeqError
 from shared.domain.events import AssignmentGraded
 from shared.domain.job import Job
@@ -120,15 +122,39 @@ class FirestoreAssignmentStore:
     def list_of(
         self, client_id: str, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Assignment]:
-        # Needs the composite index (client_id ASC, created_at DESC, __name__ DESC).
+        # Needs the composite index (client_id ASC, created_at DESC, __name__ DESC), and for
+        # the school's users' assignments made before objects had an author (client id
+        # `<school>:user:<uid>`, a range) (created_at DESC, client_id DESC, __name__ DESC).
+        legacy = client_id + USER_SCOPE_MARK
+        users = And(
+            [
+                firestore.FieldFilter("client_id", ">=", legacy),
+                firestore.FieldFilter("client_id", "<", legacy[:-1] + chr(ord(legacy[-1]) + 1)),
+            ]
+        )
+        school = firestore.FieldFilter("client_id", "==", client_id)
         query: Any = (
-            self._assignments.where(filter=firestore.FieldFilter("client_id", "==", client_id))
+            self._assignments.where(filter=Or([school, users]))
             .order_by("created_at", direction=firestore.Query.DESCENDING)
+            .order_by("client_id", direction=firestore.Query.DESCENDING)
             .order_by("__name__", direction=firestore.Query.DESCENDING)
         )
         if after is not None:
+            last = self._assignments.document(after[1])
+            stored = self._call(
+                "list assignments",
+                lambda: last.get(
+                    field_paths=["client_id"], retry=self._retry, timeout=self._deadline_s
+                ),
+            )
+            self.meter.add(metering.FIRESTORE_READS)
+            last_client = (stored.to_dict() or {}).get("client_id") if stored.exists else None
             query = query.start_after(
-                {"created_at": after[0], "__name__": self._assignments.document(after[1])}
+                {
+                    "created_at": after[0],
+                    "client_id": last_client if isinstance(last_client, str) else client_id,
+                    "__name__": last,
+                }
             )
         snapshots = self._call(
             "list assignments",

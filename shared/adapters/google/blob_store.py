@@ -21,8 +21,13 @@ import google.cloud.storage as storage  # the package is untyped: no py.typed
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import Credentials, Signing
 
+from shared.domain.authorization import Owner
 from shared.domain.errors import DependencyUnavailable
 from shared.ports import BlobInfo, SignedUpload
+
+#: The object's custom metadata naming its owner (sent as x-goog-meta-<key> on the PUT).
+SCHOOL_KEY = "gradeq-school"
+AUTHOR_KEY = "gradeq-author"
 
 
 class GcsBlobStore:
@@ -56,13 +61,22 @@ class GcsBlobStore:
         return self._client.bucket(self._bucket_name)
 
     def signed_put(
-        self, name: str, content_type: str, size: int, expires_at: datetime
+        self,
+        name: str,
+        content_type: str,
+        size: int,
+        expires_at: datetime,
+        owner: Owner | None = None,
     ) -> SignedUpload:
         headers = {
             "x-goog-content-length-range": f"{size},{size}",
             # Created once: a second PUT cannot swap the object checked at submit.
             "x-goog-if-generation-match": "0",
         }
+        if owner is not None:
+            # Signed headers: the PUT must carry them, so the object names its owner.
+            headers[f"x-goog-meta-{SCHOOL_KEY}"] = owner.school
+            headers[f"x-goog-meta-{AUTHOR_KEY}"] = owner.author
         # The client keeps its credentials private; the signer needs them.
         credentials = self._signing or self._client._credentials
         signer: dict[str, Any]
@@ -92,7 +106,10 @@ class GcsBlobStore:
             raise DependencyUnavailable(f"Cloud Storage: {type(exc).__name__}") from None
         if blob is None:
             return None
-        return BlobInfo(int(blob.size or 0), blob.content_type or "")
+        metadata = blob.metadata or {}
+        school, author = metadata.get(SCHOOL_KEY), metadata.get(AUTHOR_KEY)
+        owner = Owner(school, author) if school and author else None
+        return BlobInfo(int(blob.size or 0), blob.content_type or "", owner)
 
     def read(self, name: str, max_bytes: int) -> bytes:
         try:

@@ -15,9 +15,11 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import And, Or
 
 from shared.adapters.google.assignment_store import FirestoreTally
 from shared.adapters.google.firestore_codec import SERVER_CREATED_FIELD, TTL_FIELD, from_document
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.erasure import RECORDING_SUBSCRIBERS, TOMBSTONE, is_tombstone, tally_removal
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import Job
@@ -48,9 +50,24 @@ class FirestoreJobEraser:
         self._processed_ttl = processed_ttl
 
     def jobs_of_student(self, client_id: str, student_id: str, limit: int) -> list[Job]:
+        # The school's jobs naming the student; those stored before jobs had an author
+        # (client id `<school>:user:<uid>`, index jobs_student_client): any user's naming
+        # the student, and the student's own as a signed-in user, whatever they name.
+        legacy = client_id + USER_SCOPE_MARK
+        names = firestore.FieldFilter("request.student_id", "==", student_id)
+        users = [
+            firestore.FieldFilter("client_id", ">=", legacy),
+            firestore.FieldFilter("client_id", "<", legacy[:-1] + chr(ord(legacy[-1]) + 1)),
+        ]
         query: Any = self._jobs.where(
-            filter=firestore.FieldFilter("client_id", "==", client_id)
-        ).where(filter=firestore.FieldFilter("request.student_id", "==", student_id))
+            filter=Or(
+                [
+                    And([firestore.FieldFilter("client_id", "==", client_id), names]),
+                    And([*users, names]),
+                    firestore.FieldFilter("client_id", "==", legacy + student_id),
+                ]
+            )
+        )
         try:
             snapshots = list(query.limit(limit).stream(timeout=self._deadline_s))
         except gexc.GoogleAPIError as exc:

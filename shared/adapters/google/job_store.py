@@ -44,6 +44,7 @@ from shared.adapters.google.clients import DEFAULT_DEADLINE_S, bounded_retry
 from shared.adapters.google.firestore_codec import from_document, to_document
 from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.authorization import Owner
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound
 from shared.domain.job import Job
 from shared.domain.status import FINAL_STATUSES, JobStatus
@@ -469,13 +470,24 @@ class FirestoreJobStore:
     def list_jobs(self, query: JobQuery) -> list[Job]:
         # Needs composite indexes on (client_id, [status,] [request.submission_id,]
         # created_at DESC, __name__ DESC): one per combination of filters.
+        # The school's whole list adds its users' jobs stored before jobs had an author
+        # (client id `<school>:user:<uid>`): a range of client ids, ordered by client_id
+        # after created_at (indexes jobs_school_users_*: [status,] [request.submission_id,]
+        # created_at DESC, client_id DESC, __name__ DESC).
         # One author's jobs (a student's) add `author` (index jobs_author_created, merged
         # with these), or are the user's jobs stored before jobs had an author: their
         # client_id is the user's scope (see docs/auth.md).
         school = firestore.FieldFilter("client_id", "==", query.client_id)
         q: Any = self._jobs
         if query.author is None:
-            q = q.where(filter=school)
+            legacy = query.client_id + USER_SCOPE_MARK
+            users = And(
+                [
+                    firestore.FieldFilter("client_id", ">=", legacy),
+                    firestore.FieldFilter("client_id", "<", _next_prefix(legacy)),
+                ]
+            )
+            q = q.where(filter=Or([school, users]))
         else:
             by_author = And([school, firestore.FieldFilter("author", "==", query.author)])
             scope = Owner(query.client_id, query.author).scope
@@ -486,12 +498,19 @@ class FirestoreJobStore:
             q = q.where(
                 filter=firestore.FieldFilter("request.submission_id", "==", query.submission_id)
             )
-        q = q.order_by("created_at", direction=firestore.Query.DESCENDING).order_by(
-            "__name__", direction=firestore.Query.DESCENDING
-        )
+        q = q.order_by("created_at", direction=firestore.Query.DESCENDING)
+        if query.author is None:
+            q = q.order_by("client_id", direction=firestore.Query.DESCENDING)
+        q = q.order_by("__name__", direction=firestore.Query.DESCENDING)
         if query.after is not None:
             created_at, job_id = query.after
-            q = q.start_after({"created_at": created_at, "__name__": self._jobs.document(job_id)})
+            cursor: dict[str, Any] = {
+                "created_at": created_at,
+                "__name__": self._jobs.document(job_id),
+            }
+            if query.author is None:
+                cursor["client_id"] = self._stored_client_id(job_id, query.client_id)
+            q = q.start_after(cursor)
         try:
             snapshots: list[Any] = list(
                 q.limit(query.limit).stream(retry=self._retry, timeout=self._deadline_s)
@@ -502,9 +521,27 @@ class FirestoreJobStore:
         self.meter.add(metering.FIRESTORE_READS, max(1, len(snapshots)))
         return [from_document(s.id, s.to_dict()) for s in snapshots]
 
+    def _stored_client_id(self, job_id: str, school: str) -> str:
+        """The client id stored on a page's last job (the school's list's cursor orders by
+        it); a job gone since is placed as the school's own."""
+        try:
+            snapshot = self._jobs.document(job_id).get(
+                field_paths=["client_id"], retry=self._retry, timeout=self._deadline_s
+            )
+        except gexc.GoogleAPIError as exc:
+            raise DependencyUnavailable(f"Firestore read failed: {exc}") from exc
+        self.meter.add(metering.FIRESTORE_READS)
+        stored = (snapshot.to_dict() or {}).get("client_id") if snapshot.exists else None
+        return stored if isinstance(stored, str) else school
+
     def ping(self) -> None:
         try:
             # One document read (of a name no job can have) proves reachability and rights.
             self._jobs.document("_ping").get(retry=None, timeout=PING_TIMEOUT_S)
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore unreachable: {exc}") from exc
+
+
+def _next_prefix(prefix: str) -> str:
+    """The least string after every string that starts with `prefix`."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

@@ -3,7 +3,9 @@
 The job document lists its files' object names in `upload_objects` (written by the codec
 with every job that has files), so one `array_contains` query on Firestore's automatic
 single-field index answers, whatever the number of jobs. Object names already carry a
-digest of the client, and the client is checked again on the document found.
+digest of the client, and the client is checked again on the document found (a job a
+signed-in user stored before jobs had an author, client id `<school>:user:<uid>`, is its
+school's).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google.firestore_codec import UPLOADS_FIELD
+from shared.domain.authorization import owner_of
 from shared.domain.errors import DependencyUnavailable
 
 
@@ -34,4 +37,5 @@ class FirestoreUploadReferences:
             found = list(query.limit(10).stream(timeout=self._deadline_s))
         except gexc.GoogleAPIError as exc:
             raise DependencyUnavailable(f"Firestore query failed: {exc}") from exc
-        return any((s.to_dict() or {}).get("client_id") == client_id for s in found)
+        schools = [(s.to_dict() or {}).get("client_id") for s in found]
+        return any(isinstance(c, str) and owner_of(c).school == client_id for c in schools)

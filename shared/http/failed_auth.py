@@ -26,9 +26,9 @@ from typing import TypeVar
 
 from flask import request
 
-from services.intake.limits.token_buckets import TokenBuckets
 from shared.domain.errors import GradeqError
 from shared.http.errors import Unauthenticated
+from shared.http.token_buckets import TokenBuckets
 from shared.ports import Clock
 
 #: Credentials, and addresses, tracked at once at most; past it the least recently failing
