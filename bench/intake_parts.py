@@ -1,6 +1,6 @@
 """Where one accepted POST's CPU goes in the intake, measured in-process on one thread.
 
-    .venv/bin/python -m bench.intake_parts [--posts 600] [--rounds 5]
+    .venv/bin/python -m bench.intake_parts [--posts 600] [--rounds 5] [--variant NAME ...]
 
 Builds the intake app on a fresh embedded data directory (the settings of `make bench`'s
 acceptance scenario: admission limits and fair spacing out of the way), issues an API
@@ -187,14 +187,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.intake_parts", description=__doc__)
     parser.add_argument("--posts", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=[*VARIANTS, "bare Flask"],
+        help="measure only this variant (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
+    chosen = args.variant or [*VARIANTS, "bare Flask"]
     for name, variant in VARIANTS.items():
+        if name not in chosen:
+            continue
         with (
             tempfile.TemporaryDirectory(prefix="intake-parts-") as tmp,
             gradeq_client(Path(tmp), variant) as (client, key),
         ):
             spread = measure(client, key, args.posts, args.rounds)
         print(json.dumps({"variant": name, "cpu_ms_per_post": spread.as_dict()}), flush=True)
+    if "bare Flask" not in chosen:
+        return
     os.environ["BENCH_PEER"] = "flask"
     from bench.peer_producer import create_app as bare_flask
 
