@@ -1,6 +1,6 @@
 """Where one accepted POST's CPU goes in the intake, measured in-process on one thread.
 
-    .venv/bin/python -m bench.intake_parts [--posts 600] [--rounds 5]
+    .venv/bin/python -m bench.intake_parts [--posts 600] [--rounds 5] [--variant NAME ...]
 
 Builds the intake app on a fresh embedded data directory (the settings of `make bench`'s
 acceptance scenario: admission limits and fair spacing out of the way), issues an API
@@ -10,6 +10,11 @@ the request's own work. Each variant takes one part away, and the difference to 
 whole POST is what that part costs:
 
 - whole: the POST as served;
+- no body scan: the body is decoded without the pass that checks its depth, tokens and
+  key lengths first (services/intake/limits/body.py);
+- no principal/policy: the caller is the key's school without reading the credential,
+  and every policy question is answered yes without the table;
+- no budget gate: the service admits without asking the school's budgets;
 - no store: the service builds the job but stores and enqueues nothing, logs nothing;
 - no response body: the route answers with an empty JSON object (no job view, Location);
 - routing only: the route answers 202 at once (Flask, the app's hooks, the test client);
@@ -42,8 +47,38 @@ from bench.gradeq_stack import UNLIMITED
 from bench.load import body_bytes
 from bench.settings import SUBMIT_PATH
 
+#: The school the benchmark's API key speaks for.
+BENCH_SCHOOL = "bench"
+
 #: Takes a part away from the app; what it replaced outside the app is put back on exit.
 Variant = Callable[[Flask, ExitStack], None]
+
+
+def _no_body_scan(app: Flask, undo: ExitStack) -> None:
+    from services.intake.limits import body
+
+    check = body.check_json_shape
+    undo.callback(setattr, body, "check_json_shape", check)
+    body.check_json_shape = lambda raw, max_depth, max_tokens: None
+
+
+def _no_principal_policy(app: Flask, undo: ExitStack) -> None:
+    from services.intake.auth.clients import ClientAuthenticator
+    from shared.domain.authorization import SERVER, Principal, Role
+
+    auth: ClientAuthenticator = app.extensions["gradeq.client_auth"]
+    caller = Principal(BENCH_SCHOOL, SERVER, Role.SERVER)
+    auth.principal = lambda: caller  # type: ignore[method-assign]
+    may = Principal.may
+    undo.callback(setattr, Principal, "may", may)
+    Principal.may = lambda self, action, owner=None: True  # type: ignore[method-assign]
+
+
+def _no_budget_gate(app: Flask, undo: ExitStack) -> None:
+    from shared.service_layer.intake import IntakeService
+
+    service: IntakeService = app.extensions["gradeq.intake"]
+    service._budgets = None
 
 
 def _no_store(app: Flask, undo: ExitStack) -> None:
@@ -76,6 +111,9 @@ def _routing_only(app: Flask, undo: ExitStack) -> None:
 
 VARIANTS: dict[str, Variant | None] = {
     "whole": None,
+    "no body scan": _no_body_scan,
+    "no principal/policy": _no_principal_policy,
+    "no budget gate": _no_budget_gate,
     "no store": _no_store,
     "no response body": _no_response_body,
     "routing only": _routing_only,
@@ -112,7 +150,8 @@ def _client(undo: ExitStack, sink: TextIO, variant: Variant | None) -> tuple[Fla
     from shared.config.settings import Settings
 
     app = create_app()
-    key = keys.create(adapter_family(Settings()).api_key_store(), build_clock(), "bench")["key"]
+    issued = keys.create(adapter_family(Settings()).api_key_store(), build_clock(), BENCH_SCHOOL)
+    key = issued["key"]
     # The lines are still formatted and written, to a sink instead of the terminal.
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler):
@@ -148,14 +187,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.intake_parts", description=__doc__)
     parser.add_argument("--posts", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        choices=[*VARIANTS, "bare Flask"],
+        help="measure only this variant (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
+    chosen = args.variant or [*VARIANTS, "bare Flask"]
     for name, variant in VARIANTS.items():
+        if name not in chosen:
+            continue
         with (
             tempfile.TemporaryDirectory(prefix="intake-parts-") as tmp,
             gradeq_client(Path(tmp), variant) as (client, key),
         ):
             spread = measure(client, key, args.posts, args.rounds)
         print(json.dumps({"variant": name, "cpu_ms_per_post": spread.as_dict()}), flush=True)
+    if "bare Flask" not in chosen:
+        return
     os.environ["BENCH_PEER"] = "flask"
     from bench.peer_producer import create_app as bare_flask
 

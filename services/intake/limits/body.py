@@ -63,9 +63,22 @@ def nesting_depth(raw: bytes) -> int:
     return deepest
 
 
+def within_shape_by_counts(raw: bytes, max_depth: int, max_tokens: int) -> bool:
+    """Whether byte counts alone show `raw` within every shape limit (the common small
+    body): a key no longer than the body, a token per byte at most, a level per opening
+    bracket at most. Each count is a pass in C; False means the token scan decides."""
+    return (
+        len(raw) <= MAX_KEY_BYTES + 2
+        and len(raw) <= max_tokens
+        and raw.count(b"[") + raw.count(b"{") <= max_depth
+    )
+
+
 def check_json_shape(raw: bytes, max_depth: int, max_tokens: int) -> None:
     """Refuse a body nested deeper than `max_depth`, holding more than `max_tokens` tokens
     or a key longer than MAX_KEY_BYTES, before any of it is decoded."""
+    if within_shape_by_counts(raw, max_depth, max_tokens):
+        return
     depth = tokens = 0
     string_bytes = -1  # the last token's length when it was a string (a key, if ":" follows)
     for match in _TOKEN.finditer(raw):
