@@ -146,8 +146,19 @@ locals {
     GRADEQ_GRADER_QUOTA_RPM         = tostring(var.grader.quota_rpm)
     GRADEQ_GRADER_QUOTA_TPM         = tostring(var.grader.quota_tpm)
     GRADEQ_GRADER_QUOTA_HEADROOM    = tostring(var.grader.quota_headroom)
+    GRADEQ_GRADER_QUOTA_MODE        = var.grader.quota_mode
   }
   grader_env = { for name, value in local.grader_settings : name => value if value != "" }
+
+  # Batch mode (var.batch, docs/graders.md#batch-mode).
+  batch_settings = {
+    GRADEQ_BATCH_MODE     = tostring(var.batch.enabled)
+    GRADEQ_BATCH_LANES    = var.batch.lanes
+    GRADEQ_BATCH_REGRADES = tostring(var.batch.regrades)
+    GRADEQ_BATCH_MAX_SIZE = tostring(var.batch.max_size)
+    GRADEQ_BATCH_WINDOW_S = tostring(var.batch.window_s)
+    GRADEQ_BATCH_TICK_S   = tostring(var.batch.tick_s)
+  }
 
   # Model requests a minute all worker instances together may send: each takes
   # max(1, floor(quota_rpm x quota_headroom / max_instances)) (shared/adapters/graders/limiter.py).

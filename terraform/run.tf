@@ -58,7 +58,7 @@ module "worker" {
   request_timeout = "${local.dispatch_deadline_s}s"
   sizing          = var.worker
 
-  env = merge(local.common_env, local.push_env.worker, local.grader_env, {
+  env = merge(local.common_env, local.push_env.worker, local.grader_env, local.batch_settings, {
     SERVICE = "worker"
     # The grader's quota is split evenly over this many instances.
     GRADEQ_WORKER_MAX_INSTANCES = tostring(var.worker.max_instances)

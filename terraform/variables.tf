@@ -304,8 +304,11 @@ variable "grader" {
     deployment's region, so answers are processed where they are stored ("global" only
     when chosen: Google advises against it where the processing location matters). base_url: the
     OpenAI-compatible server (openai). quota_rpm / quota_tpm: the project's requests and
-    tokens per minute for the model (tpm 0: no token limit), split evenly over the worker's
-    max_instances; quota_headroom: the fraction Gradeq may use. request_timeout_s: the
+    tokens per minute for the model (tpm 0: no token limit); quota_headroom: the fraction
+    Gradeq may use. quota_mode: shared (one pool for every worker instance, leased in
+    slices from the job store), adaptive (no declared quota: the limit found from the
+    provider's 429s, shared the same way) or instance (the quota split evenly over the
+    worker's max_instances). request_timeout_s: the
     longest single model request. gemini with developer and openai read their key from the
     secret NAME_PREFIX-grader-api-key (docs/deploy.md).
   EOT
@@ -318,6 +321,7 @@ variable "grader" {
     quota_rpm         = optional(number, 60)
     quota_tpm         = optional(number, 0)
     quota_headroom    = optional(number, 0.9)
+    quota_mode        = optional(string, "shared")
     request_timeout_s = optional(number, 300)
   })
   default = {}
@@ -330,6 +334,11 @@ variable "grader" {
   validation {
     condition     = contains(["vertex", "developer"], var.grader.gemini_api)
     error_message = "grader.gemini_api must be vertex or developer."
+  }
+
+  validation {
+    condition     = contains(["shared", "adaptive", "instance"], var.grader.quota_mode)
+    error_message = "grader.quota_mode must be shared, adaptive or instance."
   }
 
   validation {
@@ -348,6 +357,43 @@ variable "grader" {
       && var.grader.request_timeout_s > 0
     )
     error_message = "grader: quota_rpm must be a whole number >= 1, quota_tpm a whole number >= 0, quota_headroom in (0, 1] and request_timeout_s positive."
+  }
+}
+
+variable "batch" {
+  description = <<-EOT
+    Batch mode (docs/graders.md#batch-mode): work that may wait is graded in provider
+    batches at the batch price. enabled: off by default; it needs grader.kind = openai, or
+    gemini with gemini_api = developer (Vertex AI batch prediction reads its requests from
+    Cloud Storage only). lanes: the lanes whose jobs all may wait ("|"-separated, each a
+    lane of shared/config/queues.json). regrades: an assignment's regrades may wait.
+    max_size: the most jobs in one batch; window_s: the longest a gathered job waits for
+    its batch to fill. tick_s: the recovery sweep's period, which submits and polls the
+    batches (keep it equal to recovery_schedule's).
+  EOT
+  type = object({
+    enabled  = optional(bool, false)
+    lanes    = optional(string, "bulk")
+    regrades = optional(bool, true)
+    max_size = optional(number, 1000)
+    window_s = optional(number, 600)
+    tick_s   = optional(number, 300)
+  })
+  default = {}
+
+  validation {
+    # The bounds of GRADEQ_BATCH_MAX_SIZE, _WINDOW_S and _TICK_S in shared/config/settings.py.
+    condition = (
+      var.batch.max_size >= 1 && var.batch.max_size <= 50000 && floor(var.batch.max_size) == var.batch.max_size
+      && var.batch.window_s > 0 && var.batch.tick_s > 0
+    )
+    error_message = "batch: max_size must be a whole number in [1, 50000], window_s and tick_s positive."
+  }
+
+  validation {
+    # The worker refuses to start with batch mode on another grader (shared/config/settings.py).
+    condition     = !var.batch.enabled || var.grader.kind == "openai" || (var.grader.kind == "gemini" && var.grader.gemini_api == "developer")
+    error_message = "batch.enabled needs grader.kind = openai, or gemini with grader.gemini_api = developer."
   }
 }
 

@@ -369,7 +369,11 @@ class WorkerService:
 
         The same outcome path as a graded delivery: review rules, one commit with the
         event where the backend allows. A job no longer waiting in `batch_id` refuses it.
+        Its cost (at the batch price) is counted against the job's budgets first, once per
+        job generation, as a grading's is: a second tick's answer is not counted again.
         """
+        if self._budgets is not None:
+            self._budgets.charge(job, result)
         policy = self._review_policy(job) if self._review_policy is not None else None
 
         def succeed(current: Job) -> Job:

@@ -14,7 +14,7 @@ from shared.adapters.graders.limiter import QuotaShare
 from shared.bootstrap.google import BUDGET
 from shared.config.budget import Budget, BudgetError
 from shared.config.queues import DEFAULT_QUEUES_FILE
-from shared.config.settings import GeminiApi, GraderKind, Settings
+from shared.config.settings import GeminiApi, GraderKind, QuotaMode, Settings
 from shared.config.subscriptions import DEFAULT_SUBSCRIPTIONS_FILE
 from tests.infra import tfconfig
 from tests.infra.tfconfig import Evaluator, Terraform, block, depends_on, path_of, references
@@ -553,6 +553,7 @@ def _settings_env_name(name: str) -> bool:
 
 def test_every_gradeq_variable_terraform_sets_is_a_setting(tf: Terraform) -> None:
     names: set[str] = set(tf.locals["common_env"]) | set(tf.locals["grader_settings"])
+    names |= set(tf.locals["batch_settings"])
     names |= set(tf.locals["intake_settings"])
     for env in tf.locals["push_env"].values():
         names |= set(env)
@@ -893,6 +894,7 @@ GRADER_FIELDS = {
     "quota_rpm": "grader_quota_rpm",
     "quota_tpm": "grader_quota_tpm",
     "quota_headroom": "grader_quota_headroom",
+    "quota_mode": "grader_quota_mode",
     "request_timeout_s": "grader_request_timeout_s",
 }
 
@@ -974,6 +976,101 @@ def test_openai_needs_a_server_and_a_model(tf: Terraform, base_url: str, model: 
 def test_grader_bounds_are_the_workers(tf: Terraform, field: str, value: float) -> None:
     accepted = _grader_accepts(tf, **{field: value})
     assert accepted is _worker_accepts(**{GRADER_FIELDS[field]: value})
+
+
+@pytest.mark.parametrize("mode", [*(m.value for m in QuotaMode), "pooled", "SHARED", ""])
+def test_quota_mode_validation_accepts_the_workers_modes(tf: Terraform, mode: str) -> None:
+    accepted = _grader_accepts(tf, quota_mode=mode)
+    assert accepted is _worker_accepts(grader_quota_mode=mode)
+
+
+# --- Batch mode (var.batch; docs/graders.md#batch-mode).
+
+# var.batch's fields -> the worker settings they become.
+BATCH_FIELDS = {
+    "enabled": "batch_mode",
+    "lanes": "batch_lanes",
+    "regrades": "batch_regrades",
+    "max_size": "batch_max_size",
+    "window_s": "batch_window_s",
+    "tick_s": "batch_tick_s",
+}
+
+
+def _batch_accepts(tf: Terraform, grader: dict[str, Any], **changes: Any) -> bool:
+    batch = {**tfconfig.optional_defaults(tf.variables["batch"]["type"]), **changes}
+    values = {f"var.batch.{name}": value for name, value in batch.items()}
+    values |= {f"var.grader.{name}": value for name, value in grader.items()}
+    return all(
+        tfconfig.evaluate(v["condition"], values) for v in tf.variables["batch"]["validation"]
+    )
+
+
+def test_batch_defaults_are_the_code_defaults(tf: Terraform) -> None:
+    defaults = tfconfig.optional_defaults(tf.variables["batch"]["type"])
+    assert set(defaults) == set(BATCH_FIELDS)
+    for field, setting in BATCH_FIELDS.items():
+        assert defaults[field] == Settings.model_fields[setting].default, field
+    assert tf.variables["batch"]["default"] == {}
+
+
+def test_batch_settings_reach_the_worker(tf: Terraform) -> None:
+    defaults = tfconfig.optional_defaults(tf.variables["batch"]["type"])
+    expected = {}
+    for field, setting in BATCH_FIELDS.items():
+        value = f"var.batch.{field}"
+        text = isinstance(defaults[field], str)
+        expected[f"GRADEQ_{setting.upper()}"] = (
+            f"${{{value}}}" if text else f"${{tostring({value})}}"
+        )
+    assert tf.locals["batch_settings"] == expected
+    assert "local.batch_settings" in _env_maps(tf, "worker")
+    for service in ("intake", "notification"):
+        assert "local.batch_settings" not in _env_maps(tf, service), service
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_size", 0),
+        ("max_size", 1),
+        ("max_size", 2.5),
+        ("max_size", 50000),
+        ("max_size", 50001),
+        ("window_s", 0),
+        ("window_s", 0.5),
+        ("tick_s", -1),
+        ("tick_s", 60),
+    ],
+)
+def test_batch_bounds_are_the_workers(tf: Terraform, field: str, value: float) -> None:
+    openai = {"kind": "openai", "base_url": "http://h/v1", "model": "m", "gemini_api": "vertex"}
+    accepted = _batch_accepts(tf, openai, **{field: value})
+    worker = _worker_accepts(
+        grader="openai",
+        grader_base_url="http://h/v1",
+        grader_model="m",
+        **{BATCH_FIELDS[field]: value},
+    )
+    assert accepted is worker
+
+
+@pytest.mark.parametrize("kind", [k.value for k in GraderKind])
+@pytest.mark.parametrize("api", [a.value for a in GeminiApi])
+def test_batch_mode_needs_a_grader_with_a_batch_endpoint(
+    tf: Terraform, kind: str, api: str
+) -> None:
+    grader = {"kind": kind, "gemini_api": api, "base_url": "http://h/v1", "model": "m"}
+    accepted = _batch_accepts(tf, grader, enabled=True)
+    worker = _worker_accepts(
+        batch_mode=True,
+        grader=kind,
+        grader_gemini_api=api,
+        grader_base_url="http://h/v1",
+        grader_model="m",
+    )
+    assert accepted is worker
+    assert _batch_accepts(tf, grader, enabled=False)
 
 
 @pytest.mark.parametrize("kind", [k.value for k in GraderKind])

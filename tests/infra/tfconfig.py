@@ -398,8 +398,11 @@ def evaluate(expression: str, values: Mapping[str, Any]) -> Any:
 
 
 def optional_defaults(type_expression: str) -> dict[str, Any]:
-    """`object({a = optional(number, 1), b = optional(string, "x")})` -> {"a": 1, "b": "x"}."""
-    found = re.findall(r"(\w+)\s*=\s*optional\(\w+,\s*(\"[^\"]*\"|[-\d.]+)\)", type_expression)
+    """`object({a = optional(number, 1), b = optional(string, "x"), c = optional(bool,
+    true)})` -> {"a": 1, "b": "x", "c": True}."""
+    found = re.findall(
+        r"(\w+)\s*=\s*optional\(\w+,\s*(\"[^\"]*\"|[-\d.]+|true|false)\)", type_expression
+    )
     return {name: json.loads(value) for name, value in found}
 
 

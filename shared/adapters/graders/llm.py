@@ -238,7 +238,7 @@ class ModelGrader:
             grader=self.name,
             model=self._chat.model,
             prompt_version=rendered.version,
-            usage=completion.usage.as_dict(),
+            usage=self._with_cost(completion.usage.as_dict(), batch=True),
             confidence=parsed.confidence,
         )
 
@@ -306,10 +306,11 @@ class ModelGrader:
             )
         raise MalformedModelAnswer(f"the model's answer was unusable {asks} times: {problem}")
 
-    def _with_cost(self, usage: dict[str, int]) -> dict[str, int]:
+    def _with_cost(self, usage: dict[str, int], *, batch: bool = False) -> dict[str, int]:
         """`usage` with its cost from the price table (`cost_micro_usd`: millionths of a
-        dollar), when the table lists the model."""
+        dollar; at the batch prices for a provider batch's answer), when the table lists
+        the model."""
         if self._prices is None:
             return usage
-        cost = self._prices.cost_micros(self._chat.model, usage)
+        cost = self._prices.cost_micros(self._chat.model, usage, batch=batch)
         return usage if cost is None else {**usage, COST_KEY: cost}
