@@ -212,6 +212,22 @@ resource "google_secret_manager_secret_iam_member" "intake_reviewer_keys" {
   member    = "serviceAccount:${google_service_account.main["intake"].email}"
 }
 
+resource "google_secret_manager_secret_iam_member" "intake_lti_secrets_key" {
+  count = local.lti_enabled ? 1 : 0
+
+  secret_id = google_secret_manager_secret.lti_secrets_key[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.main["intake"].email}"
+}
+
+resource "google_secret_manager_secret_iam_member" "gradebook_lti_secrets_key" {
+  count = local.lti_enabled ? 1 : 0
+
+  secret_id = google_secret_manager_secret.lti_secrets_key[0].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.main["gradebook"].email}"
+}
+
 resource "google_secret_manager_secret_iam_member" "worker_grader_api_key" {
   count = local.grader_needs_key ? 1 : 0
 
@@ -242,6 +258,8 @@ resource "time_sleep" "service_iam" {
     intake_operator_keys        = google_secret_manager_secret_iam_member.intake_operator_keys.id
     intake_reviewer_keys        = join(",", google_secret_manager_secret_iam_member.intake_reviewer_keys[*].id)
     worker_grader_api_key       = join(",", google_secret_manager_secret_iam_member.worker_grader_api_key[*].id)
+    intake_lti_secrets_key      = join(",", google_secret_manager_secret_iam_member.intake_lti_secrets_key[*].id)
+    gradebook_lti_secrets_key   = join(",", google_secret_manager_secret_iam_member.gradebook_lti_secrets_key[*].id)
     worker_aiplatform_user      = join(",", google_project_iam_member.worker_aiplatform_user[*].id)
   }
 }

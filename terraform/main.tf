@@ -105,9 +105,16 @@ locals {
 
   # Each school's gradebook connection (docs/gradebook.md); no secret in it: the
   # gradebook service calls each LMS with its own identity.
-  gradebook_env = {
-    GRADEQ_GRADEBOOK_CONNECTIONS_JSON = jsonencode(var.gradebook_connections)
-  }
+  gradebook_env = merge(
+    { GRADEQ_GRADEBOOK_CONNECTIONS_JSON = jsonencode(var.gradebook_connections) },
+    local.lti_env,
+  )
+
+  # LTI 1.3 (docs/gradebook.md), on only with var.lti_tool_url: the intake serves the
+  # launches, the gradebook posts scores to each platform's AGS; both read the sealing
+  # key (GRADEQ_LTI_SECRETS_KEY) from Secret Manager.
+  lti_enabled = var.lti_tool_url != ""
+  lti_env     = local.lti_enabled ? { GRADEQ_LTI_TOOL_URL = var.lti_tool_url } : {}
 
   # The intake's settings (docs/configuration.md): browser access (CORS,
   # Firebase ID tokens) and admission limits. As for the grader, an empty value is left
@@ -122,6 +129,7 @@ locals {
     GRADEQ_SUBMIT_BURST               = tostring(var.admission.submit_burst)
     GRADEQ_SUBMIT_RATE_PER_S          = tostring(var.admission.submit_rate_per_s)
     GRADEQ_TRUSTED_PROXY_HOPS         = tostring(var.intake_trusted_proxy_hops)
+    GRADEQ_LTI_TOOL_URL               = var.lti_tool_url
     # Named in erasure answers with the statement that deletes a student's event rows.
     GRADEQ_ANALYTICS_TABLE = "${var.project_id}.${var.analytics_dataset_id}.grading_completed_raw"
   }

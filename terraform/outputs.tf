@@ -90,6 +90,8 @@ output "secrets" {
     operator_keys  = google_secret_manager_secret.operator_keys.secret_id
     # null unless the grader needs a key (var.grader).
     grader_api_key = one(google_secret_manager_secret.grader_api_key[*].secret_id)
+    # null unless var.lti_tool_url turns LTI on.
+    lti_secrets_key = one(google_secret_manager_secret.lti_secrets_key[*].secret_id)
   }
 }
 

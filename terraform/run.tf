@@ -30,6 +30,8 @@ module "intake" {
     { GRADEQ_OPERATOR_KEYS = google_secret_manager_secret.operator_keys.secret_id },
     # Reviewer keys, when var.reviewer_keys asks for them (docs/review.md).
     var.reviewer_keys ? { GRADEQ_REVIEWER_KEYS = google_secret_manager_secret.reviewer_keys[0].secret_id } : {},
+    # The LTI sealing key, when var.lti_tool_url turns LTI on (docs/gradebook.md).
+    local.lti_enabled ? { GRADEQ_LTI_SECRETS_KEY = google_secret_manager_secret.lti_secrets_key[0].secret_id } : {},
   )
 
   # A revision that cannot read the operator keys does not start.
@@ -128,6 +130,10 @@ module "gradebook" {
   env = merge(local.common_env, local.push_env.gradebook, local.gradebook_env, {
     SERVICE = "gradebook"
   })
+
+  # The LTI sealing key, when var.lti_tool_url turns LTI on: it signs the client
+  # assertions to each platform's token endpoint.
+  secret_env = local.lti_enabled ? { GRADEQ_LTI_SECRETS_KEY = google_secret_manager_secret.lti_secrets_key[0].secret_id } : {}
 
   depends_on = [
     time_sleep.apis,

@@ -21,6 +21,9 @@ locals {
     grader_api_key = "${var.name_prefix}-grader-api-key"
     operator_keys  = "${var.name_prefix}-operator-keys"
     reviewer_keys  = "${var.name_prefix}-reviewer-keys"
+    # The key that seals Gradeq's LTI private keys (GRADEQ_LTI_SECRETS_KEY,
+    # docs/gradebook.md), only while var.lti_tool_url turns LTI on.
+    lti_secrets_key = "${var.name_prefix}-lti-secrets-key"
   }
 }
 
@@ -44,6 +47,12 @@ import {
   for_each = local.grader_needs_key ? [0] : []
   to       = google_secret_manager_secret.grader_api_key[each.value]
   id       = "projects/${var.project_id}/secrets/${local.secret_ids.grader_api_key}"
+}
+
+import {
+  for_each = local.lti_enabled ? [0] : []
+  to       = google_secret_manager_secret.lti_secrets_key[each.value]
+  id       = "projects/${var.project_id}/secrets/${local.secret_ids.lti_secrets_key}"
 }
 
 resource "google_secret_manager_secret" "webhook_secret" {
@@ -105,6 +114,27 @@ resource "google_secret_manager_secret" "grader_api_key" {
   count = local.grader_needs_key ? 1 : 0
 
   secret_id = local.secret_ids.grader_api_key
+  labels    = var.labels
+
+  replication {
+    auto {}
+  }
+
+  # Never destroyed by accident; the teardown keeps it or lifts this on purpose
+  # (docs/deploy.md, "Teardown").
+  lifecycle {
+    prevent_destroy = true
+  }
+
+  depends_on = [time_sleep.apis]
+}
+
+# The LTI sealing key, read by the intake (launches, the tool's JWKS) and the gradebook
+# (its client assertions to the platforms' token endpoints), only with var.lti_tool_url.
+resource "google_secret_manager_secret" "lti_secrets_key" {
+  count = local.lti_enabled ? 1 : 0
+
+  secret_id = local.secret_ids.lti_secrets_key
   labels    = var.labels
 
   replication {

@@ -115,6 +115,17 @@ variable "reviewer_keys" {
   default     = false
 }
 
+variable "lti_tool_url" {
+  description = "The intake's public base URL as schools' LMSs reach it (GRADEQ_LTI_TOOL_URL, docs/gradebook.md). Set, it turns LTI 1.3 on: the intake serves launches and the gradebook posts to the LMSs' AGS, both reading the secret NAME_PREFIX-lti-secrets-key, created before the apply. Empty: LTI is off."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.lti_tool_url == "" || can(regex("^https://[^/?#\\s]+(/[^?#\\s]*)?$", var.lti_tool_url))
+    error_message = "lti_tool_url must be empty or an https:// URL without query or fragment."
+  }
+}
+
 variable "firebase_project_id" {
   description = "Firebase (Identity Platform) project whose ID tokens the intake accepts when firebase_auth is true; empty means project_id."
   type        = string

@@ -65,6 +65,7 @@ run "every_option_set" {
     analytics_partition_expiration_days = 30
     notification_channels               = ["projects/my-gradeq-project/notificationChannels/123"]
     deletion_protection                 = false
+    lti_tool_url                        = "https://grading.school.example"
   }
 
   assert {
@@ -76,6 +77,21 @@ run "every_option_set" {
     condition     = length(google_secret_manager_secret.grader_api_key) == 1 && length(google_secret_manager_secret_iam_member.worker_grader_api_key) == 1
     error_message = "A grader with a key reads it from its secret, granted to the worker."
   }
+
+  assert {
+    condition     = length(google_secret_manager_secret.lti_secrets_key) == 1 && length(google_secret_manager_secret_iam_member.intake_lti_secrets_key) == 1 && length(google_secret_manager_secret_iam_member.gradebook_lti_secrets_key) == 1
+    error_message = "A tool URL turns LTI on: the sealing key's secret, granted to the intake and the gradebook."
+  }
+}
+
+run "lti_tool_url_is_https" {
+  command = plan
+
+  variables {
+    lti_tool_url = "http://grading.school.example"
+  }
+
+  expect_failures = [var.lti_tool_url]
 }
 
 run "dataset_id_is_validated" {

@@ -50,11 +50,13 @@ def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
         "grader_api_key",
         "operator_keys",
         "reviewer_keys",
+        "lti_secrets_key",
     }
     # The intake's secrets are the operator keys (below) and, optionally, reviewer keys.
     assert tfconfig.secret_env(tf, "intake") == {
         "GRADEQ_OPERATOR_KEYS": "operator_keys",
         "GRADEQ_REVIEWER_KEYS": "reviewer_keys",
+        "GRADEQ_LTI_SECRETS_KEY": "lti_secrets_key",
     }
     # It starts after its grant, and after the grant had time to propagate.
     assert depends_on(tfconfig.service(tf, "intake")) == {
@@ -177,6 +179,8 @@ def test_intake_settings_are_the_variables(tf: Terraform) -> None:
         },
         # Cloud Run's front appends the caller's address: failures are counted per caller.
         "GRADEQ_TRUSTED_PROXY_HOPS": "${tostring(var.intake_trusted_proxy_hops)}",
+        # LTI 1.3 launches, when a tool URL is set (left out when empty: LTI off).
+        "GRADEQ_LTI_TOOL_URL": "${var.lti_tool_url}",
         # Erasure answers name the raw events table (docs/review.md).
         "GRADEQ_ANALYTICS_TABLE": (
             "${var.project_id}.${var.analytics_dataset_id}.grading_completed_raw"
@@ -192,7 +196,13 @@ def test_string_settings_default_to_the_code_defaults(tf: Terraform) -> None:
     assert tf.variables["cors_origins"]["default"] == []
     assert tf.variables["firebase_tenant_clients"]["default"] == {}
     assert tf.variables["firebase_auth"]["default"] is False
-    for setting in ("cors_origins", "firebase_project_id", "firebase_tenant_clients"):
+    assert tf.variables["lti_tool_url"]["default"] == ""
+    for setting in (
+        "cors_origins",
+        "firebase_project_id",
+        "firebase_tenant_clients",
+        "lti_tool_url",
+    ):
         assert Settings.model_fields[setting].default == "", setting
 
 

@@ -147,7 +147,7 @@ def test_every_service_that_reads_a_secret_waits_for_its_grant_to_propagate(
         v["secret_id"]: _base(a) for a, v in planned(plan, "google_secret_manager_secret").items()
     }
     for address, values in services(
-        plan, ("intake", "worker", "notification", "analytics")
+        plan, ("intake", "worker", "notification", "analytics", "gradebook")
     ).items():
         # A service is a call of modules/run_service: its account and its waits are the
         # call's inputs and depends_on.
@@ -189,7 +189,31 @@ def test_every_service_that_reads_a_secret_waits_for_its_grant_to_propagate(
                     f"{address} may start before {grant} has propagated: it must depend on a "
                     "time_sleep (>= 60s) that waits for the grant"
                 )
-    assert readers >= (3 if plan_name == "keyed_grader_plan" else 2)
+    # The keyed plan turns LTI on too: the gradebook reads the LTI sealing key.
+    assert readers >= (4 if plan_name == "keyed_grader_plan" else 2)
+
+
+def test_lti_is_off_without_a_tool_url_and_wired_with_one(
+    production_plan: dict[str, Any], keyed_grader_plan: dict[str, Any]
+) -> None:
+    secret = "google_secret_manager_secret.lti_secrets_key[0]"
+    off = production_plan
+    assert secret not in planned(off, "google_secret_manager_secret")
+    for values in services(off, ("intake", "gradebook")).values():
+        assert "GRADEQ_LTI_TOOL_URL" not in _plain_env(values)
+        assert "staging-lti-secrets-key" not in set(_secret_ids(values["template"]))
+    on = keyed_grader_plan  # lti_tool_url set, name_prefix = "staging"
+    assert planned(on, "google_secret_manager_secret")[secret]["secret_id"] == (
+        "staging-lti-secrets-key"
+    )
+    # Adopted like the other secrets: created before the apply, imported by it.
+    imported = [c for c in on["resource_changes"] if c["address"] == secret]
+    assert imported and imported[0]["change"].get("importing"), imported
+    for values in services(on, ("intake", "gradebook")).values():
+        assert _plain_env(values)["GRADEQ_LTI_TOOL_URL"] == "https://grading.school.example"
+        assert "staging-lti-secrets-key" in set(_secret_ids(values["template"]))
+    for values in services(on, ("worker", "notification")).values():
+        assert "staging-lti-secrets-key" not in set(_secret_ids(values["template"]))
 
 
 # Resources whose name would clash between two environments in one project.

@@ -749,10 +749,14 @@ def test_each_secret_is_readable_only_by_its_service(tf: Terraform) -> None:
         "grader_api_key": {"worker"},
         "operator_keys": {"intake"},
         "reviewer_keys": {"intake"},
+        "lti_secrets_key": {"intake", "gradebook"},
     }
     for service in RUN_SERVICES:
         for read in tfconfig.secret_env(tf, service).values():
-            assert readers[read] == {service}, (service, read)
+            assert service in readers[read], (service, read)
+            # Only the LTI sealing key is shared: the intake signs launches' answers with
+            # it, the gradebook its client assertions.
+            assert readers[read] == {service} or read == "lti_secrets_key", (service, read)
 
 
 def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
@@ -777,11 +781,12 @@ def test_secrets_come_from_secret_manager(tf: Terraform) -> None:
     # Client API keys are digests in Firestore, not a secret of the deployment; operator
     # keys are.
     assert sourced == {
-        "intake": {"GRADEQ_OPERATOR_KEYS", "GRADEQ_REVIEWER_KEYS"},
+        "intake": {"GRADEQ_OPERATOR_KEYS", "GRADEQ_REVIEWER_KEYS", "GRADEQ_LTI_SECRETS_KEY"},
         "notification": {"GRADEQ_WEBHOOK_SECRETS_KEY"},
         "worker": {"GRADEQ_GRADER_API_KEY"},
-        # The gradebook calls each LMS with its own identity: no secret in its env.
-        "gradebook": set(),
+        # Classroom is called with the service's own identity; LTI platforms with
+        # Gradeq's signing key, sealed under the LTI sealing key.
+        "gradebook": {"GRADEQ_LTI_SECRETS_KEY"},
     }
     # Plain env maps must not carry them.
     for key in re.findall(r"\b(GRADEQ_[A-Z_]+)\s*[=:]", plain):
