@@ -347,3 +347,22 @@ def test_a_class_keeps_its_teachers_grades_through_a_regrade_and_posting(
         for student in changed:
             seen = api.call("GET", f"/v1/grading-jobs/{jobs[student]}").json()
             assert seen["result"]["score"] == float(after[student]["final_score"])
+
+        # A teacher changes a posted grade (a file answer's): its next version reaches the
+        # webhook at once, exactly once, and nothing else is sent.
+        late = next(s for s in FILE_STUDENTS if s not in OVERRIDDEN)
+        versions = posted_versions(received)[jobs[late]]
+        decision = {"decision": "override", "score": 1.5, "reason": "copied", "feedback": "See me."}
+        api.call("POST", f"/v1/reviews/{jobs[late]}", json=decision)
+        final_posted = webhooks(received, len(jobs) + len(changed) + 1, POSTED)
+        assert set(final_posted.values()) == {1}
+        assert posted_versions(received)[jobs[late]] == [*versions, versions[-1] + 1]
+        [hook] = [
+            d
+            for d in (json.loads(h.body) for h in list(received))
+            if d["type"] == POSTED
+            and d["data"]["job_id"] == jobs[late]
+            and d["data"]["version"] == versions[-1] + 1
+        ]
+        assert (hook["data"]["score"], hook["data"]["source"]) == (1.5, "teacher")
+        assert len(received) == 2 * (len(jobs) + len(changed)) + 1
