@@ -7,7 +7,8 @@
 
 `submit` generates an Idempotency-Key and, on 429, 502, 503, 504 or a lost connection,
 retries with the same key, so a retry can never make a second job. Waits follow the
-server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks signature.
+server's Retry-After. `verify_webhook` checks a webhook's Standard Webhooks signature;
+`PostedGrade.from_event` reads a verified posted grade's webhook.
 
 `request` is the layer underneath: any call to the client API or (with an operator key,
 `operator=True`) the admin API under `/admin/v1`, with the same retries, answering a
@@ -39,6 +40,9 @@ RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 PROBLEM_BASE = "https://gradeq.dev/problems/"
 #: The most answers one batch call takes.
 MAX_BATCH = 1000
+#: The CloudEvents types of the webhooks: a job's grading, and each version of a posted grade.
+GRADING_COMPLETED_TYPE = "dev.gradeq.grading.completed.v1"
+GRADE_POSTED_TYPE = "dev.gradeq.grade.posted.v1"
 
 
 class GradeqError(Exception):
@@ -559,6 +563,81 @@ def content_type_of(path: Path) -> str:
     return _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "text/plain"
 
 
+@dataclass(frozen=True)
+class PostedGrade:
+    """One version of a student's posted grade, as its webhook carries it.
+
+    `event_id` is stable per (submission, version): the first post is version 1 and every
+    later change (a teacher's override, a regrade) is the next version, each sent once.
+    """
+
+    event_id: str
+    school: str
+    assignment_id: str
+    student_id: str | None
+    submission_id: str
+    job_id: str
+    version: int
+    score: float
+    max_score: float
+    source: str
+    feedback: str
+    grading_progress: str
+    posted_at: datetime
+    reason: str
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> PostedGrade:
+        """Read a verified `dev.gradeq.grade.posted.v1` webhook; raise InvalidWebhook."""
+        if event.get("type") != GRADE_POSTED_TYPE:
+            raise InvalidWebhook(f"the webhook is not a posted grade: {event.get('type')!r}")
+        data = event.get("data")
+        event_id = event.get("id")
+        if not isinstance(data, dict) or not isinstance(event_id, str) or not event_id:
+            raise InvalidWebhook("the posted grade has no id or no data")
+
+        def text(name: str) -> str:
+            value = data.get(name)
+            if not isinstance(value, str):
+                raise InvalidWebhook(f"the posted grade's {name!r} is not a string")
+            return value
+
+        def number(name: str) -> float:
+            value = data.get(name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidWebhook(f"the posted grade's {name!r} is not a number")
+            if not math.isfinite(value):
+                raise InvalidWebhook(f"the posted grade's {name!r} is not finite")
+            return float(value)
+
+        version = data.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InvalidWebhook("the posted grade's 'version' is not a positive integer")
+        student_id = data.get("student_id")
+        if student_id is not None and not isinstance(student_id, str):
+            raise InvalidWebhook("the posted grade's 'student_id' is not a string")
+        try:
+            posted_at = datetime.fromisoformat(text("posted_at"))
+        except ValueError as exc:
+            raise InvalidWebhook("the posted grade's 'posted_at' is not RFC 3339") from exc
+        return cls(
+            event_id=event_id,
+            school=text("school"),
+            assignment_id=text("assignment_id"),
+            student_id=student_id,
+            submission_id=text("submission_id"),
+            job_id=text("job_id"),
+            version=version,
+            score=number("score"),
+            max_score=number("max_score"),
+            source=text("source"),
+            feedback=text("feedback"),
+            grading_progress=text("grading_progress"),
+            posted_at=posted_at,
+            reason=text("reason"),
+        )
+
+
 def verify_webhook(
     secret: str,
     body: bytes | str,
@@ -578,6 +657,10 @@ def verify_webhook(
     `author="server"` to take only the grades of jobs the school's server submitted).
     `headers` must hold webhook-id, webhook-timestamp and webhook-signature (during a
     rotation the signature header holds one signature per secret; either verifies).
+
+    A posted grade (`type` GRADE_POSTED_TYPE, one webhook per version) names its school in
+    `data.school` and is checked field by field (`PostedGrade.from_event` reads it); it
+    names no author, so with `author` given it is refused.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
@@ -588,6 +671,13 @@ def verify_webhook(
         raise InvalidWebhook(str(exc) or type(exc).__name__) from exc
     if not isinstance(event, dict):
         raise InvalidWebhook("the body is not a JSON object")
+    if event.get("type") == GRADE_POSTED_TYPE:
+        posted = PostedGrade.from_event(event)
+        if posted.school != client_id:
+            raise InvalidWebhook("the webhook is about another client's grade")
+        if author is not None:
+            raise InvalidWebhook("a posted grade names no author; it is refused with `author`")
+        return event
     data = event.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("client_id"), str):
         raise InvalidWebhook("the webhook names no client")

@@ -1,4 +1,5 @@
-"""The notification subscriber: signed webhooks to clients for each GradingCompleted.
+"""The notification subscriber: signed webhooks to clients for each GradingCompleted and
+each version of a posted grade (GradePosted).
 
     gunicorn --bind :$PORT --workers 1 --threads 8 --timeout 0 \\
         'services.notification.app:create_app()'
@@ -15,6 +16,7 @@ from services.notification.webhook import WebhookSender
 from shared.bootstrap import adapter_family, build_clock
 from shared.codecs.push_envelope import ReceivedEvent
 from shared.config.settings import Settings
+from shared.domain.events import GradePosted
 from shared.http.callback_guard import CallbackGuard
 from shared.http.problems import register_error_handlers
 from shared.http.push_auth import build_verifier
@@ -54,11 +56,19 @@ def create_app(
     def handle(received: ReceivedEvent) -> None:
         notifier.handle(received.event)
 
+    def handle_posted(event: GradePosted) -> None:
+        notifier.handle(event)
+
     app = Flask(__name__)
     register_error_handlers(app)
     register_trace_context(app, settings.project_id)
     register_subscriber_health(app, processed)
     app.register_blueprint(
-        push_blueprint(verifier, handle, record_malformed(processed, SUBSCRIBER))
+        push_blueprint(
+            verifier,
+            handle,
+            record_malformed(processed, SUBSCRIBER),
+            handle_posted=handle_posted,
+        )
     )
     return app

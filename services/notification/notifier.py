@@ -1,4 +1,5 @@
-"""Handle one GradingCompleted for the notification subscriber: webhook once, then record."""
+"""Handle one GradingCompleted or GradePosted for the notification subscriber: webhook once,
+then record."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from enum import StrEnum
 
 from services.notification.client_secrets import ClientSecrets
 from services.notification.webhook import WebhookSender
-from shared.domain.events import GradingCompleted
+from shared.domain.events import GradePosted, GradingCompleted
 from shared.http.callback_guard import CallbackRefused
 from shared.ports import JobStore, ProcessedEvents
 
@@ -60,8 +61,12 @@ class Notifier:
         self._secrets = secrets
         self._sender = sender
 
-    def handle(self, event: GradingCompleted) -> Handled:
-        """Raise CallbackFailed (nothing recorded) when the client did not take it."""
+    def handle(self, event: GradingCompleted | GradePosted) -> Handled:
+        """Raise CallbackFailed (nothing recorded) when the client did not take it.
+
+        A GradePosted is one version of a posted grade (the first post, a teacher's change
+        after it): each version is its own event id, so each reaches the callback once.
+        """
         if self._processed.contains(SUBSCRIBER, event.event_id):
             log.info("event already notified", extra={"event_id": event.event_id})
             return Handled.DUPLICATE
@@ -71,10 +76,11 @@ class Notifier:
                 "the event's job is gone (erased); dropped", extra={"event_id": event.event_id}
             )
             return Handled.GONE
-        record: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
+        record: dict[str, object] = {"job_id": event.job_id, **_facts(event)}
         callback_url = job.request.callback_url
         handled = Handled.NO_CALLBACK
-        if event.practice or job.request.practice:
+        practice = isinstance(event, GradingCompleted) and event.practice
+        if practice or job.request.practice:
             # A student's practice job is never the school's: nothing is signed for it.
             handled, callback_url = Handled.PRACTICE, None
         if callback_url:
@@ -98,6 +104,13 @@ class Notifier:
         log.log(
             level,
             _MESSAGES[handled],
-            extra={"event_id": event.event_id, "outcome": event.outcome.value},
+            extra={"event_id": event.event_id, **_facts(event)},
         )
         return handled
+
+
+def _facts(event: GradingCompleted | GradePosted) -> dict[str, object]:
+    """What the record and log line say of the event besides its ids."""
+    if isinstance(event, GradePosted):
+        return {"type": "grade.posted", "version": event.version}
+    return {"outcome": event.outcome.value}

@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 from services.notification.transport import callback_session, deadline
 from shared.codecs.cloudevent import STRUCTURED_CONTENT_TYPE, to_structured_json
 from shared.domain.errors import GradeqError
-from shared.domain.events import GradingCompleted
+from shared.domain.events import GradePosted, GradingCompleted
 from shared.http.callback_guard import CallbackGuard, CallbackRefused, refused_by_guard
 
 USER_AGENT = "Gradeq-Webhooks/1"
@@ -53,7 +53,7 @@ class WebhookSender:
         # The session connects only to addresses vetted when it connects.
         self._session = session or callback_session(guard, extra_ca_bundle)
 
-    def send(self, event: GradingCompleted, url: str, secrets: Sequence[str]) -> int:
+    def send(self, event: GradingCompleted | GradePosted, url: str, secrets: Sequence[str]) -> int:
         """Deliver the event to `url`, signed by each of `secrets`; return the 2xx status
         or raise CallbackFailed.
 

@@ -204,7 +204,10 @@ def to_pubsub(
     """Encode the event for a Pub/Sub publish: (data, attributes) in binary mode."""
     if isinstance(event, GradePosted):
         posted = to_binary(grade_posted_cloudevent(event), _FORMAT)
-        return posted.body, {**posted.headers, "client_id": event.school}
+        attributes = {**posted.headers, "client_id": event.school}
+        if event.has_callback is not None:
+            attributes.update(callback_attribute(event.has_callback))
+        return posted.body, attributes
     if isinstance(event, GradeReviewed):
         reviewed = to_binary(grade_reviewed_cloudevent(event), _FORMAT)
         return reviewed.body, {**reviewed.headers, "client_id": event.client_id}
@@ -244,6 +247,47 @@ def from_pubsub(data: bytes, attributes: Mapping[str, str]) -> GradingCompleted:
     return event
 
 
-def to_structured_json(event: GradingCompleted) -> bytes:
+def to_structured_json(event: GradingCompleted | GradePosted) -> bytes:
     """Render the event as one structured-mode CloudEvent JSON document (webhook bodies)."""
+    if isinstance(event, GradePosted):
+        return to_structured(grade_posted_cloudevent(event), _FORMAT).body
     return to_structured(to_cloudevent(event), _FORMAT).body
+
+
+def grade_posted_from_pubsub(data: bytes, attributes: Mapping[str, str]) -> GradePosted:
+    """Decode a binary-mode Pub/Sub message carrying a GradePosted; raise InvalidEvent."""
+    headers = {name.lower(): value for name, value in attributes.items()}
+    content_type = headers.pop("ce-datacontenttype", None)
+    headers.setdefault("content-type", content_type or DATA_CONTENT_TYPE)
+    has_callback = headers.get("has_callback")
+    headers = {k: v for k, v in headers.items() if k.startswith("ce-") or k == "content-type"}
+    missing = [name for name in _REQUIRED_ATTRIBUTES if not headers.get(name)]
+    if missing:
+        raise InvalidEvent(f"the message lacks CloudEvents attributes: {', '.join(missing)}")
+    try:
+        cloudevent = from_binary(HTTPMessage(headers=headers, body=data), _FORMAT, CloudEvent)
+    except (BaseCloudEventException, ValueError, TypeError) as exc:
+        raise InvalidEvent(f"invalid CloudEvents attributes: {exc}") from exc
+    if cloudevent.get_type() != GRADE_POSTED_TYPE:
+        raise InvalidEvent(f"unexpected event type {cloudevent.get_type()!r}")
+    payload = cloudevent.get_data()
+    errors = grade_posted_errors(payload)
+    if errors or not isinstance(payload, dict):
+        raise InvalidEvent("the event data does not match its schema", errors=errors)
+    return GradePosted(
+        event_id=cloudevent.get_id(),
+        school=payload["school"],
+        assignment_id=payload["assignment_id"],
+        student_id=payload.get("student_id"),
+        submission_id=payload["submission_id"],
+        job_id=payload["job_id"],
+        version=payload["version"],
+        score=payload["score"],
+        max_score=payload["max_score"],
+        source=payload["source"],
+        feedback=payload["feedback"],
+        grading_progress=payload["grading_progress"],
+        posted_at=datetime.fromisoformat(payload["posted_at"]),
+        reason=payload["reason"],
+        has_callback=has_callback == "true" if has_callback in ("true", "false") else None,
+    )

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared.codecs.cloudevent import from_pubsub
+from shared.codecs.cloudevent import from_pubsub, grade_posted_from_pubsub
 from shared.domain.errors import GradeqError
-from shared.domain.events import GradingCompleted
+from shared.domain.events import GradePosted, GradingCompleted
 
 
 class InvalidPushEnvelope(GradeqError):
@@ -65,6 +65,21 @@ def from_push_envelope(body: object) -> ReceivedEvent:
         delivery_attempt=_delivery_attempt(body.get("deliveryAttempt")),
         attributes=attributes,
     )
+
+
+def grade_posted_from_push_envelope(body: object) -> GradePosted:
+    """Decode a push body carrying a GradePosted; raise InvalidPushEnvelope otherwise."""
+    if not isinstance(body, dict):
+        raise InvalidPushEnvelope("the body must be a JSON object")
+    message = body.get("message")
+    if not isinstance(message, dict):
+        raise InvalidPushEnvelope("the body has no 'message' object")
+    attributes = _attributes(message.get("attributes"))
+    data = _data(message.get("data"))
+    try:
+        return grade_posted_from_pubsub(data, attributes)
+    except GradeqError as exc:
+        raise InvalidPushEnvelope(exc.detail, **exc.extensions) from exc
 
 
 def event_type(body: object) -> str | None:

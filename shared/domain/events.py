@@ -265,6 +265,10 @@ class GradePosted:
     grading_progress: str
     posted_at: datetime
     reason: str
+    # Whether the job names a callback URL and is the school's (never the URL itself): a
+    # plain attribute, so the notification subscription's filter pushes only the posted
+    # grades it has a webhook for. Not part of the data; None when not known.
+    has_callback: bool | None = None
 
     @classmethod
     def from_job(cls, job: Job) -> GradePosted:
@@ -286,6 +290,7 @@ class GradePosted:
             grading_progress=posted.progress,
             posted_at=posted.at,
             reason=posted.reason,
+            has_callback=bool(job.request.callback_url) and not job.request.practice,
         )
 
     def data(self) -> dict[str, Any]:

@@ -26,7 +26,9 @@ from shared.codecs.push_envelope import (
     ReceivedEvent,
     event_type,
     from_push_envelope,
+    grade_posted_from_push_envelope,
 )
+from shared.domain.events import GradePosted
 from shared.http.health import register_health
 from shared.http.push_auth import PushVerifier, require_push_token
 from shared.logs import job_context
@@ -53,11 +55,13 @@ def push_blueprint(
     verifier: PushVerifier,
     handle: Callable[[ReceivedEvent], None],
     malformed: MalformedHandler | None = None,
+    handle_posted: Callable[[GradePosted], None] | None = None,
 ) -> Blueprint:
     """Serve POST /pubsub/push: check the bearer token, decode the event, run `handle`.
 
     With `malformed`, an undecodable delivery is passed to it and acknowledged; without,
-    it is answered 400 (and redelivered).
+    it is answered 400 (and redelivered). With `handle_posted`, GradePosted events are
+    decoded and passed to it; without, they are acknowledged like the other kinds.
     """
     blueprint = Blueprint("pubsub", __name__, url_prefix="/pubsub")
     blueprint.before_request(require_push_token(verifier))
@@ -66,6 +70,18 @@ def push_blueprint(
     def push() -> Response:
         raw = request.get_data(cache=False)
         body = _decode(raw)
+        if handle_posted is not None and event_type(body) == GRADE_POSTED_TYPE:
+            try:
+                posted = grade_posted_from_push_envelope(body)
+            except InvalidPushEnvelope as exc:
+                if malformed is None:
+                    raise
+                malformed(raw, exc)
+                return Response(status=204)
+            g.job_context = ExitStack()
+            g.job_context.enter_context(job_context(posted.job_id))
+            handle_posted(posted)
+            return Response(status=204)
         if event_type(body) in IGNORED_TYPES:
             # Another kind of event on the same topic: nothing for this subscriber to do.
             log.info("event of another type acknowledged", extra={"type": event_type(body)})

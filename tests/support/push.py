@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from shared.codecs.cloudevent import to_pubsub
-from shared.domain.events import AssignmentGraded, GradingCompleted
+from shared.domain.events import AssignmentGraded, GradePosted, GradingCompleted
 
 PUSH_TOKEN = "push-token-for-tests"
 AUTH = {"Authorization": f"Bearer {PUSH_TOKEN}"}
@@ -17,7 +17,7 @@ PUBLISH_TIME = "2025-03-04T05:06:13.5Z"
 
 
 def pubsub_push_body(
-    event: GradingCompleted | AssignmentGraded, subscription: str, message_id: str
+    event: GradingCompleted | AssignmentGraded | GradePosted, subscription: str, message_id: str
 ) -> dict[str, Any]:
     """The JSON body Pub/Sub pushes for `event` to `projects/local/subscriptions/<subscription>`."""
     data, attributes = to_pubsub(event)

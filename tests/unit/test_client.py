@@ -315,3 +315,66 @@ def test_a_retry_after_longer_than_the_longest_backoff_is_raised_not_slept(
         client.upload(b"x" * 10, "text/plain")
     assert refused.value.type.endswith("/upload-quota-exceeded")
     assert hook.call_count == 1 and sleeps == []
+
+
+def test_the_notifiers_posted_grade_webhooks_verify_and_parse(requests_mock: rm.Mocker) -> None:
+    import dataclasses
+
+    from gradeq.client import GRADE_POSTED_TYPE, PostedGrade
+    from services.notification.webhook import WebhookSender
+    from shared.domain.events import GradePosted
+    from shared.http.callback_guard import CallbackGuard
+    from tests.contract.harness_events import CALLBACK_URL, sample_job
+
+    job = sample_job(client_id="client-a")
+    request = dataclasses.replace(job.request, student_id="st-1", rubric_version=1)
+    posted = dataclasses.replace(job, request=request).post(datetime.now(UTC), "auto")
+    assert posted.posted is not None
+    changed = dataclasses.replace(
+        posted,
+        posted=dataclasses.replace(
+            posted.posted, version=2, score=4.0, source="teacher", reason="misread"
+        ),
+    )
+    event = GradePosted.from_job(changed)
+    guard = CallbackGuard(lambda host, port: ["93.184.216.34"])  # no DNS is asked
+    hook = requests_mock.post(CALLBACK_URL, status_code=204)
+    WebhookSender(1.0, guard).send(event, CALLBACK_URL, [SECRET])
+    sent = hook.request_history[0]
+    verified = verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-a")
+    assert verified["type"] == GRADE_POSTED_TYPE
+    grade = PostedGrade.from_event(verified)
+    assert grade == PostedGrade(
+        event_id=event.event_id,
+        school="client-a",
+        assignment_id="biology-1",
+        student_id="st-1",
+        submission_id=event.submission_id,
+        job_id=event.job_id,
+        version=2,
+        score=4.0,
+        max_score=10.0,
+        source="teacher",
+        feedback=event.feedback,
+        grading_progress=event.grading_progress,
+        posted_at=event.posted_at,
+        reason="misread",
+    )
+    with pytest.raises(InvalidWebhook, match="another client"):
+        verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-b")
+    with pytest.raises(InvalidWebhook, match="no author"):
+        verify_webhook(SECRET, sent.body, dict(sent.headers), client_id="client-a", author="server")
+
+
+def test_a_posted_grade_webhook_with_a_mistyped_field_is_refused() -> None:
+    data = {
+        "school": "a", "assignment_id": "as-1", "student_id": "st-1", "submission_id": "s-1",
+        "job_id": "job-1", "version": "2", "score": 4.0, "max_score": 10.0,
+        "source": "teacher", "feedback": "", "grading_progress": "FullyGraded",
+        "posted_at": "2026-03-01T00:00:00+00:00", "reason": "misread",
+    }  # fmt: skip
+    body = json.dumps({"id": "evt-1", "type": "dev.gradeq.grade.posted.v1", "data": data})
+    with pytest.raises(InvalidWebhook, match="version"):
+        verify_webhook(SECRET, body, signed(body), client_id="a")
+    fixed = body.replace('"version": "2"', '"version": 2')
+    assert verify_webhook(SECRET, fixed, signed(fixed), client_id="a")["data"]["version"] == 2

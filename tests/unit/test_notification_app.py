@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,9 @@ from shared.adapters.embedded.processed_events import SqliteProcessedEvents
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.adapters.embedded.webhook_secret_store import SqliteWebhookSecretStore
 from shared.clock import SystemClock
-from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE
+from shared.codecs.cloudevent import EVENT_SOURCE, EVENT_TYPE, GRADE_POSTED_TYPE
 from shared.config.settings import Settings
-from shared.domain.events import GradingCompleted
+from shared.domain.events import GradePosted, GradingCompleted
 from shared.domain.job import Job
 from shared.domain.webhook_secrets import new_signing_secret
 from shared.http.callback_guard import CallbackGuard
@@ -432,4 +432,86 @@ def test_a_practice_job_never_reaches_the_schools_webhook(
     event = stored(jobs, practice)
     assert event.practice and event.author == "ada"
     assert client.post("/pubsub/push", json=push_body(event), headers=AUTH).status_code == 204
+    assert hook.request_history == []
+
+
+POSTED_AT = datetime(2025, 3, 4, 6, 0, tzinfo=UTC)
+
+
+def assignment_job() -> Job:
+    """client-a's graded answer to an assignment (its rubric from the assignment)."""
+    job = sample_job()
+    request = dataclasses.replace(job.request, student_id="student-1", rubric_version=1)
+    return dataclasses.replace(job, request=request)
+
+
+def overridden_after_posting(jobs: SqliteJobStore) -> tuple[GradePosted, GradePosted]:
+    """client-a's assignment job posted (version 1), then changed by a teacher (version 2);
+    stored as it is after the change; the events of both versions."""
+    job = assignment_job().post(POSTED_AT, "auto")
+    assert job.posted is not None
+    first = GradePosted.from_job(job)
+    changed = dataclasses.replace(
+        job,
+        posted=dataclasses.replace(
+            job.posted, version=2, score=4.0, source="teacher", by="teacher", reason="misread"
+        ),
+    )
+    jobs.create(changed)
+    return first, GradePosted.from_job(changed)
+
+
+def test_a_teachers_change_after_posting_reaches_the_webhook_once_as_version_2(
+    client: FlaskClient,
+    processed: SqliteProcessedEvents,
+    requests_mock: rm.Mocker,
+    jobs: SqliteJobStore,
+    secret: str,
+) -> None:
+    _, changed = overridden_after_posting(jobs)
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    body = pubsub_push_body(changed, "notification", "201")
+    assert client.post("/pubsub/push", json=body, headers=AUTH).status_code == 204
+    # Redelivered (same event, another message id): nothing new is sent.
+    again = pubsub_push_body(changed, "notification", "202")
+    assert client.post("/pubsub/push", json=again, headers=AUTH).status_code == 204
+    [sent] = hook.request_history
+    document = Webhook(secret).verify(sent.body, dict(sent.headers))
+    assert sent.headers["webhook-id"] == changed.event_id
+    assert document["type"] == GRADE_POSTED_TYPE
+    assert document["id"] == changed.event_id
+    assert document["data"]["version"] == 2
+    assert (document["data"]["score"], document["data"]["source"]) == (4.0, "teacher")
+    assert processed.contains("notification", changed.event_id)
+
+
+def test_each_posted_version_is_its_own_webhook(
+    client: FlaskClient,
+    requests_mock: rm.Mocker,
+    jobs: SqliteJobStore,
+    secret: str,
+) -> None:
+    first, changed = overridden_after_posting(jobs)
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    for number, event in enumerate((first, changed)):
+        body = pubsub_push_body(event, "notification", f"30{number}")
+        assert client.post("/pubsub/push", json=body, headers=AUTH).status_code == 204
+    ids = [sent.headers["webhook-id"] for sent in hook.request_history]
+    assert ids == [first.event_id, changed.event_id]
+    assert first.event_id != changed.event_id
+
+
+def test_a_posted_grade_of_a_practice_job_never_reaches_the_webhook(
+    client: FlaskClient, jobs: SqliteJobStore, secret: str, requests_mock: rm.Mocker
+) -> None:
+    hook = requests_mock.post(CALLBACK_URL, status_code=200)
+    posted = assignment_job().post(POSTED_AT, "auto")
+    assert posted.posted is not None
+    event = GradePosted.from_job(posted)
+    # The notifier goes by the stored job, whatever the event says.
+    jobs.create(
+        dataclasses.replace(posted, request=dataclasses.replace(posted.request, practice=True))
+    )
+    body = pubsub_push_body(event, "notification", "401")
+    assert client.post("/pubsub/push", json=body, headers=AUTH).status_code == 204
     assert hook.request_history == []

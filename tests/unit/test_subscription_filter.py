@@ -18,6 +18,7 @@ from shared.codecs.cloudevent import (
     GRADE_POSTED_TYPE,
     GRADE_REVIEWED_TYPE,
     from_pubsub,
+    grade_posted_from_pubsub,
     to_pubsub,
 )
 from shared.config.subscription_filter import SubscriptionFilter, UnsupportedFilter
@@ -29,7 +30,7 @@ from shared.config.subscriptions import (
 from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed
 from shared.http.subscriber import IGNORED_TYPES
 from tests.contract.harness import eventually
-from tests.contract.harness_events import sample_event
+from tests.contract.harness_events import sample_event, sample_job
 from tests.support.http_target import RecordingTarget
 from tests.unit.test_bus_pump import running_bus, subscription
 
@@ -142,8 +143,9 @@ def test_notification_admits_exactly_the_events_it_acts_on(callback_url: str | N
 
 
 def test_notification_is_not_pushed_the_event_types_it_ignores() -> None:
-    # All are acknowledged unread by the job subscribers (shared.http.subscriber):
-    # leaving them out of notification's pushes drops nothing it acts on.
+    # All but GradePosted are acknowledged unread by the job subscribers
+    # (shared.http.subscriber): leaving them out of notification's pushes drops nothing it
+    # acts on. A GradePosted that does not say whether its job has a callback is not pushed.
     when = datetime(2026, 3, 1, tzinfo=UTC)
     graded = AssignmentGraded("e-a", "a-1", "client-a", 1, 30, 28, 2, 0, 7.25, when)
     reviewed = GradeReviewed(
@@ -158,6 +160,37 @@ def test_notification_is_not_pushed_the_event_types_it_ignores() -> None:
     for event in (graded, reviewed, posted):
         _, attributes = to_pubsub(event)
         assert not notification.admits(attributes), attributes["ce-type"]
+
+
+@pytest.mark.parametrize("callback_url", ["https://client.example/hook", None])
+def test_notification_is_pushed_the_posted_grades_of_jobs_with_a_callback(
+    callback_url: str | None,
+) -> None:
+    job = sample_job(callback_url=callback_url)
+    request = dataclasses.replace(job.request, student_id="st-1", rubric_version=1)
+    posted = dataclasses.replace(job, request=request).post(
+        datetime(2026, 3, 1, tzinfo=UTC), "auto"
+    )
+    event = GradePosted.from_job(posted)
+    data, attributes = to_pubsub(event)
+    assert attributes["ce-type"] == GRADE_POSTED_TYPE
+    assert attributes["has_callback"] == ("true" if callback_url else "false")
+    assert not any("example" in value for value in attributes.values())
+    topic = load_subscriptions()
+    assert topic.subscriptions["notification"].admits(attributes) is (callback_url is not None)
+    assert topic.subscriptions["gradebook"].admits(attributes)
+    assert grade_posted_from_pubsub(data, attributes) == event
+
+
+def test_a_posted_grade_of_a_practice_job_is_not_pushed_to_notification() -> None:
+    job = sample_job()
+    request = dataclasses.replace(job.request, student_id="st-1", rubric_version=1)
+    posted = dataclasses.replace(job, request=request).post(
+        datetime(2026, 3, 1, tzinfo=UTC), "auto"
+    )
+    practice = dataclasses.replace(posted, request=dataclasses.replace(request, practice=True))
+    _, attributes = to_pubsub(GradePosted.from_job(practice))
+    assert not load_subscriptions().subscriptions["notification"].admits(attributes)
 
 
 def test_an_event_of_unknown_callback_is_not_filtered_by_its_attributes() -> None:
