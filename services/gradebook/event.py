@@ -41,7 +41,8 @@ class GradePosted:
 
     school: str
     assignment_id: str
-    student_id: str
+    #: None for a submission that names no student (nothing for a gradebook to write).
+    student_id: str | None
     submission_id: str
     job_id: str
     version: int
@@ -55,6 +56,8 @@ class GradePosted:
 
     def posted(self, lms_user_id: str | None) -> PostedGrade:
         """The grade a GradebookWriter takes, with the student's LMS user id."""
+        if self.student_id is None:
+            raise ValueError("a grade that names no student has no gradebook row")
         return PostedGrade(
             school=self.school,
             assignment_id=self.assignment_id,
@@ -178,7 +181,7 @@ def grade_posted(data: object) -> GradePosted:
     return GradePosted(
         school=_text(data, "school"),
         assignment_id=_text(data, "assignment_id"),
-        student_id=_text(data, "student_id"),
+        student_id=_text(data, "student_id", optional=True),
         submission_id=_text(data, "submission_id"),
         job_id=_text(data, "job_id"),
         version=version,

@@ -81,6 +81,7 @@ class Outcome(StrEnum):
     STALE = "stale"
     REJECTED = "rejected"
     NOT_CONNECTED = "not_connected"
+    NO_STUDENT = "no_student"
 
 
 @dataclass
@@ -93,12 +94,16 @@ class GradebookSubscriber:
     def handle(self, grade: GradePosted) -> Outcome:
         """Write the grade unless a newer one is there; raise GradebookUnavailable or
         GradeWriteInProgress when the push must be redelivered."""
-        fields = {
+        fields: dict[str, object] = {
             "school": grade.school,
             "assignment_id": grade.assignment_id,
             "student_id": grade.student_id,
             "version": grade.version,
         }
+        if grade.student_id is None:
+            # A submission that names no student has no row in any gradebook.
+            log.info("grade posted for no student: nothing to write", extra=fields)
+            return Outcome.NO_STUDENT
         writer = self.connections.writer(grade.school)
         if writer is None:
             log.info("grade posted for a school without a gradebook", extra=fields)

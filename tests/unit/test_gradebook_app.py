@@ -4,7 +4,9 @@ intake's admin API, which reads the same store)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -219,6 +221,20 @@ def test_a_school_without_a_gradebook_is_acknowledged(
 ) -> None:
     assert push(client, grade_data(1, school="school-b")) == 204
     assert writer.calls == []
+
+
+def test_a_grade_that_names_no_student_is_acknowledged_not_malformed(
+    client: FlaskClient, writer: ScriptedWriter, settings: Settings
+) -> None:
+    nameless = grade_data(1)
+    nameless["student_id"] = None  # a submission without a student id: no gradebook row
+    assert push(client, nameless) == 204
+    assert writer.calls == []
+    with contextlib.closing(sqlite3.connect(settings.database_path)) as conn:
+        rows = conn.execute(
+            "SELECT subscriber FROM processed_events WHERE subscriber LIKE '%malformed'"
+        ).fetchall()
+    assert rows == []
 
 
 def test_other_event_types_and_malformed_grades_are_acknowledged_unwritten(
