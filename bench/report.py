@@ -111,6 +111,13 @@ def _figures(workload: Workload) -> list[Figure]:
             "CPU ms/job: analytics service (reports only)", BURST, "cpu_analytics_ms", 2, (GRADEQ,)
         ),
         Figure(
+            "CPU ms/job: gradebook subscriber (posted grades only)",
+            BURST,
+            "cpu_gradebook_ms",
+            2,
+            (GRADEQ,),
+        ),
+        Figure(
             f"rate {w.rate_per_s:g}/s over {w.rate_jobs} jobs: most in any 1 s",
             RATE,
             "max_1s",

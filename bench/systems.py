@@ -44,7 +44,7 @@ FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 #: Roles whose CPU counts from submission to the last final job, and after it.
 CORE_ROLES = ("worker", "queue")
 FRONT_ROLE = "front"
-SUBSCRIBER_ROLES = ("bus", "notification", "analytics")
+SUBSCRIBER_ROLES = ("bus", "notification", "analytics", "gradebook")
 
 
 def epoch(text: str) -> float:
@@ -130,6 +130,7 @@ class GradeqSystem(System):
         "bus": "bus",
         "notification": "notification",
         "analytics": "analytics",
+        "gradebook": "gradebook",
     }
 
     def __init__(self, python: Path, workdir: Path, profile: GradeqProfile) -> None:
