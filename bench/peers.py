@@ -53,6 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from bench import report, stats
@@ -198,7 +199,14 @@ class Bench:
                 run_wrk(system.url, system.headers, WARM_UP_WRK_S, w.clients, self.key("w", system))
             for index, system in self.rounds(systems):
                 key = self.key("a", system)
+                roles = accepting_roles(system)
+                before = snapshot(roles)
                 run = run_wrk(system.url, system.headers, w.accept_s, w.clients, key)
+                accepted = run["requests"] - run["errors"]
+                if accepted > 0:
+                    run["cpu_accept_ms"] = stats.cpu_ms_per_job(
+                        before, snapshot(roles), roles, accepted
+                    )
                 self.results.add(scenario, system.name, run)
                 self.log(
                     f"{scenario} {index + 1}/{w.rounds} {LABELS[system.name]}: "
@@ -485,6 +493,12 @@ class Bench:
 
 
 # --- facts and output ------------------------------------------------------------------
+
+
+def accepting_roles(system: System) -> dict[str, psutil.Process]:
+    """The processes an accepted request costs: the HTTP front and the store it writes the
+    job to before answering (Redis for the peers; Gradeq's SQLite is in the intake)."""
+    return {role: p for role, p in system.roles().items() if role in (FRONT_ROLE, "queue")}
 
 
 def _first_line(command: list[str]) -> str:

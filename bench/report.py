@@ -78,6 +78,13 @@ def _figures(workload: Workload) -> list[Figure]:
         Figure("acceptance: p99 ms", ACCEPTANCE, "p99_ms", 1, everyone),
         Figure("acceptance: non-2xx and socket errors", ACCEPTANCE, "errors", 0, everyone),
         Figure(
+            "acceptance: CPU ms per accepted request, front + store",
+            ACCEPTANCE,
+            "cpu_accept_ms",
+            2,
+            everyone,
+        ),
+        Figure(
             f"burst, {w.burst_jobs} x {w.burst_grade_s:g} s at {w.concurrency}: "
             f"makespan s (ideal {w.ideal_burst_s:.1f})",
             BURST,
