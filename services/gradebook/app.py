@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from flask import Blueprint, Flask, Response, request
 
+from services.gradebook.classroom import CourseWorkClaims
 from services.gradebook.connections import LmsConnections, StaticConnections, load_connections
 from services.gradebook.event import (
     GRADE_POSTED_TYPE,
@@ -103,7 +104,8 @@ def create_app(
     processed = processed or family.processed_events()
     clock = clock or build_clock()
     if connections is None:
-        connections = load_connections(gradebook_settings)
+        claims = CourseWorkClaims(marks, clock, timedelta(seconds=gradebook_settings.lease_s))
+        connections = load_connections(gradebook_settings, claims=claims)
         if settings.lti_secrets_key.get_secret_value():
             connections = _with_lti(connections, settings, family, clock)
     subscriber = GradebookSubscriber(

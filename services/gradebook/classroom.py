@@ -6,9 +6,15 @@ discovery-based google-api-python-client would add a large dependency for them).
 Classroom lets an app change only the course work its own Google Cloud project created
 (the API answers 403 `ProjectPermissionDenied` otherwise), so Gradeq creates one course
 work item per assignment in the school's course and finds it again by the marker in its
-description (`associatedWithDeveloper` tells which items this project created). A school
-may link an assignment to a course work id instead (`course_work`); linking one that
-another project created ends in GradebookRejected for each grade. For each posted grade:
+description (`associatedWithDeveloper` tells which items this project created). Classroom
+has no idempotent create, so the creation is claimed first (`CourseWorkClaims`, kept with
+the gradebook's marks): of two instances (or two deliveries) writing an assignment's first
+grades at once, one looks for the item and creates it while the other is answered "held"
+(`GradebookWriteHeld`, redelivered), and every later write reads the recorded id. A claim
+whose holder died runs out after its lease; the next one finds the item the dead one may
+have made before it creates. A school may link an assignment to a course work id instead
+(`course_work`); linking one that another project created ends in GradebookRejected for
+each grade. For each posted grade:
 
 1. the student's submission is found (`studentSubmissions.list?userId=`: the LMS user id
    is the student's Classroom user id or email);
@@ -29,15 +35,24 @@ from __future__ import annotations
 
 import math
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final
 
 import requests
 from google.auth.exceptions import GoogleAuthError
 
-from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
+from services.gradebook.ports import (
+    GradebookBusy,
+    GradebookRejected,
+    GradebookWriteHeld,
+    PostedGrade,
+)
 from services.gradebook.settings import GradebookSettings
+from shared.domain.gradebook import Begin, MarkKey, MarkStatus
+from shared.ports import Clock, GradebookMarks
 
 #: The scopes a Classroom connection needs (docs/gradebook.md): course work and
 #: submissions of the students, and the course itself (read-only).
@@ -52,6 +67,42 @@ MARKER_PREFIX: Final = "gradeq-assignment:"
 
 def marker(assignment_id: str) -> str:
     return f"{MARKER_PREFIX}{assignment_id}"
+
+
+#: Marks of an assignment's course work use this student id: never a student's (they are
+#: at least one character long).
+COURSE_WORK_ROW: Final = ""
+#: How long a creation claim holds off other instances; longer than any creation.
+CLAIM_LEASE = timedelta(seconds=60)
+
+
+@dataclass
+class CourseWorkClaims:
+    """Which course work Gradeq made for each (school, assignment), kept in the gradebook's
+    marks (one atomic read-modify-write each, on both backends): the assignment's row with
+    no student holds the course work id once made, and a short lease while one instance
+    finds or makes it."""
+
+    marks: GradebookMarks
+    clock: Clock
+    lease: timedelta = CLAIM_LEASE
+
+    def recorded(self, school: str, assignment_id: str) -> str | None:
+        mark = self.marks.mark(MarkKey(school, assignment_id, COURSE_WORK_ROW))
+        return mark.detail if mark is not None and mark.version >= 1 else None
+
+    def claim(self, school: str, assignment_id: str, holder: str) -> Begin:
+        """WRITE: yours to find or make (then `record` or `release`); STALE: recorded
+        already; HELD: another holder is making it."""
+        key = MarkKey(school, assignment_id, COURSE_WORK_ROW)
+        return self.marks.begin(key, 1, holder, self.clock.now(), self.lease)
+
+    def record(self, school: str, assignment_id: str, holder: str, course_work_id: str) -> None:
+        key = MarkKey(school, assignment_id, COURSE_WORK_ROW)
+        self.marks.finish(key, 1, holder, MarkStatus.WRITTEN, course_work_id, self.clock.now())
+
+    def release(self, school: str, assignment_id: str, holder: str) -> None:
+        self.marks.release(MarkKey(school, assignment_id, COURSE_WORK_ROW), holder)
 
 
 @dataclass(frozen=True)
@@ -94,7 +145,10 @@ class ClassroomWriter:
         base_url: str = "https://classroom.googleapis.com",
         timeout_s: float = 20.0,
         linked: Mapping[str, str] | None = None,
+        claims: CourseWorkClaims | None = None,
     ) -> None:
+        """`claims`: where instances agree on each assignment's course work (without:
+        this instance alone makes one at a time)."""
         self._session = session
         self._course = course_id
         self._base = base_url.rstrip("/") + f"/v1/courses/{course_id}"
@@ -102,6 +156,7 @@ class ClassroomWriter:
         #: assignment id -> course work id: linked by the school, or found or made here.
         self._course_work: dict[str, str] = dict(linked or {})
         self._creating = threading.Lock()
+        self._claims = claims
 
     def write(self, grade: PostedGrade) -> None:
         if grade.lms_user_id is None:
@@ -125,23 +180,58 @@ class ClassroomWriter:
         if found is not None:
             return found
         with self._creating:  # one creation per assignment from this instance
-            found = self._course_work.get(grade.assignment_id) or self._find(grade.assignment_id)
+            found = self._course_work.get(grade.assignment_id)
             if found is None:
-                created = self._call(
-                    "POST",
-                    "/courseWork",
-                    None,
-                    {
-                        "title": f"Gradeq: {grade.assignment_id}",
-                        "description": marker(grade.assignment_id),
-                        "workType": "ASSIGNMENT",
-                        "state": "PUBLISHED",
-                        "maxPoints": grade.max_score,
-                    },
+                found = (
+                    self._find_or_create(grade)
+                    if self._claims is None
+                    else self._claimed(self._claims, grade)
                 )
-                found = str(created["id"])
             self._course_work[grade.assignment_id] = found
             return found
+
+    def _claimed(self, claims: CourseWorkClaims, grade: PostedGrade) -> str:
+        """The course work the instances agreed on: recorded, or found or made under the
+        claim and recorded."""
+        school, assignment = grade.school, grade.assignment_id
+        recorded = claims.recorded(school, assignment)
+        if recorded is not None:
+            return recorded
+        holder = uuid.uuid4().hex
+        answer = claims.claim(school, assignment, holder)
+        if answer is Begin.STALE:
+            recorded = claims.recorded(school, assignment)
+            if recorded is not None:
+                return recorded
+        if answer is not Begin.WRITE:
+            raise GradebookWriteHeld(
+                f"another delivery is creating the course work of assignment {assignment}"
+            )
+        try:
+            found = self._find_or_create(grade)
+        except BaseException:
+            claims.release(school, assignment, holder)
+            raise
+        claims.record(school, assignment, holder, found)
+        return found
+
+    def _find_or_create(self, grade: PostedGrade) -> str:
+        found = self._find(grade.assignment_id)
+        if found is not None:
+            return found
+        created = self._call(
+            "POST",
+            "/courseWork",
+            None,
+            {
+                "title": f"Gradeq: {grade.assignment_id}",
+                "description": marker(grade.assignment_id),
+                "workType": "ASSIGNMENT",
+                "state": "PUBLISHED",
+                "maxPoints": grade.max_score,
+            },
+        )
+        return str(created["id"])
 
     def _find(self, assignment_id: str) -> str | None:
         wanted = marker(assignment_id)
@@ -220,7 +310,10 @@ def delegated_session(teacher: str) -> requests.Session:
 
 
 def classroom_writer(
-    school: str, entry: Mapping[str, Any], settings: GradebookSettings
+    school: str,
+    entry: Mapping[str, Any],
+    settings: GradebookSettings,
+    claims: CourseWorkClaims | None = None,
 ) -> ClassroomWriter:
     """The writer a connections file entry of kind "classroom" names."""
     course_id, teacher = entry.get("course_id"), entry.get("teacher")
@@ -237,4 +330,5 @@ def classroom_writer(
         base_url=settings.classroom_base_url,
         timeout_s=settings.request_timeout_s,
         linked={str(k): str(v) for k, v in linked.items()},
+        claims=claims,
     )
