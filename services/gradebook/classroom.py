@@ -7,12 +7,10 @@ Classroom lets an app change only the course work its own Google Cloud project c
 (the API answers 403 `ProjectPermissionDenied` otherwise), so Gradeq creates one course
 work item per assignment in the school's course and finds it again by the marker in its
 description (`associatedWithDeveloper` tells which items this project created). Classroom
-has no idempotent create, so the creation is claimed first (`CourseWorkClaims`, kept with
-the gradebook's marks): of two instances (or two deliveries) writing an assignment's first
-grades at once, one looks for the item and creates it while the other is answered "held"
-(`GradebookWriteHeld`, redelivered), and every later write reads the recorded id. A claim
-whose holder died runs out after its lease; the next one finds the item the dead one may
-have made before it creates. A school may link an assignment to a course work id instead
+has no idempotent create, so the creation is claimed first (services.gradebook.claims):
+of two instances (or two deliveries) writing an assignment's first grades at once, one
+looks for the item and creates it while the other is answered "held" (redelivered), and
+every later write reads the recorded id. A school may link an assignment to a course work id instead
 (`course_work`); linking one that another project created ends in GradebookRejected for
 each grade. For each posted grade:
 
@@ -38,21 +36,14 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Final
 
 import requests
 from google.auth.exceptions import GoogleAuthError
 
-from services.gradebook.ports import (
-    GradebookBusy,
-    GradebookRejected,
-    GradebookWriteHeld,
-    PostedGrade,
-)
+from services.gradebook.claims import ItemClaims
+from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from services.gradebook.settings import GradebookSettings
-from shared.domain.gradebook import Begin, MarkKey, MarkStatus
-from shared.ports import Clock, GradebookMarks
 
 #: The scopes a Classroom connection needs (docs/gradebook.md): course work and
 #: submissions of the students, and the course itself (read-only).
@@ -67,42 +58,6 @@ MARKER_PREFIX: Final = "gradeq-assignment:"
 
 def marker(assignment_id: str) -> str:
     return f"{MARKER_PREFIX}{assignment_id}"
-
-
-#: Marks of an assignment's course work use this student id: never a student's (they are
-#: at least one character long).
-COURSE_WORK_ROW: Final = ""
-#: How long a creation claim holds off other instances; longer than any creation.
-CLAIM_LEASE = timedelta(seconds=60)
-
-
-@dataclass
-class CourseWorkClaims:
-    """Which course work Gradeq made for each (school, assignment), kept in the gradebook's
-    marks (one atomic read-modify-write each, on both backends): the assignment's row with
-    no student holds the course work id once made, and a short lease while one instance
-    finds or makes it."""
-
-    marks: GradebookMarks
-    clock: Clock
-    lease: timedelta = CLAIM_LEASE
-
-    def recorded(self, school: str, assignment_id: str) -> str | None:
-        mark = self.marks.mark(MarkKey(school, assignment_id, COURSE_WORK_ROW))
-        return mark.detail if mark is not None and mark.version >= 1 else None
-
-    def claim(self, school: str, assignment_id: str, holder: str) -> Begin:
-        """WRITE: yours to find or make (then `record` or `release`); STALE: recorded
-        already; HELD: another holder is making it."""
-        key = MarkKey(school, assignment_id, COURSE_WORK_ROW)
-        return self.marks.begin(key, 1, holder, self.clock.now(), self.lease)
-
-    def record(self, school: str, assignment_id: str, holder: str, course_work_id: str) -> None:
-        key = MarkKey(school, assignment_id, COURSE_WORK_ROW)
-        self.marks.finish(key, 1, holder, MarkStatus.WRITTEN, course_work_id, self.clock.now())
-
-    def release(self, school: str, assignment_id: str, holder: str) -> None:
-        self.marks.release(MarkKey(school, assignment_id, COURSE_WORK_ROW), holder)
 
 
 @dataclass(frozen=True)
@@ -145,7 +100,7 @@ class ClassroomWriter:
         base_url: str = "https://classroom.googleapis.com",
         timeout_s: float = 20.0,
         linked: Mapping[str, str] | None = None,
-        claims: CourseWorkClaims | None = None,
+        claims: ItemClaims | None = None,
     ) -> None:
         """`claims`: where instances agree on each assignment's course work (without:
         this instance alone makes one at a time)."""
@@ -190,23 +145,13 @@ class ClassroomWriter:
             self._course_work[grade.assignment_id] = found
             return found
 
-    def _claimed(self, claims: CourseWorkClaims, grade: PostedGrade) -> str:
+    def _claimed(self, claims: ItemClaims, grade: PostedGrade) -> str:
         """The course work the instances agreed on: recorded, or found or made under the
         claim and recorded."""
-        school, assignment = grade.school, grade.assignment_id
-        recorded = claims.recorded(school, assignment)
+        school, assignment, holder = grade.school, grade.assignment_id, uuid.uuid4().hex
+        recorded = claims.settled(school, assignment, holder)
         if recorded is not None:
             return recorded
-        holder = uuid.uuid4().hex
-        answer = claims.claim(school, assignment, holder)
-        if answer is Begin.STALE:
-            recorded = claims.recorded(school, assignment)
-            if recorded is not None:
-                return recorded
-        if answer is not Begin.WRITE:
-            raise GradebookWriteHeld(
-                f"another delivery is creating the course work of assignment {assignment}"
-            )
         try:
             found = self._find_or_create(grade)
         except BaseException:
@@ -313,7 +258,7 @@ def classroom_writer(
     school: str,
     entry: Mapping[str, Any],
     settings: GradebookSettings,
-    claims: CourseWorkClaims | None = None,
+    claims: ItemClaims | None = None,
 ) -> ClassroomWriter:
     """The writer a connections file entry of kind "classroom" names."""
     course_id, teacher = entry.get("course_id"), entry.get("teacher")

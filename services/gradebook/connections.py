@@ -19,7 +19,7 @@ from services.gradebook.settings import GradebookSettings
 from shared.ports import LtiStore
 
 if TYPE_CHECKING:
-    from services.gradebook.classroom import CourseWorkClaims
+    from services.gradebook.claims import ItemClaims
 
 #: kind -> build the writer from the school's entry.
 WriterFactory = Callable[[str, Mapping[str, Any], GradebookSettings], GradebookWriter]
@@ -43,7 +43,7 @@ class StaticConnections:
         return self.rosters.get(school, {}).get(student_id)
 
 
-def _factories(claims: CourseWorkClaims | None) -> dict[str, WriterFactory]:
+def _factories(claims: ItemClaims | None) -> dict[str, WriterFactory]:
     from services.gradebook.classroom import classroom_writer
 
     return {"classroom": functools.partial(classroom_writer, claims=claims)}
@@ -52,7 +52,7 @@ def _factories(claims: CourseWorkClaims | None) -> dict[str, WriterFactory]:
 def load_connections(
     settings: GradebookSettings,
     factories: Mapping[str, WriterFactory] | None = None,
-    claims: CourseWorkClaims | None = None,
+    claims: ItemClaims | None = None,
 ) -> StaticConnections:
     """Read the connections file (none: no school has a gradebook); ValueError when an
     entry is malformed or names an unknown kind, so a bad file never starts a service.

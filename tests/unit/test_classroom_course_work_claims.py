@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from services.gradebook.app import create_app
-from services.gradebook.classroom import ClassroomWriter, CourseWorkClaims, marker
+from services.gradebook.claims import ItemClaims
+from services.gradebook.classroom import ClassroomWriter, marker
 from services.gradebook.connections import StaticConnections
 from services.gradebook.ports import GradebookBusy, GradebookWriteHeld
 from services.gradebook.settings import GradebookSettings
@@ -50,13 +51,13 @@ def fake() -> Iterator[ClassroomFake]:
 
 
 @pytest.fixture
-def claims(tmp_path: Path) -> CourseWorkClaims:
+def claims(tmp_path: Path) -> ItemClaims:
     marks = SqliteGradebookMarks(SqliteDatabase(tmp_path / "marks.sqlite3"))
-    return CourseWorkClaims(marks, FrozenClock())
+    return ItemClaims(marks, FrozenClock())
 
 
 def instance(
-    fake: ClassroomFake, claims: CourseWorkClaims | None, session: requests.Session | None = None
+    fake: ClassroomFake, claims: ItemClaims | None, session: requests.Session | None = None
 ) -> ClassroomWriter:
     """One gradebook instance's writer for the school (each its own session and cache)."""
     return ClassroomWriter(
@@ -80,7 +81,7 @@ def test_without_claims_two_instances_racing_create_two_course_works(
 
 
 def test_an_instance_creating_holds_off_the_other_which_then_uses_its_course_work(
-    fake: ClassroomFake, claims: CourseWorkClaims
+    fake: ClassroomFake, claims: ItemClaims
 ) -> None:
     session = DuringCreate()
     first, second = instance(fake, claims, session), instance(fake, claims)
@@ -109,7 +110,7 @@ def made_by_gradeq(fake: ClassroomFake) -> str:
 
 
 def test_a_claim_whose_holder_died_runs_out_and_the_next_finds_its_course_work(
-    fake: ClassroomFake, claims: CourseWorkClaims
+    fake: ClassroomFake, claims: ItemClaims
 ) -> None:
     # An instance claimed the creation, created the course work, and was SIGKILLed
     # before it recorded the id.
@@ -127,7 +128,7 @@ def test_a_claim_whose_holder_died_runs_out_and_the_next_finds_its_course_work(
 
 
 def test_a_busy_classroom_while_claimed_gives_the_claim_back(
-    fake: ClassroomFake, claims: CourseWorkClaims
+    fake: ClassroomFake, claims: ItemClaims
 ) -> None:
     fake.fail_next(Fault(503))  # the look for the course work fails
     with pytest.raises(GradebookBusy):
@@ -139,7 +140,7 @@ def test_a_busy_classroom_while_claimed_gives_the_claim_back(
 
 
 def test_the_service_answers_a_held_creation_503_without_an_outage(
-    fake: ClassroomFake, claims: CourseWorkClaims, tmp_path: Path
+    fake: ClassroomFake, claims: ItemClaims, tmp_path: Path
 ) -> None:
     settings = Settings(data_dir=tmp_path, push_token=PUSH_TOKEN)  # type: ignore[arg-type]
     marks = claims.marks
