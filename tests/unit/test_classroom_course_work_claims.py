@@ -16,7 +16,7 @@ from services.gradebook.app import create_app
 from services.gradebook.claims import ItemClaims
 from services.gradebook.classroom import ClassroomWriter, marker
 from services.gradebook.connections import StaticConnections
-from services.gradebook.ports import GradebookBusy, GradebookWriteHeld
+from services.gradebook.ports import GradebookBusy, GradebookWriteHeld, PostedGrade
 from services.gradebook.settings import GradebookSettings
 from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -65,7 +65,7 @@ def instance(
     )
 
 
-def second_student() -> object:
+def second_student() -> PostedGrade:
     return dataclasses.replace(grade(), student_id="student-2", lms_user_id="ben@school.example")
 
 
@@ -75,7 +75,7 @@ def test_without_claims_two_instances_racing_create_two_course_works(
     # What the claim prevents: each instance looked, found nothing, and created one.
     session = DuringCreate()
     first, second = instance(fake, None, session), instance(fake, None)
-    session.meanwhile = lambda: second.write(second_student())  # type: ignore[arg-type]
+    session.meanwhile = lambda: second.write(second_student())
     first.write(grade())
     assert len(fake.created_by_gradeq()) == 2
 
@@ -89,7 +89,7 @@ def test_an_instance_creating_holds_off_the_other_which_then_uses_its_course_wor
 
     def other_write() -> None:
         with pytest.raises(GradebookWriteHeld) as raised:
-            second.write(second_student())  # type: ignore[arg-type]
+            second.write(second_student())
         held.append(raised.value)
 
     session.meanwhile = other_write
