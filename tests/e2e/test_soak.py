@@ -88,6 +88,7 @@ def test_a_short_gradebook_soak_delivers_every_posted_grade_and_nothing_unposted
     # Three classes of 10 posted (every grade), one graded and never posted.
     assert (gradebook["assignments_posted"], gradebook["assignments_unposted"]) == (3, 1)
     assert gradebook["grades_posted"] == 30
+    assert gradebook["line_items"] == 3  # one column per posted assignment, none unposted
     # Overrides after posting made later versions, and those are what the LMS holds.
     assert gradebook["overrides_after_posting"] >= 3
     assert set(gradebook["latest_versions"]) - {"1"}
