@@ -18,6 +18,8 @@ redirect URI or client; an expired or unknown access token (401) and one without
 scope the service needs (403); a malformed line item or score (400). A score whose
 `timestamp` is not later than the stored one is accepted and does not change the result
 ("the platform must not update a result if the last timestamp on record is later").
+A busy LMS is acted out on request: `score_faults` refuses a share of the score posts
+with 429 (with `Retry-After`) or 503, and `forced` answers the next service requests.
 
 Nothing here is Gradeq: it is the other side of the wire, so tests exercise the tool as an
 LMS would. Time comes from `now` (seconds since the epoch), so expiry is tested by moving
@@ -29,10 +31,12 @@ from __future__ import annotations
 import html
 import json
 import math
+import random
 import secrets
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -133,6 +137,33 @@ class Launch:
 
 
 @dataclass
+class ScoreFaults:
+    """A busy LMS, for tests and the soak: a share of score posts answered 429 (with
+    `Retry-After`) or 503 instead of taken. Nothing else is refused this way."""
+
+    #: The share of score posts refused (0: none, 1: every one: an outage).
+    share: float = 0.0
+    rng: random.Random = field(default_factory=random.Random)
+    #: The refusals drawn from, evenly: (status, headers).
+    answers: tuple[tuple[int, dict[str, str]], ...] = (
+        (429, {"Retry-After": "1"}),
+        (503, {}),
+    )
+    #: How many of each status were served.
+    served: Counter[int] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def draw(self) -> tuple[int, dict[str, str]] | None:
+        """The refusal for this score post, or None to take it."""
+        with self.lock:
+            if self.share <= 0 or self.rng.random() >= self.share:
+                return None
+            status, headers = self.rng.choice(self.answers)
+            self.served[status] += 1
+            return status, dict(headers)
+
+
+@dataclass
 class _Token:
     client_id: str
     scopes: frozenset[str]
@@ -158,6 +189,8 @@ class PlatformState:
     scores: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     #: Every score post, accepted or not, in order.
     score_posts: list[dict[str, Any]] = field(default_factory=list)
+    #: line item id -> the score posts it took, in order (as `score_posts`).
+    score_history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     launches: dict[str, Launch] = field(default_factory=dict)
     used_nonces: set[str] = field(default_factory=set)
     used_jtis: set[str] = field(default_factory=set)
@@ -165,6 +198,8 @@ class PlatformState:
     token_requests: int = 0
     #: Answers to force on the next service requests (status, headers), e.g. 429 or 503.
     forced: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    #: Score posts refused as a busy LMS would (429, 503), a share of them at random.
+    score_faults: ScoreFaults = field(default_factory=ScoreFaults)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # --- what the platform's admin and teachers do -------------------------------------
@@ -514,6 +549,12 @@ def create_platform_app(state: PlatformState) -> Flask:
         granted = bearer(SCOPE_SCORE)
         if isinstance(granted, Response):
             return granted
+        refusal = state.score_faults.draw()
+        if refusal is not None:
+            status, headers = refusal
+            response = _service_error(status, "the platform is busy")
+            response.headers.update(headers)
+            return response
         found = _item(context, item)
         if found is None:
             return _service_error(404, "no such line item")
@@ -529,6 +570,7 @@ def create_platform_app(state: PlatformState) -> Flask:
             return _service_error(422, "userId is not a member of the context")
         with state.lock:
             state.score_posts.append(dict(body))
+            state.score_history.setdefault(found.id, []).append(dict(body))
             results = state.scores.setdefault(found.id, {})
             held = results.get(body["userId"])
             incoming = _valid_timestamp(body["timestamp"])

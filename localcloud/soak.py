@@ -1,7 +1,7 @@
 """`make soak`: the whole local stack under load and faults, then its invariants and figures.
 
     python -m localcloud.soak [--seed N] [--jobs N] [--duration S] [--data-dir DIR]
-        [--fault-every S] [--settle S] [--report FILE] [--batch]
+        [--fault-every S] [--settle S] [--report FILE] [--batch] [--gradebook]
 
 Seeded and time-bounded. Clients submit `--jobs` jobs over `--duration` seconds, mixing
 quick, slow, transient, permanent, hanging and always-failing gradings, with duplicate
@@ -30,6 +30,11 @@ grader, acting each kind out from markers in the answer, and batch mode is on: t
 lane's jobs, a quarter of the others (`"deadline": "hours"`) and the classes' regrades go
 to provider batches, which complete, expire or fail as each fault draws; the same
 invariants hold, a batch's grading counting as one grader call.
+
+With `--gradebook` the school's posted grades also go to its LMS, a local LTI 1.3 platform
+that answers 429 and 503 for a share of the scores, while the gradebook subscriber is
+killed and stopped like the other processes; every posted grade must arrive, the latest
+version winning, and nothing unposted may (localcloud.soak_gradebook).
 
 It prints the figures (jobs, faults by kind, crash-to-rescue p50/p99, violations) as JSON
 and exits 1 on any violation. The stack runs with the shipped rules on scaled-down
@@ -801,6 +806,7 @@ def soak_stack(
     front_pending_s: float = PENDING_S,
     ca_bundle: Path | None = None,
     provider_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> LocalStack:
     """The local stack on free ports with the soak's durations; webhooks trust `ca_bundle`."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -811,6 +817,7 @@ def soak_stack(
         env["GRADEQ_WEBHOOK_CA_BUNDLE"] = str(ca_bundle)
     if provider_url is not None:
         env.update(BATCH_ENV, GRADEQ_GRADER_BASE_URL=provider_url)
+    env.update(extra_env or {})
     config = StackConfig.on_free_ports(
         data_dir / "data",
         backend=backend,
@@ -835,12 +842,19 @@ def run_soak(
     targets: tuple[str, ...] = PROCESSES,
     front_pending_s: float = PENDING_S,
     batch: bool = False,
+    gradebook: bool = False,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held).
 
     `batch`: grade with a loopback OpenAI-compatible provider in batch mode instead of the
     offline grader (its fake, tests/support/fake_openai.py, ships with the repository).
+    `gradebook`: the school's posted grades also go to its LMS, a local LTI platform that
+    answers 429 and 503 (localcloud.soak_gradebook; embedded backend).
     """
+    from localcloud import soak_gradebook
+
+    if gradebook and backend != EMBEDDED:
+        raise ValueError("the gradebook soak runs on the embedded backend")
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "ca").mkdir(exist_ok=True)
     ca = make_private_ca(data_dir / "ca")
@@ -855,7 +869,8 @@ def run_soak(
         provider or contextlib.nullcontext(),
     ):
         url = provider.url if provider is not None else None
-        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle, url)
+        extra = soak_gradebook.stack_env() if gradebook else {}
+        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle, url, extra)
         stack.start()
         try:
             soak = Soak(
@@ -872,6 +887,8 @@ def run_soak(
                 webhooks=webhooks,
                 provider=provider,
             )
+            if gradebook:
+                return soak_gradebook.run_with_lms(soak, extra)
             return soak.run()
         finally:
             for process in stack.processes.values():
@@ -973,6 +990,12 @@ def main() -> None:
         "deadline hours, regrades go to provider batches that complete, expire or fail)",
     )
     parser.add_argument(
+        "--gradebook",
+        action="store_true",
+        help="posted grades also go to the school's LMS (a local LTI platform answering 429 "
+        "and 503); the gradebook subscriber is among the processes hit (embedded backend)",
+    )
+    parser.add_argument(
         "--shipped-rescue",
         type=int,
         metavar="N",
@@ -998,6 +1021,7 @@ def main() -> None:
         tuple(args.faults) if args.faults else PROCESSES,
         args.front_pending,
         args.batch,
+        args.gradebook,
     )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from flask import Blueprint, Flask, Response, request
 
+from services.gradebook.claims import ItemClaims
 from services.gradebook.connections import LmsConnections, StaticConnections, load_connections
 from services.gradebook.event import (
     GRADE_POSTED_TYPE,
@@ -103,9 +104,11 @@ def create_app(
     processed = processed or family.processed_events()
     clock = clock or build_clock()
     if connections is None:
-        connections = load_connections(gradebook_settings)
+        # Where instances agree on the LMS items (course work, line items) they create.
+        claims = ItemClaims(marks, clock, timedelta(seconds=gradebook_settings.lease_s))
+        connections = load_connections(gradebook_settings, claims=claims)
         if settings.lti_secrets_key.get_secret_value():
-            connections = _with_lti(connections, settings, family, clock)
+            connections = _with_lti(connections, settings, family, clock, claims)
     subscriber = GradebookSubscriber(
         marks,
         connections,
@@ -126,11 +129,15 @@ def _probe(marks: GradebookMarks) -> None:
 
 
 def _with_lti(
-    configured: StaticConnections, settings: Settings, family: AdapterFamily, clock: Clock
+    configured: StaticConnections,
+    settings: Settings,
+    family: AdapterFamily,
+    clock: Clock,
+    claims: ItemClaims,
 ) -> LmsConnections:
     """Add the schools registered as LTI 1.3 platforms (GRADEQ_LTI_SECRETS_KEY unseals
     Gradeq's signing key for the platforms' token endpoints)."""
     store = family.lti_store()
     sealer = Sealer.from_setting(settings.lti_secrets_key.get_secret_value())
     keys = LtiToolKeys(store, sealer, clock)
-    return LmsConnections(configured, store, LtiAgsWriter.on(store, keys, clock))
+    return LmsConnections(configured, store, LtiAgsWriter.on(store, keys, clock, claims))

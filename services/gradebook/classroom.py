@@ -6,9 +6,13 @@ discovery-based google-api-python-client would add a large dependency for them).
 Classroom lets an app change only the course work its own Google Cloud project created
 (the API answers 403 `ProjectPermissionDenied` otherwise), so Gradeq creates one course
 work item per assignment in the school's course and finds it again by the marker in its
-description (`associatedWithDeveloper` tells which items this project created). A school
-may link an assignment to a course work id instead (`course_work`); linking one that
-another project created ends in GradebookRejected for each grade. For each posted grade:
+description (`associatedWithDeveloper` tells which items this project created). Classroom
+has no idempotent create, so the creation is claimed first (services.gradebook.claims):
+of two instances (or two deliveries) writing an assignment's first grades at once, one
+looks for the item and creates it while the other is answered "held" (redelivered), and
+every later write reads the recorded id. A school may link an assignment to a course work id instead
+(`course_work`); linking one that another project created ends in GradebookRejected for
+each grade. For each posted grade:
 
 1. the student's submission is found (`studentSubmissions.list?userId=`: the LMS user id
    is the student's Classroom user id or email);
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import math
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,6 +41,7 @@ from typing import Any, Final
 import requests
 from google.auth.exceptions import GoogleAuthError
 
+from services.gradebook.claims import ItemClaims
 from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from services.gradebook.settings import GradebookSettings
 
@@ -94,7 +100,10 @@ class ClassroomWriter:
         base_url: str = "https://classroom.googleapis.com",
         timeout_s: float = 20.0,
         linked: Mapping[str, str] | None = None,
+        claims: ItemClaims | None = None,
     ) -> None:
+        """`claims`: where instances agree on each assignment's course work (without:
+        this instance alone makes one at a time)."""
         self._session = session
         self._course = course_id
         self._base = base_url.rstrip("/") + f"/v1/courses/{course_id}"
@@ -102,6 +111,7 @@ class ClassroomWriter:
         #: assignment id -> course work id: linked by the school, or found or made here.
         self._course_work: dict[str, str] = dict(linked or {})
         self._creating = threading.Lock()
+        self._claims = claims
 
     def write(self, grade: PostedGrade) -> None:
         if grade.lms_user_id is None:
@@ -125,23 +135,48 @@ class ClassroomWriter:
         if found is not None:
             return found
         with self._creating:  # one creation per assignment from this instance
-            found = self._course_work.get(grade.assignment_id) or self._find(grade.assignment_id)
+            found = self._course_work.get(grade.assignment_id)
             if found is None:
-                created = self._call(
-                    "POST",
-                    "/courseWork",
-                    None,
-                    {
-                        "title": f"Gradeq: {grade.assignment_id}",
-                        "description": marker(grade.assignment_id),
-                        "workType": "ASSIGNMENT",
-                        "state": "PUBLISHED",
-                        "maxPoints": grade.max_score,
-                    },
+                found = (
+                    self._find_or_create(grade)
+                    if self._claims is None
+                    else self._claimed(self._claims, grade)
                 )
-                found = str(created["id"])
             self._course_work[grade.assignment_id] = found
             return found
+
+    def _claimed(self, claims: ItemClaims, grade: PostedGrade) -> str:
+        """The course work the instances agreed on: recorded, or found or made under the
+        claim and recorded."""
+        school, assignment, holder = grade.school, grade.assignment_id, uuid.uuid4().hex
+        recorded = claims.settled(school, assignment, holder)
+        if recorded is not None:
+            return recorded
+        try:
+            found = self._find_or_create(grade)
+        except BaseException:
+            claims.release(school, assignment, holder)
+            raise
+        claims.record(school, assignment, holder, found)
+        return found
+
+    def _find_or_create(self, grade: PostedGrade) -> str:
+        found = self._find(grade.assignment_id)
+        if found is not None:
+            return found
+        created = self._call(
+            "POST",
+            "/courseWork",
+            None,
+            {
+                "title": f"Gradeq: {grade.assignment_id}",
+                "description": marker(grade.assignment_id),
+                "workType": "ASSIGNMENT",
+                "state": "PUBLISHED",
+                "maxPoints": grade.max_score,
+            },
+        )
+        return str(created["id"])
 
     def _find(self, assignment_id: str) -> str | None:
         wanted = marker(assignment_id)
@@ -220,7 +255,10 @@ def delegated_session(teacher: str) -> requests.Session:
 
 
 def classroom_writer(
-    school: str, entry: Mapping[str, Any], settings: GradebookSettings
+    school: str,
+    entry: Mapping[str, Any],
+    settings: GradebookSettings,
+    claims: ItemClaims | None = None,
 ) -> ClassroomWriter:
     """The writer a connections file entry of kind "classroom" names."""
     course_id, teacher = entry.get("course_id"), entry.get("teacher")
@@ -237,4 +275,5 @@ def classroom_writer(
         base_url=settings.classroom_base_url,
         timeout_s=settings.request_timeout_s,
         linked={str(k): str(v) for k, v in linked.items()},
+        claims=claims,
     )

@@ -8,14 +8,18 @@ fields). It holds no secret: credentials come from the runtime's own identity.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.gradebook.ports import GradebookWriter
 from services.gradebook.settings import GradebookSettings
 from shared.ports import LtiStore
+
+if TYPE_CHECKING:
+    from services.gradebook.claims import ItemClaims
 
 #: kind -> build the writer from the school's entry.
 WriterFactory = Callable[[str, Mapping[str, Any], GradebookSettings], GradebookWriter]
@@ -39,17 +43,20 @@ class StaticConnections:
         return self.rosters.get(school, {}).get(student_id)
 
 
-def _factories() -> dict[str, WriterFactory]:
+def _factories(claims: ItemClaims | None) -> dict[str, WriterFactory]:
     from services.gradebook.classroom import classroom_writer
 
-    return {"classroom": classroom_writer}
+    return {"classroom": functools.partial(classroom_writer, claims=claims)}
 
 
 def load_connections(
-    settings: GradebookSettings, factories: Mapping[str, WriterFactory] | None = None
+    settings: GradebookSettings,
+    factories: Mapping[str, WriterFactory] | None = None,
+    claims: ItemClaims | None = None,
 ) -> StaticConnections:
     """Read the connections file (none: no school has a gradebook); ValueError when an
-    entry is malformed or names an unknown kind, so a bad file never starts a service."""
+    entry is malformed or names an unknown kind, so a bad file never starts a service.
+    `claims`: where the instances agree on the Classroom course work they create."""
     if settings.connections_file is not None:
         raw = json.loads(settings.connections_file.read_text())
     elif settings.connections_json.strip():
@@ -58,7 +65,7 @@ def load_connections(
         return StaticConnections()
     if not isinstance(raw, dict):
         raise ValueError("the gradebook connections file must hold a JSON object")
-    factories = _factories() if factories is None else factories
+    factories = _factories(claims) if factories is None else factories
     connections = StaticConnections()
     identity: set[str] = set()
     for school, entry in raw.items():

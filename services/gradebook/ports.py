@@ -3,7 +3,8 @@
 A `GradebookWriter` puts one posted grade into one school's gradebook (an LTI 1.3 AGS
 line item, a Google Classroom course work). The subscriber decides what to write and
 when (latest version wins); a writer only writes, and says how a write failed:
-`GradebookBusy` (try again later; the grade is not spent) or `GradebookRejected`
+`GradebookBusy` (try again later; the grade is not spent), `GradebookWriteHeld` (another
+delivery is making what this one needs: try again soon) or `GradebookRejected`
 (permanent; recorded and shown, never retried).
 """
 
@@ -44,6 +45,11 @@ class GradebookBusy(Exception):
     def __init__(self, retry_after_s: float | None = None, detail: str = "") -> None:
         super().__init__(detail or "the gradebook is busy")
         self.retry_after_s = retry_after_s
+
+
+class GradebookWriteHeld(Exception):
+    """Another delivery holds what this write needs (the course work it is creating): try
+    again soon. Not an outage: the LMS answered nothing wrong."""
 
 
 class GradebookRejected(Exception):

@@ -11,8 +11,11 @@ For each delivery of a GradePosted (school, assignment, student, version v):
   answers non-2xx: Pub/Sub redelivers with the subscription's backoff, and the grade
   arrives once the LMS answers again. `GradebookRejected` is permanent: the mark moves to
   v with the reason (listed in the admin API) and the push is acknowledged.
+  `GradebookWriteHeld` (another delivery is making what the write needs, such as the
+  assignment's Classroom course work) gives the lease back and answers "busy", as a
+  second write of the same student would be: not an outage.
 
-Every busy answer marks the school's gradebook as in an outage (from the first failure
+Every `GradebookBusy` marks the school's gradebook as in an outage (from the first failure
 to the next success); each change of state is logged once with `event` set, for the
 log-based alert.
 """
@@ -26,8 +29,13 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from services.gradebook.event import GradePosted
-from services.gradebook.ports import GradebookBusy, GradebookRejected, GradebookWriter
+from services.gradebook.event import GradePosted, posted_grade
+from services.gradebook.ports import (
+    GradebookBusy,
+    GradebookRejected,
+    GradebookWriteHeld,
+    GradebookWriter,
+)
 from shared.domain.errors import GradeqError
 from shared.domain.gradebook import Begin, HealthState, MarkKey, MarkStatus
 from shared.ports import Clock, GradebookMarks
@@ -53,7 +61,8 @@ class GradebookUnavailable(GradeqError):
 
 
 class GradeWriteInProgress(GradeqError):
-    """Another delivery is writing this student's grade; Pub/Sub redelivers the push."""
+    """Another delivery is writing this student's grade (or making what the write needs);
+    Pub/Sub redelivers the push."""
 
     slug = "grade-write-in-progress"
     title = "Another delivery is writing this student's grade"
@@ -116,7 +125,7 @@ class GradebookSubscriber:
             return Outcome.STALE
         if answer is Begin.HELD:
             raise GradeWriteInProgress("another delivery is writing this student's grade")
-        posted = grade.posted(self.connections.lms_user_id(grade.school, grade.student_id))
+        posted = posted_grade(grade, self.connections.lms_user_id(grade.school, grade.student_id))
         try:
             writer.write(posted)
         except GradebookBusy as busy:
@@ -126,6 +135,9 @@ class GradebookSubscriber:
                 f"the gradebook of school {grade.school} is busy: {busy}",
                 retry_after_s=busy.retry_after_s,
             ) from busy
+        except GradebookWriteHeld as held:
+            self.marks.release(key, holder)
+            raise GradeWriteInProgress(str(held)) from held
         except GradebookRejected as rejected:
             self.marks.finish(
                 key, grade.version, holder, MarkStatus.REJECTED, rejected.reason, self.clock.now()

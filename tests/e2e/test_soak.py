@@ -75,3 +75,25 @@ def test_a_short_soak_in_batch_mode_loses_and_doubles_no_job(tmp_path: Path) -> 
     batches = figures["provider_batches"]
     assert batches["jobs_gathered"] > 0 and sum(batches["batches_by_status"].values()) > 0
     assert (figures["classes"]["lost"], figures["classes"]["doubled"]) == (0, 0)
+
+
+def test_a_short_gradebook_soak_delivers_every_posted_grade_and_nothing_unposted(
+    tmp_path: Path,
+) -> None:
+    figures = run_soak(
+        seed=3, jobs=10, duration_s=22, data_dir=tmp_path, fault_every_s=1.5, gradebook=True
+    )
+    assert figures["violations"] == 0, figures["violation_details"]
+    gradebook = figures["gradebook"]
+    # Three classes of 10 posted (every grade), one graded and never posted.
+    assert (gradebook["assignments_posted"], gradebook["assignments_unposted"]) == (3, 1)
+    assert gradebook["grades_posted"] == 30
+    assert gradebook["line_items"] == 3  # one column per posted assignment, none unposted
+    # Overrides after posting made later versions, and those are what the LMS holds.
+    assert gradebook["overrides_after_posting"] >= 3
+    assert set(gradebook["latest_versions"]) - {"1"}
+    # The LMS refused scores both ways, and the gradebook subscriber was killed.
+    assert gradebook["lms_429"] > 0 and gradebook["lms_503"] > 0
+    assert gradebook["gradebook_kills"] >= 1
+    assert gradebook["outage_seen"]["after_s"] is not None
+    assert gradebook["outage_seen"]["final_state"] == ["ok"]

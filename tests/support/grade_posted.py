@@ -23,7 +23,7 @@ def grade_data(
     school: str = "school-a",
     assignment_id: str = "essay-1",
     student_id: str = "student-1",
-    score: float | None = 7.0,
+    score: float = 7.0,
     grading_progress: str = "FullyGraded",
     source: str = "teacher",
 ) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def grade_data(
         "feedback": f"feedback v{version}",
         "grading_progress": grading_progress,
         "posted_at": (POSTED_AT + timedelta(minutes=version)).isoformat(),
-        "reason": None if version == 1 else "teacher override",
+        "reason": "" if version == 1 else "teacher override",
     }
 
 

@@ -2,7 +2,8 @@
 
 For each grade: the assignment's link (recorded by its launches) names the platform and
 the course; the line item is the one the LMS linked, else the one with the assignment id
-as `resourceId`, created when absent and remembered; the student's LMS user id is the
+as `resourceId`, created when absent (under a claim, so that two deliveries never make two
+columns: services.gradebook.claims) and remembered; the student's LMS user id is the
 grade's `lms_user_id`, else the course roster's (NRPS) entry for the student id. The
 score carries `scoreGiven` only once the grade is posted (`FullyGraded`): a grade held
 for a teacher (`PendingManual`) shows as submitted and pending, never its number. Its
@@ -13,11 +14,13 @@ redelivered version changes nothing (idempotent per student, assignment and vers
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC
 from typing import Any
 
 import requests
 
+from services.gradebook.claims import ItemClaims
 from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from shared.adapters.lti.ags import AgsClient
 from shared.adapters.lti.errors import LtiBusy, LtiRefused
@@ -51,19 +54,30 @@ def score_of(grade: PostedGrade, user_id: str) -> dict[str, Any]:
 class LtiAgsWriter:
     """One school's LTI platform as a GradebookWriter."""
 
-    def __init__(self, store: LtiStore, ags: AgsClient, nrps: NrpsClient) -> None:
+    def __init__(
+        self,
+        store: LtiStore,
+        ags: AgsClient,
+        nrps: NrpsClient,
+        claims: ItemClaims | None = None,
+    ) -> None:
+        """`claims`: where instances agree on the line items they create (without: each
+        delivery that finds none makes one)."""
         self._store = store
         self._ags = ags
         self._nrps = nrps
+        self._claims = claims
         #: memberships URL -> student id -> LMS user id (read again on a miss).
         self._rosters: dict[str, dict[str, str]] = {}
 
     @classmethod
-    def on(cls, store: LtiStore, keys: LtiToolKeys, clock: Clock) -> LtiAgsWriter:
+    def on(
+        cls, store: LtiStore, keys: LtiToolKeys, clock: Clock, claims: ItemClaims | None = None
+    ) -> LtiAgsWriter:
         """The writer with its clients sharing one token cache and one HTTP session."""
         session = requests.Session()
         tokens = LtiTokens(keys, clock, session)
-        return cls(store, AgsClient(tokens, session), NrpsClient(tokens, session))
+        return cls(store, AgsClient(tokens, session), NrpsClient(tokens, session), claims)
 
     def write(self, grade: PostedGrade) -> None:
         try:
@@ -97,6 +111,24 @@ class LtiAgsWriter:
         )
 
     def _line_item(
+        self, registration: LtiRegistration, link: AssignmentLink, grade: PostedGrade
+    ) -> str:
+        """The assignment's line item: recorded, or found or made (under the claim)."""
+        if self._claims is None:
+            return self._found_or_made(registration, link, grade)
+        school, assignment, holder = grade.school, grade.assignment_id, uuid.uuid4().hex
+        recorded = self._claims.settled(school, assignment, holder)
+        if recorded is not None:
+            return recorded
+        try:
+            url = self._found_or_made(registration, link, grade)
+        except BaseException:
+            self._claims.release(school, assignment, holder)
+            raise
+        self._claims.record(school, assignment, holder, url)
+        return url
+
+    def _found_or_made(
         self, registration: LtiRegistration, link: AssignmentLink, grade: PostedGrade
     ) -> str:
         item = self._ags.find_or_create(
