@@ -258,3 +258,23 @@ def test_the_score_url_keeps_the_line_items_query() -> None:
 def test_the_score_of_a_posted_grade_without_feedback_has_no_comment() -> None:
     assert "comment" not in score_of(grade(feedback=None), "u-1")
     assert score_of(grade(score=None), "u-1")["gradingProgress"] == "PendingManual"
+
+
+def test_a_refused_token_grant_keeps_the_grade_for_later_instead_of_dropping_it(
+    rig: Rig,
+) -> None:
+    # The school's registration names a client the platform does not know (a wrong
+    # client id, or a key set the platform cannot read): the grade waits, it is not lost.
+    registration = rig.store.registration(rig.platform.issuer, CLIENT)
+    assert registration is not None
+    rig.store.put_registration(dataclasses.replace(registration, client_id="retyped-client"))
+    rig.store.put_link(dataclasses.replace(rig.link, client_id="retyped-client"))
+    with pytest.raises(GradebookBusy, match="refused Gradeq's token request"):
+        rig.writer.write(grade())
+    assert rig.platform.line_items == {}
+    # The admin registers the client on the platform: the same grade now lands.
+    rig.platform.register_tool(
+        dataclasses.replace(rig.platform.tools[CLIENT], client_id="retyped-client")
+    )
+    rig.writer.write(grade())
+    assert rig.platform.results(rig.line_item())["u-1"]["scoreGiven"] == 7.5

@@ -13,7 +13,7 @@ from typing import Any
 import jwt
 import requests
 
-from shared.adapters.lti.errors import LtiRefused, call
+from shared.adapters.lti.errors import LtiBusy, LtiRefused, call
 from shared.domain.lti import LtiRegistration
 from shared.ports import Clock
 from shared.service_layer.lti_keys import LtiToolKeys
@@ -86,15 +86,21 @@ class LtiTokens:
             "client_assertion": self._assertion(registration),
             "scope": " ".join(sorted(scopes)),
         }
-        answer = call(
-            "token request",
-            lambda: self._session.post(
-                registration.auth_token_url,
-                data=form,
-                headers={"Accept": "application/json"},
-                timeout=self._timeout_s,
-            ),
-        )
+        try:
+            answer = call(
+                "token request",
+                lambda: self._session.post(
+                    registration.auth_token_url,
+                    data=form,
+                    headers={"Accept": "application/json"},
+                    timeout=self._timeout_s,
+                ),
+            )
+        except LtiRefused as exc:
+            # A refused grant says nothing about the grade: the registration, or Gradeq's
+            # key set as the platform reads it, needs the admin. Every write of the school
+            # waits (an outage shown to the admin) instead of dropping its grade.
+            raise LtiBusy(f"the platform refused Gradeq's token request: {exc}") from exc
         body = answer.json()
         if not isinstance(body, dict):
             raise LtiRefused("the token endpoint answered no JSON object", answer.status_code)
