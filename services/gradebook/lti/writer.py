@@ -2,7 +2,8 @@
 
 For each grade: the assignment's link (recorded by its launches) names the platform and
 the course; the line item is the one the LMS linked, else the one with the assignment id
-as `resourceId`, created when absent and remembered; the student's LMS user id is the
+as `resourceId`, created when absent and remembered (one creation at a time per
+instance, so grades arriving together never make two line items); the student's LMS user id is the
 grade's `lms_user_id`, else the course roster's (NRPS) entry for the student id. The
 score carries `scoreGiven` only once the grade is posted (`FullyGraded`): a grade held
 for a teacher (`PendingManual`) shows as submitted and pending, never its number. Its
@@ -13,6 +14,7 @@ redelivered version changes nothing (idempotent per student, assignment and vers
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import UTC
 from typing import Any
 
@@ -57,6 +59,7 @@ class LtiAgsWriter:
         self._nrps = nrps
         #: memberships URL -> student id -> LMS user id (read again on a miss).
         self._rosters: dict[str, dict[str, str]] = {}
+        self._creating = threading.Lock()
 
     @classmethod
     def on(cls, store: LtiStore, keys: LtiToolKeys, clock: Clock) -> LtiAgsWriter:
@@ -99,15 +102,24 @@ class LtiAgsWriter:
     def _line_item(
         self, registration: LtiRegistration, link: AssignmentLink, grade: PostedGrade
     ) -> str:
-        item = self._ags.find_or_create(
-            registration,
-            link.lineitems_url,
-            label=f"Gradeq: {grade.assignment_id}",
-            score_maximum=grade.max_score,
-            resource_id=grade.assignment_id,
-        )
-        self._store.put_link(link.with_line_item(item.url))
-        return item.url
+        with self._creating:  # one line item per assignment from this instance
+            # Another delivery may have found or made it while this one waited.
+            current = self._store.link(link.school, link.assignment_id)
+            if (
+                current is not None
+                and current.lineitem_url
+                and (current.issuer, current.context_id) == (link.issuer, link.context_id)
+            ):
+                return current.lineitem_url
+            item = self._ags.find_or_create(
+                registration,
+                link.lineitems_url,
+                label=f"Gradeq: {grade.assignment_id}",
+                score_maximum=grade.max_score,
+                resource_id=grade.assignment_id,
+            )
+            self._store.put_link(link.with_line_item(item.url))
+            return item.url
 
     def _user_of(self, registration: LtiRegistration, link: AssignmentLink, student_id: str) -> str:
         if not link.memberships_url:
