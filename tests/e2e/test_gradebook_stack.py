@@ -387,6 +387,7 @@ def test_posted_grades_reach_each_schools_lms_latest_version_only(world: World) 
     # The teacher opens Gradeq from the LMS course: the assignment's review page, signed in.
     teacher = launch(world, TEACHER, lti_assignment)
     assert (teacher.path, teacher.assignment_id) == ("/review/", lti_assignment)
+    assert '<main hidden id="board">' in teacher.page  # the review page
     assert held_jobs(world, teacher.session, lti_assignment) == set()
 
     # Each LTI student launches and submits; the Classroom school's server sends its class.
@@ -547,6 +548,7 @@ def test_posted_grades_reach_each_schools_lms_latest_version_only(world: World) 
     overridden = HELD[0]
     own = launch(world, lms_user(overridden), lti_assignment)
     assert (own.path, own.assignment_id) == ("/lti/grade/", lti_assignment)
+    assert '<table id="grades">' in own.page  # the grade page, which lists the jobs below
     seen = call(world, own.session, "GET", "/v1/grading-jobs", params={"limit": 100})["jobs"]
     assert [(j["id"], j["result"]["score"]) for j in seen] == [
         (lti_jobs[overridden], OVERRIDES[overridden])
