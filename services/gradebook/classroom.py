@@ -27,16 +27,24 @@ Errors: 429, 5xx, timeouts and refused connections -> GradebookBusy (the grade i
 retried); 403 ProjectPermissionDenied, 400 and 404 -> GradebookRejected; any other 401 or
 403 (a credential or the Workspace admin's grant missing) -> GradebookBusy with the
 reason, so the outage is shown and the grades wait until the access is fixed.
+
+Credentials: Google's API (an https base URL) is called as the connection's teacher
+through domain-wide delegation. A Classroom stand-in on this machine (an http base URL on
+a loopback host, as the local stack and the tests use) is called without credentials;
+any other base URL stops the service at start (`classroom_access`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import requests
 from google.auth.exceptions import GoogleAuthError
@@ -54,6 +62,39 @@ SCOPES: Final = (
 TOKEN_URI: Final = "https://oauth2.googleapis.com/token"  # noqa: S105 (an endpoint)
 #: What marks the course work Gradeq made for an assignment (in its description).
 MARKER_PREFIX: Final = "gradeq-assignment:"
+#: The hosts of a Classroom stand-in on this machine (called without credentials).
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+log = logging.getLogger(__name__)
+
+
+class ClassroomAccess(StrEnum):
+    """How the gradebook signs in to the Classroom at its base URL."""
+
+    #: Google's API: as the connection's teacher, through domain-wide delegation.
+    DELEGATED = "delegated"
+    #: A stand-in on this machine (the local stack, the tests): no credentials.
+    LOOPBACK = "loopback"
+
+
+def classroom_access(base_url: str) -> ClassroomAccess:
+    """How to call the Classroom at `base_url`: https is Google's API (delegation); plain
+    http only on a loopback host (a local stand-in, no credentials). Anything else is a
+    ValueError, so neither a grade nor a credential travels unencrypted off the machine."""
+    parts = urlsplit(base_url)
+    try:
+        host = parts.hostname
+        _ = parts.port  # a malformed port raises here
+    except ValueError as exc:
+        raise ValueError(f"the Classroom base URL {base_url!r} is malformed") from exc
+    if parts.scheme == "https" and host:
+        return ClassroomAccess.DELEGATED
+    if parts.scheme == "http" and host in LOOPBACK_HOSTS and not parts.username:
+        return ClassroomAccess.LOOPBACK
+    raise ValueError(
+        f"the Classroom base URL {base_url!r} must be https (or http on a loopback host for a"
+        " local stand-in)"
+    )
 
 
 def marker(assignment_id: str) -> str:
@@ -269,8 +310,16 @@ def classroom_writer(
     linked = entry.get("course_work") or {}
     if not isinstance(linked, dict):
         raise ValueError(f"school {school!r}: 'course_work' must map assignment ids to ids")
+    if classroom_access(settings.classroom_base_url) is ClassroomAccess.LOOPBACK:
+        log.warning(
+            "Classroom is a local stand-in: called without credentials",
+            extra={"school": school, "base_url": settings.classroom_base_url},
+        )
+        session = requests.Session()
+    else:
+        session = delegated_session(teacher)
     return ClassroomWriter(
-        delegated_session(teacher),
+        session,
         course_id,
         base_url=settings.classroom_base_url,
         timeout_s=settings.request_timeout_s,

@@ -20,5 +20,7 @@ class GradebookSettings(BaseSettings):
     lease_s: float = Field(default=60.0, gt=0)
     #: Seconds before a Classroom call gives up (then the write is retried later).
     request_timeout_s: float = Field(default=20.0, gt=0)
-    #: The Classroom API's root; the tests point it at the local fake.
+    #: The Classroom API's root: https (called through domain-wide delegation), or http on
+    #: a loopback host for a local stand-in, called without credentials (the local stack
+    #: and the tests); any other URL stops the service at start.
     classroom_base_url: str = "https://classroom.googleapis.com"

@@ -79,7 +79,18 @@ class ClassroomFake:
         return found
 
     def created_by_gradeq(self) -> list[dict[str, Any]]:
-        return [w for w in self.course_work.values() if w["associatedWithDeveloper"]]
+        with self._lock:
+            return [dict(w) for w in self.course_work.values() if w["associatedWithDeveloper"]]
+
+    def submissions_of(self, course_work_id: str) -> dict[str, dict[str, Any]]:
+        """User id -> a copy of the user's submission to the course work (safe to read
+        while the server writes)."""
+        with self._lock:
+            return {
+                s["userId"]: dict(s)
+                for s in self.submissions.values()
+                if s["courseWorkId"] == course_work_id
+            }
 
     # --- server ---------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 """ClassroomWriter against the loopback Classroom: course work made by Gradeq's project,
 draftGrade then assignedGrade and return once posted, the errors mapped to busy or
-rejected, and the gradebook service retrying through a 429 and a 503."""
+rejected, the gradebook service retrying through a 429 and a 503, and how each base URL
+is called: Google's through the teacher's delegation, a loopback stand-in without
+credentials, anything else refused at start."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,8 +16,13 @@ import pytest
 import requests
 
 from services.gradebook.app import create_app
-from services.gradebook.classroom import ClassroomWriter, marker
-from services.gradebook.connections import StaticConnections
+from services.gradebook.classroom import (
+    ClassroomAccess,
+    ClassroomWriter,
+    classroom_access,
+    marker,
+)
+from services.gradebook.connections import StaticConnections, load_connections
 from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGrade
 from services.gradebook.settings import GradebookSettings
 from shared.adapters.embedded.gradebook_marks import SqliteGradebookMarks
@@ -191,3 +199,91 @@ def test_a_token_refused_for_a_missing_grant_is_busy(fake: ClassroomFake) -> Non
 
     with pytest.raises(GradebookBusy, match="RefreshError"):
         ClassroomWriter(NoToken(), COURSE, base_url=fake.base_url).write(grade())
+
+
+@pytest.mark.parametrize(
+    ("base_url", "access"),
+    [
+        ("https://classroom.googleapis.com", ClassroomAccess.DELEGATED),
+        ("https://classroom.example.test:8443/", ClassroomAccess.DELEGATED),
+        ("http://127.0.0.1:8123", ClassroomAccess.LOOPBACK),
+        ("http://localhost:9", ClassroomAccess.LOOPBACK),
+        ("http://LOCALHOST", ClassroomAccess.LOOPBACK),
+        ("http://[::1]:8080", ClassroomAccess.LOOPBACK),
+    ],
+)
+def test_google_is_called_by_delegation_and_a_loopback_stand_in_without_credentials(
+    base_url: str, access: ClassroomAccess
+) -> None:
+    assert classroom_access(base_url) is access
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://classroom.googleapis.com",  # Google's API, unencrypted
+        "http://10.0.0.7:8080",  # another machine
+        "http://127.0.0.1.example.test",  # a name that begins like a loopback address
+        "http://localhost@classroom.example.test",  # userinfo naming a loopback host
+        "http://user@127.0.0.1:8080",  # credentials in the URL
+        "http://127.0.0.1:port",  # a malformed port
+        "ftp://127.0.0.1",
+        "https://",
+        "127.0.0.1:8080",
+        "",
+    ],
+)
+def test_any_other_classroom_base_url_is_refused(base_url: str) -> None:
+    with pytest.raises(ValueError, match="Classroom base URL"):
+        classroom_access(base_url)
+
+
+ENTRY = {"kind": "classroom", "course_id": COURSE, "teacher": "t@school.example"}
+
+
+def test_a_connection_to_a_loopback_stand_in_writes_without_delegation(
+    fake: ClassroomFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_delegation(teacher: str) -> requests.Session:
+        raise AssertionError("a loopback stand-in needs no Google credentials")
+
+    monkeypatch.setattr("services.gradebook.classroom.delegated_session", no_delegation)
+    settings = GradebookSettings(
+        connections_json=json.dumps({"school-a": {**ENTRY, "roster": "student_id"}}),
+        classroom_base_url=fake.base_url,
+    )
+    connections = load_connections(settings)
+    built = connections.writer("school-a")
+    assert isinstance(built, ClassroomWriter)
+    built.write(grade())
+    [work] = fake.created_by_gradeq()
+    assert fake.submission_of(work["id"], "111")["assignedGrade"] == 7.5
+
+
+def test_google_classroom_is_reached_through_the_teachers_delegation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    teachers: list[str] = []
+
+    def delegation(teacher: str) -> requests.Session:
+        teachers.append(teacher)
+        return requests.Session()
+
+    monkeypatch.setattr("services.gradebook.classroom.delegated_session", delegation)
+    connections = load_connections(GradebookSettings(connections_json=json.dumps({"s": ENTRY})))
+    assert isinstance(connections.writer("s"), ClassroomWriter)
+    assert teachers == ["t@school.example"]
+
+
+def test_a_plain_http_classroom_off_this_machine_never_starts_the_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def delegation(teacher: str) -> requests.Session:
+        raise AssertionError("refused before any credential is made")
+
+    monkeypatch.setattr("services.gradebook.classroom.delegated_session", delegation)
+    settings = GradebookSettings(
+        connections_json=json.dumps({"s": ENTRY}), classroom_base_url="http://10.0.0.7"
+    )
+    with pytest.raises(ValueError, match="must be https"):
+        load_connections(settings)

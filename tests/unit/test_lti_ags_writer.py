@@ -4,7 +4,9 @@ read as busy (retry) or rejected (never)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,7 +29,7 @@ from services.gradebook.ports import GradebookBusy, GradebookRejected, PostedGra
 from services.notification.sealing import Sealer, new_sealing_key
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.adapters.lti.ags import scores_url
+from shared.adapters.lti.ags import AgsClient, scores_url
 from shared.adapters.lti.nrps import NrpsClient
 from shared.adapters.lti.tokens import LtiTokens
 from shared.clock import FrozenClock
@@ -170,6 +172,41 @@ def test_an_existing_line_item_of_the_assignment_is_reused(rig: Rig) -> None:
     rig.store.put_link(rig.link)
     rig.writer.write(grade("s-2"))
     assert list(rig.platform.line_items) == [first]
+
+
+def test_first_grades_arriving_together_make_one_line_item(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two deliveries that both looked for the line item before either made it would each
+    # make one, and scatter the class over two gradebook columns. The lookup below waits
+    # for a second lookup (up to 2 s): two lookups at once meet at once.
+    lookups = threading.Barrier(2, timeout=2)
+    find = AgsClient.find
+
+    def meeting(self: AgsClient, *args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            lookups.wait()
+        return find(self, *args, **kwargs)
+
+    monkeypatch.setattr(AgsClient, "find", meeting)
+    LtiToolKeys(rig.store, rig.sealer, rig.clock).ensure()  # made by the launch before
+    failures: list[BaseException] = []
+
+    def write(student: str) -> None:
+        try:
+            rig.writer.write(grade(student))
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+
+    writers = [threading.Thread(target=write, args=(s,)) for s in ("s-1", "s-2")]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join(timeout=10)
+    assert failures == []
+    [item] = rig.platform.line_items
+    assert item == rig.line_item()
+    assert set(rig.platform.results(item)) == {"u-1", "u-2"}
 
 
 def test_a_redelivered_or_older_version_changes_nothing(rig: Rig) -> None:

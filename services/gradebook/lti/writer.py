@@ -14,6 +14,7 @@ redelivered version changes nothing (idempotent per student, assignment and vers
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from datetime import UTC
 from typing import Any
@@ -69,6 +70,7 @@ class LtiAgsWriter:
         self._claims = claims
         #: memberships URL -> student id -> LMS user id (read again on a miss).
         self._rosters: dict[str, dict[str, str]] = {}
+        self._creating = threading.Lock()
 
     @classmethod
     def on(
@@ -131,15 +133,24 @@ class LtiAgsWriter:
     def _found_or_made(
         self, registration: LtiRegistration, link: AssignmentLink, grade: PostedGrade
     ) -> str:
-        item = self._ags.find_or_create(
-            registration,
-            link.lineitems_url,
-            label=f"Gradeq: {grade.assignment_id}",
-            score_maximum=grade.max_score,
-            resource_id=grade.assignment_id,
-        )
-        self._store.put_link(link.with_line_item(item.url))
-        return item.url
+        with self._creating:  # one creation at a time in this instance
+            # Another delivery may have found or made it while this one waited.
+            current = self._store.link(link.school, link.assignment_id)
+            if (
+                current is not None
+                and current.lineitem_url
+                and (current.issuer, current.context_id) == (link.issuer, link.context_id)
+            ):
+                return current.lineitem_url
+            item = self._ags.find_or_create(
+                registration,
+                link.lineitems_url,
+                label=f"Gradeq: {grade.assignment_id}",
+                score_maximum=grade.max_score,
+                resource_id=grade.assignment_id,
+            )
+            self._store.put_link(link.with_line_item(item.url))
+            return item.url
 
     def _user_of(self, registration: LtiRegistration, link: AssignmentLink, student_id: str) -> str:
         if not link.memberships_url:
