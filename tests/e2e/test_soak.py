@@ -75,3 +75,31 @@ def test_a_short_soak_in_batch_mode_loses_and_doubles_no_job(tmp_path: Path) -> 
     batches = figures["provider_batches"]
     assert batches["jobs_gathered"] > 0 and sum(batches["batches_by_status"].values()) > 0
     assert (figures["classes"]["lost"], figures["classes"]["doubled"]) == (0, 0)
+
+
+def test_a_short_soak_with_budget_holds_and_a_binding_quota(tmp_path: Path) -> None:
+    """A client's budget runs out with jobs queued (held, then released by a raise) while a
+    loopback provider enforces a declared quota that binds; the worker is killed as usual."""
+    figures = run_soak(
+        seed=3,
+        jobs=30,
+        duration_s=22,
+        data_dir=tmp_path,
+        fault_every_s=1.5,
+        budgets=6,
+        quota_rpm=10,
+    )
+    assert figures["violations"] == 0, figures["violation_details"]
+    holds = figures["budget_holds"]
+    assert holds["queued"] == 6 and holds["refused_while_spent"] == {"budget-exhausted": 3}
+    assert holds["held"] == holds["released"] == 6
+    assert (holds["lost"], holds["doubled"]) == (0, 0)
+    assert holds["final_by_status"] == {"SUCCEEDED": 6}
+    assert figures["jobs"]["by_kind"]["held"] == 6
+    assert sum(figures["jobs"]["final_by_status"].values()) == figures["jobs"]["accepted"]
+    assert any(kind.endswith(" worker") for kind in figures["faults"])
+    quota = figures["quota"]
+    # The quota bound: the provider saw requests beyond one window's worth, never more
+    # than the quota in any window.
+    assert quota["requests"] > 2 * quota["declared_per_window"]
+    assert quota["max_requests_in_any_window"] <= quota["declared_per_window"] == 10
