@@ -492,11 +492,13 @@ class Soak:
         with self._lock:
             self.accepted[job_id] = Planned(-1, "held", key, body, 0.0, None, None)
 
-    def _follow(self, job_id: str) -> None:
-        """Poll like a client until the job is final, and remember what it said."""
+    def _follow(self, job_id: str, auth: dict[str, str] | None = None) -> None:
+        """Poll like a client (`auth`: another client's) until the job is final, and
+        remember what it said."""
         deadline = time.monotonic() + self.duration_s + self.settle_s
+        headers = auth or self._auth()
         while time.monotonic() < deadline:
-            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=self._auth()).json()
+            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=headers).json()
             if job["status"] in FINAL:
                 with self._lock:
                     self.seen_final[job_id] = job
@@ -700,6 +702,11 @@ class Soak:
             self.budget_figures = self.holds.check(jobs)
         if self.provider is not None and self.quota_rpm is not None:
             self.quota_figures = soak_quota.check(self.provider, self.quota_rpm, self._violation)
+            self.quota_figures["deliveries_deferred_for_quota"] = sum(
+                1
+                for line in self.stack.lines("worker")
+                if '"no provider quota; job deferred to a new task"' in line
+            )
 
     def _expected(self, subscriber: str, job: dict[str, Any]) -> int:
         """How many event ids of `job` the subscriber must have: 1 if its filter admits the
@@ -752,9 +759,11 @@ class Soak:
         calls: Counter[str] = Counter()
         for line in self.stack.lines("worker"):
             # A job handed to a provider batch started its attempt too: the batch grades it.
-            if '"grading started"' in line:
+            # A start the quota pool refused sent nothing: the job went on to a new task.
+            started = '"grading started"' in line
+            if started or '"no provider quota; job deferred to a new task"' in line:
                 try:
-                    calls[json.loads(line)["job_id"]] += 1
+                    calls[json.loads(line)["job_id"]] += 1 if started else -1
                 except (ValueError, KeyError):
                     continue
         return calls

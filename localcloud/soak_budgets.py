@@ -48,7 +48,7 @@ FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 class BudgetHolds:
     """The held client's run; `call` is the soak's patient client, `operator` the admin's
     Authorization header, `accept` registers a job with the soak, `follow` polls a job to
-    its final state as the soak's clients do."""
+    its final state (with the held client's Authorization) as the soak's clients do."""
 
     count: int
     at_s: float
@@ -56,7 +56,7 @@ class BudgetHolds:
     operator: dict[str, str]
     violation: Callable[[str], None]
     accept: Callable[[str, str, dict[str, Any]], None]
-    follow: Callable[[str], None]
+    follow: Callable[[str, dict[str, str]], None]
     answer: Callable[[int], str] = lambda i: "The mitochondria produce ATP."
     api_key: str = ""
     #: By job id, the submission's Idempotency-Key.
@@ -117,7 +117,7 @@ class BudgetHolds:
         self._set_budget(RAISED_MICRO_USD)
         self.raised_at = time.monotonic()
         for job_id in list(self.accepted):
-            self.follow(job_id)
+            self.follow(job_id, self._auth())
 
     def _refused_try(self, i: int) -> None:
         response = self._submit(i, None)
