@@ -47,7 +47,7 @@ soak: install
 	$(PY) -m localcloud.soak --budgets $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --backend google-emulators $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --batch $(SOAK_ARGS)
-	$(PY) -m localcloud.soak --quota-rpm 15 --budgets $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --quota-rpm 30 --budgets $(SOAK_ARGS)
 
 # Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
 # under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's
