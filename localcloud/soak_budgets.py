@@ -144,13 +144,14 @@ class BudgetHolds:
     def _watch_holds(self) -> None:
         """Poll each job's status until every one has been seen held (or HOLD_WAIT_S)."""
         deadline = time.monotonic() + QUEUED_FOR_S + HOLD_WAIT_S
-        while time.monotonic() < deadline and len(self.held) < len(self.accepted):
-            for job_id in set(self.accepted) - self.held:
+        final: set[str] = set()  # seen final while the budget was spent: not watched again
+        while time.monotonic() < deadline and self.held | final < set(self.accepted):
+            for job_id in set(self.accepted) - self.held - final:
                 view = self.call("GET", f"/v1/grading-jobs/{job_id}", headers=self._auth()).json()
                 if (view.get("waiting") or {}).get("kind") != "budget-hold":
                     if view.get("status") in FINAL:
                         self.violation(f"budgets: {job_id} {view['status']} while spent")
-                        self.held.add(job_id)  # seen final: no longer watched
+                        final.add(job_id)
                     continue
                 if view["status"] != "RETRYING" or view["attempts"] != 0 or view.get("error"):
                     self.violation(f"budgets: {job_id} held as {view['status']}: {view}")
