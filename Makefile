@@ -40,13 +40,15 @@ unit: install
 	$(PY) -m pytest tests/unit tests/contract -m "not emulator"
 
 # Seeded, time-bounded: load + SIGKILL/SIGSTOP faults on the local stack, then invariants;
-# once on the embedded backend, once on the official emulators (google-emulators).
+# on the embedded backend with a client's budget held and released, on the official
+# emulators (google-emulators), in batch mode, and against a provider whose quota binds.
 SOAK_ARGS ?= --seed 13 --jobs 300 --duration 180
 soak: install
-	$(PY) -m localcloud.soak $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --budgets $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --backend google-emulators $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --batch $(SOAK_ARGS)
 	$(PY) -m localcloud.soak --gradebook $(SOAK_ARGS)
+	$(PY) -m localcloud.soak --quota-rpm 30 --budgets $(SOAK_ARGS)
 
 # Gradeq's embedded default side by side with Flask + Celery and Flask + RQ (bench/peers.py,
 # under 10 minutes). The peers run from their own venv; Redis and wrk come from Debian's

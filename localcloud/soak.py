@@ -2,6 +2,7 @@
 
     python -m localcloud.soak [--seed N] [--jobs N] [--duration S] [--data-dir DIR]
         [--fault-every S] [--settle S] [--report FILE] [--batch] [--gradebook]
+        [--budgets] [--quota-rpm N]
 
 Seeded and time-bounded. Clients submit `--jobs` jobs over `--duration` seconds, mixing
 quick, slow, transient, permanent, hanging and always-failing gradings, with duplicate
@@ -36,6 +37,15 @@ that answers 429 and 503 for a share of the scores, while the gradebook subscrib
 killed and stopped like the other processes; every posted grade must arrive, the latest
 version winning, and nothing unposted may (localcloud.soak_gradebook).
 
+With `--budgets` a second client's budget runs out while its jobs are queued: its new
+submissions must be refused (429 budget-exhausted), its queued jobs held (not failed),
+then released by a raised budget, each to one final state and one event
+(localcloud.soak_budgets). With `--quota-rpm N` the loopback provider grades (batch mode
+only with `--batch`) and answers 429 past N requests in any rolling window of a scaled
+"minute"; the worker declares that quota in `shared` mode, and the provider must never
+see more than N requests in any window, the worker's SIGKILLs and SIGSTOPs included
+(localcloud.soak_quota).
+
 It prints the figures (jobs, faults by kind, crash-to-rescue p50/p99, violations) as JSON
 and exits 1 on any violation. The stack runs with the shipped rules on scaled-down
 durations (lease 2 s, grader timeout 4 s, queue backoff 0.2..2 s).
@@ -63,8 +73,10 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from localcloud import soak_quota
 from localcloud.cloudrun import PENDING_S
 from localcloud.soak_assignments import Classes
+from localcloud.soak_budgets import BUDGET_CLIENT, BUDGET_ENV, BudgetHolds
 from localcloud.stack import (
     EMBEDDED,
     EMULATOR_PROJECT,
@@ -138,13 +150,17 @@ PROCESSES = (*HTTP_SERVICES, "dispatcher", "bus", "worker", "worker")
 
 #: How the provider's batches end, by weight, in batch mode (`--batch`).
 BATCH_OUTCOMES = {"completed": 6, "expired": 2, "failed": 2}
-#: The provider's side of batch mode, on the soak's scaled-down durations.
-BATCH_ENV = {
+#: The loopback provider as the worker's grader (a quota that never binds unless
+#: `--quota-rpm` declares one).
+PROVIDER_ENV = {
     "GRADEQ_GRADER": "openai",
     "GRADEQ_GRADER_MODEL": "soak-grader",
     "GRADEQ_GRADER_API_KEY": "sk-soak",
     "GRADEQ_GRADER_QUOTA_RPM": "100000",
     "GRADEQ_GRADER_REQUEST_TIMEOUT_S": str(GRADER_TIMEOUT_S),
+}
+#: Batch mode, on the soak's scaled-down durations.
+BATCH_ENV = {
     "GRADEQ_BATCH_MODE": "true",
     "GRADEQ_BATCH_WINDOW_S": "1",
     "GRADEQ_BATCH_MAX_SIZE": "20",
@@ -364,9 +380,17 @@ class Soak:
     #: Where half the jobs ask to be called back, and what arrived there (None: no jobs do).
     webhook_url: str | None = None
     webhooks: list[Received] = field(default_factory=list)
-    #: Batch mode: the loopback OpenAI-compatible provider (its Batch API included) that
-    #: grades instead of the offline grader; None: the offline grader.
+    #: The loopback OpenAI-compatible provider (its Batch API included) that grades
+    #: instead of the offline grader; None: the offline grader.
     provider: FakeOpenAIServer | None = None
+    #: Batch mode on (with `provider`).
+    batch: bool = False
+    #: A client's budget runs out mid-run (localcloud.soak_budgets); None: no budgets.
+    holds: BudgetHolds | None = None
+    budget_figures: dict[str, Any] = field(default_factory=dict)
+    #: The declared quota the provider enforces, per `soak_quota.QUOTA_WINDOW_S`.
+    quota_rpm: int | None = None
+    quota_figures: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.topic = load_subscriptions()
@@ -408,7 +432,7 @@ class Soak:
             if self.provider is not None:
                 # The provider acts the kind out from the answer's markers, per answer.
                 body["answer"] = f"{body['answer']} [{i}] {provider_marker(kind, self.rng)}"
-                if "lane" not in body and self.rng.random() < 1 / 4:
+                if self.batch and "lane" not in body and self.rng.random() < 1 / 4:
                     body["deadline"] = "hours"
             if self.webhook_url is not None and self.rng.random() < 0.5:
                 body["callback_url"] = self.webhook_url
@@ -468,11 +492,18 @@ class Soak:
                 self._violation(f"{job.key}: cancel answered {cancel.status_code}")
         self._follow(job_id)
 
-    def _follow(self, job_id: str) -> None:
-        """Poll like a client until the job is final, and remember what it said."""
+    def accept_held(self, job_id: str, key: str, body: dict[str, Any]) -> None:
+        """A job of the budget holds' client, checked like every accepted job."""
+        with self._lock:
+            self.accepted[job_id] = Planned(-1, "held", key, body, 0.0, None, None)
+
+    def _follow(self, job_id: str, auth: dict[str, str] | None = None) -> None:
+        """Poll like a client (`auth`: another client's) until the job is final, and
+        remember what it said."""
         deadline = time.monotonic() + self.duration_s + self.settle_s
+        headers = auth or self._auth()
         while time.monotonic() < deadline:
-            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=self._auth()).json()
+            job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=headers).json()
             if job["status"] in FINAL:
                 with self._lock:
                     self.seen_final[job_id] = job
@@ -519,7 +550,7 @@ class Soak:
             self._violation(f"resume answered {resumed.status_code}")
 
     def _fault(self) -> None:
-        if self.provider is not None:
+        if self.provider is not None and self.batch:
             # How the provider's batches sent from now on end.
             outcomes, weights = zip(*BATCH_OUTCOMES.items(), strict=True)
             self.provider.batch_outcome = self.rng.choices(outcomes, weights)[0]
@@ -575,6 +606,8 @@ class Soak:
             futures += [
                 clients.submit(self.classes.submit, c, started) for c in self.classes.plan()
             ]
+            if self.holds is not None:
+                futures.append(clients.submit(self.holds.run, started))
             # Faults come from this thread, which also restarts what it kills.
             while time.monotonic() < started + self.duration_s:
                 time.sleep(self.rng.expovariate(1.0 / self.fault_every_s))
@@ -670,6 +703,15 @@ class Soak:
             )
         if self._watch:
             self._violation(f"{len(self._watch)} jobs of a killed worker never rescued")
+        if self.holds is not None:
+            self.budget_figures = self.holds.check(jobs)
+        if self.provider is not None and self.quota_rpm is not None:
+            self.quota_figures = soak_quota.check(self.provider, self.quota_rpm, self._violation)
+            self.quota_figures["deliveries_deferred_for_quota"] = sum(
+                1
+                for line in self.stack.lines("worker")
+                if '"no provider quota; job deferred to a new task"' in line
+            )
 
     def _expected(self, subscriber: str, job: dict[str, Any]) -> int:
         """How many event ids of `job` the subscriber must have: 1 if its filter admits the
@@ -722,15 +764,17 @@ class Soak:
         calls: Counter[str] = Counter()
         for line in self.stack.lines("worker"):
             # A job handed to a provider batch started its attempt too: the batch grades it.
-            if '"grading started"' in line:
+            # A start the quota pool refused sent nothing: the job went on to a new task.
+            started = '"grading started"' in line
+            if started or '"no provider quota; job deferred to a new task"' in line:
                 try:
-                    calls[json.loads(line)["job_id"]] += 1
+                    calls[json.loads(line)["job_id"]] += 1 if started else -1
                 except (ValueError, KeyError):
                     continue
         return calls
 
     def _batch_figures(self) -> dict[str, Any]:
-        if self.provider is None:
+        if self.provider is None or not self.batch:
             return {}
         lines = _json_lines(self.stack.lines("worker"))
         return {
@@ -769,6 +813,8 @@ class Soak:
             },
             "classes": self.class_figures,
             "provider_batches": self._batch_figures(),
+            "budget_holds": self.budget_figures,
+            "quota": self.quota_figures,
             "faults": dict(sorted(self.faults.items())),
             "crash_to_rescue_s": {
                 "n": len(rescues),
@@ -807,8 +853,16 @@ def soak_stack(
     ca_bundle: Path | None = None,
     provider_url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    *,
+    batch: bool = False,
+    budgets: bool = False,
+    quota_rpm: int | None = None,
 ) -> LocalStack:
-    """The local stack on free ports with the soak's durations; webhooks trust `ca_bundle`."""
+    """The local stack on free ports with the soak's durations; webhooks trust `ca_bundle`.
+
+    `provider_url`: the worker grades with that OpenAI-compatible provider, in batch mode
+    if `batch`, declaring `quota_rpm` (shared mode) if given; `budgets`: budgets read
+    again every second and held jobs looked at every two."""
     data_dir.mkdir(parents=True, exist_ok=True)
     queues = data_dir / "queues.json"
     queues.write_text(json.dumps(QUEUES))
@@ -816,7 +870,13 @@ def soak_stack(
     if ca_bundle is not None:
         env["GRADEQ_WEBHOOK_CA_BUNDLE"] = str(ca_bundle)
     if provider_url is not None:
-        env.update(BATCH_ENV, GRADEQ_GRADER_BASE_URL=provider_url)
+        env.update(PROVIDER_ENV, GRADEQ_GRADER_BASE_URL=provider_url)
+        if batch:
+            env.update(BATCH_ENV)
+        if quota_rpm is not None:
+            env.update(soak_quota.quota_env(quota_rpm))
+    if budgets:
+        env.update(BUDGET_ENV)
     env.update(extra_env or {})
     config = StackConfig.on_free_ports(
         data_dir / "data",
@@ -843,6 +903,8 @@ def run_soak(
     front_pending_s: float = PENDING_S,
     batch: bool = False,
     gradebook: bool = False,
+    budgets: int = 0,
+    quota_rpm: int | None = None,
 ) -> dict[str, Any]:
     """Run one soak and return its figures (`violations` is 0 when every invariant held).
 
@@ -850,6 +912,9 @@ def run_soak(
     offline grader (its fake, tests/support/fake_openai.py, ships with the repository).
     `gradebook`: the school's posted grades also go to its LMS, a local LTI platform that
     answers 429 and 503 (localcloud.soak_gradebook; embedded backend).
+    `budgets`: that many jobs of a second client are held by its spent budget, then
+    released (localcloud.soak_budgets). `quota_rpm`: the provider grades (in batch mode
+    only with `batch`) and enforces that quota per scaled window (localcloud.soak_quota).
     """
     from localcloud import soak_gradebook
 
@@ -859,10 +924,12 @@ def run_soak(
     (data_dir / "ca").mkdir(exist_ok=True)
     ca = make_private_ca(data_dir / "ca")
     provider: FakeOpenAIServer | None = None
-    if batch:
+    if batch or quota_rpm is not None:
         from tests.support.fake_openai import FakeOpenAIServer
 
         provider = FakeOpenAIServer()
+        if quota_rpm is not None:
+            soak_quota.enforce(provider, quota_rpm)
     with (
         (data_dir / "stack.log").open("w") as log,
         tls_receiver(ca) as (webhook_url, webhooks),
@@ -870,7 +937,18 @@ def run_soak(
     ):
         url = provider.url if provider is not None else None
         extra = soak_gradebook.stack_env() if gradebook else {}
-        stack = soak_stack(data_dir, log, backend, front_pending_s, ca.bundle, url, extra)
+        stack = soak_stack(
+            data_dir,
+            log,
+            backend,
+            front_pending_s,
+            ca.bundle,
+            url,
+            extra_env=extra,
+            batch=batch,
+            budgets=budgets > 0,
+            quota_rpm=quota_rpm,
+        )
         stack.start()
         try:
             soak = Soak(
@@ -886,7 +964,12 @@ def run_soak(
                 webhook_url=webhook_url,
                 webhooks=webhooks,
                 provider=provider,
+                batch=batch,
+                quota_rpm=quota_rpm,
             )
+            if budgets:
+                soak.holds = _budget_holds(soak, budgets)
+                soak.holds.api_key = stack.issue_api_key(BUDGET_CLIENT)
             if gradebook:
                 return soak_gradebook.run_with_lms(soak, extra)
             return soak.run()
@@ -895,6 +978,21 @@ def run_soak(
                 if process.poll() is None:
                     os.killpg(process.pid, signal.SIGCONT)
             stack.stop()
+
+
+def _budget_holds(soak: Soak, count: int) -> BudgetHolds:
+    """The budget holds' client, run by the soak's clients and checked with its jobs."""
+    return BudgetHolds(
+        count,
+        soak.duration_s * 0.15,
+        soak._call,
+        {"Authorization": f"Bearer {OPERATOR_KEY}"},
+        soak._violation,
+        soak.accept_held,
+        soak._follow,
+        # In the provider's hands, a plain answer (no marker) is graded at once.
+        answer=lambda i: f"The mitochondria produce ATP. [held {i}]",
+    )
 
 
 def shipped_rescue(kills: int, data_dir: Path) -> dict[str, Any]:
@@ -996,6 +1094,24 @@ def main() -> None:
         "and 503); the gradebook subscriber is among the processes hit (embedded backend)",
     )
     parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="?",
+        const=8,
+        default=0,
+        metavar="N",
+        help="a second client's budget runs out with N (default 8) jobs queued: refused, "
+        "held, then released by a raised budget",
+    )
+    parser.add_argument(
+        "--quota-rpm",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the loopback provider grades and answers 429 past N requests per "
+        f"{soak_quota.QUOTA_WINDOW_S:g} s window; the worker declares that quota (shared)",
+    )
+    parser.add_argument(
         "--shipped-rescue",
         type=int,
         metavar="N",
@@ -1022,6 +1138,8 @@ def main() -> None:
         args.front_pending,
         args.batch,
         args.gradebook,
+        args.budgets,
+        args.quota_rpm,
     )
     text = json.dumps(figures, indent=2)
     print(text, flush=True)

@@ -168,9 +168,12 @@ locals {
     GRADEQ_BATCH_TICK_S   = tostring(var.batch.tick_s)
   }
 
-  # Model requests a minute all worker instances together may send: each takes
-  # max(1, floor(quota_rpm x quota_headroom / max_instances)) (shared/adapters/graders/limiter.py).
-  grader_quota_rpm_used = var.worker.max_instances * max(1, floor(var.grader.quota_rpm * var.grader.quota_headroom / var.worker.max_instances))
+  # Model requests a minute all worker instances together may send. shared (and adaptive,
+  # whose limit the declared quota stands in for): one pool of
+  # max(1, floor(quota_rpm x quota_headroom)) (shared/bootstrap/graders.py, pool_limits);
+  # instance: each instance takes max(1, floor(quota_rpm x quota_headroom / max_instances))
+  # (shared/adapters/graders/limiter.py).
+  grader_quota_rpm_used = var.grader.quota_mode == "instance" ? var.worker.max_instances * max(1, floor(var.grader.quota_rpm * var.grader.quota_headroom / var.worker.max_instances)) : max(1, floor(var.grader.quota_rpm * var.grader.quota_headroom))
 
   required_apis = toset(concat([
     "artifactregistry.googleapis.com",

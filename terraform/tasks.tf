@@ -101,14 +101,15 @@ resource "google_cloud_tasks_queue_iam_member" "lane_operator" {
 }
 
 # The queue must not be what keeps a model grader below its quota: the worker instances
-# together may send share_rpm x max_instances requests a minute (docs/graders.md, "Quota"),
+# together may send the whole pool (quota_mode shared or adaptive), or share_rpm x
+# max_instances (instance) requests a minute (docs/graders.md, "Quota"),
 # and a grading sends one (more only when an unusable answer is asked again). A slower
 # queue is allowed (it caps throughput on purpose, or the quota is shared with others),
 # so this warns instead of refusing.
 check "queue_rate_covers_the_grader_quota" {
   assert {
     condition     = var.grader.kind == "rubric" || local.task_queue.rate_limits.max_dispatches_per_second * 60 >= local.grader_quota_rpm_used
-    error_message = "Queue ${var.queue} dispatches at most ${local.task_queue.rate_limits.max_dispatches_per_second * 60} tasks a minute (max_dispatches_per_second x 60), fewer than the ${local.grader_quota_rpm_used} model requests a minute the worker instances may send (grader.quota_rpm x quota_headroom, split over worker.max_instances): part of the quota stays unused. Raise max_dispatches_per_second in shared/config/queues.json."
+    error_message = "Queue ${var.queue} dispatches at most ${local.task_queue.rate_limits.max_dispatches_per_second * 60} tasks a minute (max_dispatches_per_second x 60), fewer than the ${local.grader_quota_rpm_used} model requests a minute the worker instances may send (grader.quota_rpm x quota_headroom, split over worker.max_instances when grader.quota_mode is instance): part of the quota stays unused. Raise max_dispatches_per_second in shared/config/queues.json."
   }
 }
 

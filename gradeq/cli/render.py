@@ -50,7 +50,9 @@ def job_panel(job: dict[str, Any]) -> Table:
     if job.get("lane"):
         table.add_row("lane", str(job["lane"]))
     waiting = job.get("waiting")
-    if waiting:
+    if waiting and waiting.get("kind") == "budget-hold":
+        table.add_row("waiting", f"held: its budget is spent, since {waiting['since']}")
+    elif waiting:
         batch = waiting.get("batch_id") or "the next batch (gathering)"
         table.add_row("waiting", f"in {waiting['provider']} batch {batch} since {waiting['since']}")
     table.add_row("attempts", str(job.get("attempts", 0)))

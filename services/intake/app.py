@@ -23,7 +23,14 @@ from services.intake.students import erasure
 from services.intake.uploads import blobs
 from services.intake.uploads import routes as uploads
 from services.notification.sealing import Sealer
-from shared.bootstrap import AdapterFamily, Adapters, adapter_family, build_clock, family_adapters
+from shared.bootstrap import (
+    AdapterFamily,
+    Adapters,
+    adapter_family,
+    build_budget_gate,
+    build_clock,
+    family_adapters,
+)
 from shared.config.settings import Settings
 from shared.domain.admission import AdmissionLimits
 from shared.http.callback_guard import CachedResolver, CallbackGuard
@@ -36,7 +43,6 @@ from shared.logs import configure_logging
 from shared.ports import ApiKeyStore, Clock
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
-from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.erasure import ErasureService, Retention
 from shared.service_layer.intake import IntakeService
 from shared.service_layer.lti_keys import LtiToolKeys
@@ -107,7 +113,7 @@ def create_app(
     limits = AdmissionLimits(
         settings.max_active_jobs_per_client, settings.max_backlog, settings.admission_retry_after_s
     )
-    budgets = BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None
+    budgets = build_budget_gate(settings, adapters, clock)
     app.extensions["gradeq.intake"] = IntakeService(
         adapters.store,
         adapters.queue,

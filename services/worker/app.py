@@ -12,6 +12,7 @@ from shared.bootstrap import (
     Adapters,
     adapter_family,
     build_adapters,
+    build_budget_gate,
     build_clock,
     build_grader,
 )
@@ -27,7 +28,6 @@ from shared.logs import configure_logging
 from shared.ports import Clock, Grader
 from shared.service_layer.assignment_completion import AssignmentCompletion
 from shared.service_layer.assignments import AssignmentService
-from shared.service_layer.budgets import BudgetGate
 from shared.service_layer.lanes import LaneService
 from shared.service_layer.provider_batches import BatchPolicy, BatchService, ProviderBatchGrader
 from shared.service_layer.recovery import RecoveryService
@@ -79,7 +79,7 @@ def create_app(
         # Model graders can ask the provider whether it accepts their configuration.
         probe=getattr(grader, "probe", None),
         lane_retries={q.name: q.retry_config for q in settings.queues().values()},
-        budgets=BudgetGate(adapters.budgets, clock) if adapters.budgets is not None else None,
+        budgets=build_budget_gate(settings, adapters, clock),
     )
     app.extensions["gradeq.worker"] = worker
     batches = _batches(settings, adapters, clock, worker, batch_grader)

@@ -8,7 +8,8 @@ nothing else. Adapters never import this package; it imports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol
 
 from shared.clock import SystemClock
 from shared.config.settings import Backend, Settings
@@ -36,6 +37,9 @@ from shared.ports import (
     UploadReferences,
     WebhookSecretStore,
 )
+
+if TYPE_CHECKING:
+    from shared.service_layer.budgets import BudgetGate
 
 
 class AdapterFamily(Protocol):
@@ -134,6 +138,22 @@ def family_adapters(family: AdapterFamily) -> Adapters:
 
 def build_clock() -> Clock:
     return SystemClock()
+
+
+def build_budget_gate(settings: Settings, adapters: Adapters, clock: Clock) -> BudgetGate | None:
+    """The budgets as the intake and the worker apply them (None: no budget store), read
+    again every GRADEQ_BUDGET_REFRESH_S, a held job looked at every
+    GRADEQ_BUDGET_HOLD_RECHECK_S."""
+    if adapters.budgets is None:
+        return None
+    from shared.service_layer.budgets import BudgetGate
+
+    return BudgetGate(
+        adapters.budgets,
+        clock,
+        refresh=timedelta(seconds=settings.budget_refresh_s),
+        hold_recheck=timedelta(seconds=settings.budget_hold_recheck_s),
+    )
 
 
 def build_grader(settings: Settings, clock: Clock | None = None) -> Grader:

@@ -209,6 +209,12 @@ class Settings(BaseSettings):
     batch_window_s: float = Field(default=600.0, gt=0)
     batch_tick_s: float = Field(default=300.0, gt=0)  # the recovery sweep's period
     worker_max_instances: int = Field(default=1, ge=1)
+    # Budgets (docs/cost.md#budgets): how often an instance reads the budgets again (a
+    # raised budget takes effect within this), and how long a job held by a spent budget
+    # waits before its next look (sooner at the month's end). At most 30 days: the
+    # longest Cloud Tasks schedules a task ahead.
+    budget_refresh_s: float = Field(default=60.0, gt=0)
+    budget_hold_recheck_s: float = Field(default=900.0, gt=0, le=30 * 24 * 3600)
     # The provider's quota window: a minute (shorter only to run the quota bench fast).
     grader_quota_window_s: float = Field(default=60.0, gt=0)
     # adaptive: the limit's start, floor and ceiling, in requests a minute.

@@ -198,6 +198,7 @@ class AttemptOutcome(StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     RELEASED = "released"  # given back before grading (no provider quota, shutdown)
+    HELD = "held"  # given back before grading: its client's or assignment's budget is spent
     LEASE_EXPIRED = "lease-expired"  # its lease ran out: taken over or given up on
     CANCELLED = "cancelled"
 
@@ -541,7 +542,9 @@ class Job:
             history=self._closed(now, AttemptOutcome.SUCCEEDED),
         )
 
-    def release(self, owner: str, now: datetime) -> Job:
+    def release(
+        self, owner: str, now: datetime, outcome: AttemptOutcome = AttemptOutcome.RELEASED
+    ) -> Job:
         """Give back a claim whose attempt never started (no provider quota): uncounted.
 
         The job waits for the queue's next delivery as it did before the claim.
@@ -556,7 +559,7 @@ class Job:
             attempt_started_at=None,
             lease_owner=None,
             lease_expires_at=None,
-            history=self._closed(now, AttemptOutcome.RELEASED),
+            history=self._closed(now, outcome),
         )
 
     def defer(self, owner: str, now: datetime) -> Job:
@@ -567,6 +570,25 @@ class Job:
         the job's attempts nor the queue's attempts of any one task.
         """
         return dataclasses.replace(self.release(owner, now), deferrals=self.deferrals + 1)
+
+    def hold_for_budget(self, owner: str, now: datetime) -> Job:
+        """`defer` because the job's budget is spent: held, not failed, until a look finds
+        the budget raised or the month over (`held_since`)."""
+        held = self.release(owner, now, AttemptOutcome.HELD)
+        return dataclasses.replace(held, deferrals=self.deferrals + 1)
+
+    @property
+    def held_since(self) -> datetime | None:
+        """Since when the job is held by a spent budget: the first of the holds that ended
+        its latest attempts, while it waits for the next look; None: not held."""
+        if self.status is not JobStatus.RETRYING:
+            return None
+        since = None
+        for record in reversed(self.history):
+            if record.outcome is not AttemptOutcome.HELD:
+                break
+            since = record.ended_at
+        return since
 
     def retry_later(self, owner: str, error: JobError, now: datetime) -> Job:
         self._check_owner(owner)

@@ -2,10 +2,11 @@
 each grading's cost, alert past a soft limit.
 
 The budgets themselves are few and change rarely: a gate reads them all at most once a
-`refresh` (default a minute) and reads a spend only for a client or assignment that has a
-budget, so deployments without budgets pay no read per job. A raised budget takes effect
-within one refresh; a held job is looked at again every `HOLD_RECHECK` (or at the next
-month, if sooner).
+`refresh` (default a minute, GRADEQ_BUDGET_REFRESH_S) and reads a spend only for a client
+or assignment that has a budget, so deployments without budgets pay no read per job. A
+raised budget takes effect within one refresh; a held job is looked at again every
+`hold_recheck` (default `HOLD_RECHECK`, GRADEQ_BUDGET_HOLD_RECHECK_S), or at the next
+month if that is sooner.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from shared.ports import BudgetStore, Clock
 
 log = logging.getLogger(__name__)
 
-#: How often a held job is delivered again to see whether its budget allows it now.
+#: How often a held job is delivered again to see whether its budget allows it now (the
+#: default of GRADEQ_BUDGET_HOLD_RECHECK_S).
 HOLD_RECHECK = timedelta(minutes=15)
+#: How often the budgets are read again (the default of GRADEQ_BUDGET_REFRESH_S).
+REFRESH = timedelta(minutes=1)
 #: The message of the soft-limit alert: terraform/monitoring.tf counts these lines.
 SOFT_LIMIT_MESSAGE = "budget soft limit passed"
 
@@ -41,11 +45,18 @@ class BudgetGate:
     """Budgets as the intake and the worker apply them."""
 
     def __init__(
-        self, store: BudgetStore, clock: Clock, refresh: timedelta = timedelta(minutes=1)
+        self,
+        store: BudgetStore,
+        clock: Clock,
+        refresh: timedelta = REFRESH,
+        hold_recheck: timedelta = HOLD_RECHECK,
     ) -> None:
+        if refresh <= timedelta(0) or hold_recheck <= timedelta(0):
+            raise ValueError("a budget gate's refresh and hold recheck are positive")
         self._store = store
         self._clock = clock
         self._refresh = refresh
+        self._hold_recheck = hold_recheck
         self._lock = threading.Lock()
         self._budgets: dict[tuple[BudgetScope, str], Budget] = {}
         self._read_at: datetime | None = None
@@ -98,7 +109,7 @@ class BudgetGate:
         if standing is None:
             return None
         now = self._clock.now()
-        wait = min(HOLD_RECHECK, next_month_start(now) - now)
+        wait = min(self._hold_recheck, next_month_start(now) - now)
         return BudgetHeld(
             f"the {standing.budget.scope.value} budget of {standing.month} is spent",
             retry_after_s=max(1.0, wait.total_seconds()),

@@ -581,7 +581,11 @@ class WorkerService:
             released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
             log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
             return DeliveryResult(fallback, released, wait, reason=reason)
-        deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
+        held = isinstance(reason, BudgetHeld)
+        deferred = self._store.update(
+            job.id,
+            lambda j: (j.hold_for_budget if held else j.defer)(owner, self._clock.now()),
+        )
         due = self._clock.now() + timedelta(seconds=wait)
         try:
             self._queue.enqueue(
@@ -595,7 +599,7 @@ class WorkerService:
             return DeliveryResult(fallback, deferred, wait, reason=reason)
         message = (
             "budget spent; job held in a new task"
-            if isinstance(reason, BudgetHeld)
+            if held
             else "no provider quota; job deferred to a new task"
             if fallback is Verdict.THROTTLED
             else "grading suspended; job deferred to a new task"

@@ -127,6 +127,38 @@ run "lanes_fit_the_worker_slots" {
   expect_failures = [output.worker_url]
 }
 
+# The queue dispatches 1200 tasks a minute. In shared quota mode (the default) the worker
+# instances together use the whole quota x headroom, floor(1340 x 0.9) = 1206 requests a
+# minute: more than the queue dispatches, so the plan warns.
+run "shared_quota_is_one_pool" {
+  command = plan
+
+  variables {
+    grader = { kind = "gemini", quota_rpm = 1340 }
+  }
+
+  assert {
+    condition     = local.grader_quota_rpm_used == 1206
+    error_message = "In shared mode the worker instances together use the whole quota x headroom."
+  }
+
+  expect_failures = [check.queue_rate_covers_the_grader_quota]
+}
+
+# In instance mode each of the 40 instances takes floor(1206 / 40) = 30: 1200, which fits.
+run "instance_quota_is_split" {
+  command = plan
+
+  variables {
+    grader = { kind = "gemini", quota_rpm = 1340, quota_mode = "instance" }
+  }
+
+  assert {
+    condition     = local.grader_quota_rpm_used == 1200
+    error_message = "In instance mode each instance takes floor(quota x headroom / max_instances)."
+  }
+}
+
 # No notification channel: the plan warns that the alerts notify nobody.
 run "alerts_without_channels_warn" {
   command = plan

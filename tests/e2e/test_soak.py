@@ -97,3 +97,32 @@ def test_a_short_gradebook_soak_delivers_every_posted_grade_and_nothing_unposted
     assert gradebook["gradebook_kills"] >= 1
     assert gradebook["outage_seen"]["after_s"] is not None
     assert gradebook["outage_seen"]["final_state"] == ["ok"]
+
+
+@pytest.mark.timeout(300)  # the stack's start, then gradings paced by the quota
+def test_a_short_soak_with_budget_holds_and_a_binding_quota(tmp_path: Path) -> None:
+    """A client's budget runs out with jobs queued (held, then released by a raise) while a
+    loopback provider enforces a declared quota that binds; the worker is killed as usual."""
+    figures = run_soak(
+        seed=50,  # its faults kill the worker twice and freeze it once
+        jobs=30,
+        duration_s=22,
+        data_dir=tmp_path,
+        fault_every_s=1.5,
+        budgets=6,
+        quota_rpm=20,
+    )
+    assert figures["violations"] == 0, figures["violation_details"]
+    holds = figures["budget_holds"]
+    assert holds["queued"] == 6 and holds["refused_while_spent"] == {"budget-exhausted": 3}
+    assert holds["held"] == holds["released"] == 6
+    assert (holds["lost"], holds["doubled"]) == (0, 0)
+    assert holds["final_by_status"] == {"SUCCEEDED": 6}
+    assert figures["jobs"]["by_kind"]["held"] == 6
+    assert sum(figures["jobs"]["final_by_status"].values()) == figures["jobs"]["accepted"]
+    assert figures["faults"].get("SIGKILL worker", 0) >= 1
+    quota = figures["quota"]
+    # The quota bound: the pool turned deliveries away, and the provider never saw more
+    # than the declared quota in any rolling window.
+    assert quota["deliveries_deferred_for_quota"] > 0
+    assert quota["max_requests_in_any_window"] <= quota["declared_per_window"] == 20

@@ -1159,14 +1159,22 @@ def _quota_check(tf: Terraform) -> str:
     return str(assertion["condition"])
 
 
-@pytest.mark.parametrize(
-    ("rpm", "headroom", "instances"),
-    [(60, 0.9, 20), (600, 0.9, 20), (10, 0.9, 20), (1000, 1, 1), (7, 0.5, 3), (100000, 0.9, 20)],
-)
-def test_quota_used_is_the_limiters_share_times_the_instances(
+_QUOTAS = [
+    (60, 0.9, 20),
+    (600, 0.9, 20),
+    (10, 0.9, 20),
+    (1000, 1, 1),
+    (7, 0.5, 3),
+    (100000, 0.9, 20),
+]
+
+
+@pytest.mark.parametrize(("rpm", "headroom", "instances"), _QUOTAS)
+def test_quota_used_in_instance_mode_is_the_limiters_share_times_the_instances(
     tf: Terraform, rpm: int, headroom: float, instances: int
 ) -> None:
     values = {
+        "var.grader.quota_mode": "instance",
         "var.grader.quota_rpm": rpm,
         "var.grader.quota_headroom": headroom,
         "var.worker.max_instances": instances,
@@ -1175,21 +1183,48 @@ def test_quota_used_is_the_limiters_share_times_the_instances(
     assert used == QuotaShare.of(rpm, 0, instances, headroom).requests_per_minute * instances
 
 
+@pytest.mark.parametrize("mode", [QuotaMode.SHARED, QuotaMode.ADAPTIVE])
+@pytest.mark.parametrize(("rpm", "headroom", "instances"), _QUOTAS)
+def test_quota_used_in_shared_mode_is_the_whole_pool_whatever_the_instances(
+    tf: Terraform, mode: QuotaMode, rpm: int, headroom: float, instances: int
+) -> None:
+    from shared.bootstrap.graders import pool_limits
+
+    values = {
+        "var.grader.quota_mode": mode.value,
+        "var.grader.quota_rpm": rpm,
+        "var.grader.quota_headroom": headroom,
+        "var.worker.max_instances": instances,
+    }
+    used = tfconfig.evaluate(tf.locals["grader_quota_rpm_used"], values)
+    settings = Settings(
+        grader_quota_mode=QuotaMode.SHARED,
+        grader_quota_rpm=rpm,
+        grader_quota_headroom=headroom,
+        worker_max_instances=instances,
+    )
+    assert used == pool_limits(settings).rpm
+
+
 @pytest.mark.parametrize(
-    ("kind", "rpm", "per_second", "warns"),
+    ("kind", "mode", "rpm", "per_second", "warns"),
     [
-        ("gemini", 60, 20, False),  # shipped queue, default quota
-        ("gemini", 1340, 20, False),  # 20 x floor(1206 / 20) = 1200 a minute: just fits
-        ("gemini", 1400, 20, True),  # 20 x 63 = 1260 > 1200
-        ("openai", 100000, 20, True),
-        ("openai", 100000, 1500, False),
-        ("rubric", 100000, 1, False),  # the offline grader has no quota
+        ("gemini", "shared", 60, 20, False),  # shipped queue, default quota
+        ("gemini", "instance", 1340, 20, False),  # 20 x floor(1206 / 20) = 1200: just fits
+        ("gemini", "shared", 1340, 20, True),  # the whole pool, 1206 > 1200
+        ("gemini", "shared", 1333, 20, False),  # floor(1199.7) = 1199
+        ("gemini", "instance", 1400, 20, True),  # 20 x 63 = 1260 > 1200
+        ("openai", "shared", 100000, 20, True),
+        ("openai", "instance", 100000, 20, True),
+        ("openai", "shared", 100000, 1500, False),
+        ("rubric", "shared", 100000, 1, False),  # the offline grader has no quota
     ],
 )
 def test_the_queue_rate_check_warns_when_the_queue_caps_the_quota(
-    tf: Terraform, kind: str, rpm: int, per_second: float, warns: bool
+    tf: Terraform, kind: str, mode: str, rpm: int, per_second: float, warns: bool
 ) -> None:
     values: dict[str, Any] = {
+        "var.grader.quota_mode": mode,
         "var.grader.quota_rpm": rpm,
         "var.grader.quota_headroom": 0.9,
         "var.worker.max_instances": 20,
@@ -1212,6 +1247,7 @@ def test_the_shipped_queue_covers_the_default_quota(tf: Terraform) -> None:
     used = tfconfig.evaluate(
         tf.locals["grader_quota_rpm_used"],
         {
+            "var.grader.quota_mode": defaults["quota_mode"],
             "var.grader.quota_rpm": defaults["quota_rpm"],
             "var.grader.quota_headroom": defaults["quota_headroom"],
             "var.worker.max_instances": 20,

@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from services.intake.app import create_app as create_intake
 from services.worker.app import create_app as create_worker
@@ -214,3 +216,74 @@ def test_terraform_alerts_on_the_soft_limit_event_the_worker_logs() -> None:
         'jsonPayload.event = "budget_soft_limit"' in alert["log_filter"]
     )
     assert "${local.worker_revisions}" in alert["log_filter"]
+
+
+def test_the_hold_recheck_and_the_refresh_are_settings(
+    settings: Settings, with_budgets: Adapters, budgets: SqliteBudgetStore, clock: FrozenClock
+) -> None:
+    tuned = settings.model_copy(update={"budget_hold_recheck_s": 2.5, "budget_refresh_s": 1.0})
+    budgets.set_budget(Budget(BudgetScope.CLIENT, "client-a", 0))
+    grader = CostlyGrader(10)
+    worker = create_worker(tuned, with_budgets, grader, clock).test_client()
+    job_id = seed(with_budgets, clock, "held")
+    assert deliver(worker, job_id).status_code == 200
+    task = _tasks(with_budgets).tasks[-1]
+    assert task.job_id == job_id and task.schedule_time == clock.now() + timedelta(seconds=2.5)
+
+    # Raised: seen after one refresh (a second here), so the look after it grades the job.
+    budgets.set_budget(Budget(BudgetScope.CLIENT, "client-a", 5000))
+    clock.advance(timedelta(seconds=2.5))
+    assert deliver(worker, job_id, 0, **{"X-CloudTasks-TaskName": task.name}).status_code == 200
+    done = with_budgets.store.get(job_id)
+    assert done is not None and done.status is JobStatus.SUCCEEDED and grader.calls == 1
+
+
+def test_the_budget_durations_default_and_are_validated(tmp_path: Path) -> None:
+    defaults = Settings(data_dir=tmp_path)
+    assert defaults.budget_hold_recheck_s == HOLD_RECHECK.total_seconds() == 900
+    assert defaults.budget_refresh_s == 60
+    for bad in ({"budget_hold_recheck_s": 0}, {"budget_hold_recheck_s": -1},
+                {"budget_hold_recheck_s": 31 * 24 * 3600}, {"budget_refresh_s": 0}):  # fmt: skip
+        with pytest.raises(ValidationError):
+            Settings(data_dir=tmp_path, **bad)  # type: ignore[arg-type]
+
+
+def test_the_hold_recheck_is_read_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRADEQ_BUDGET_HOLD_RECHECK_S", "4")
+    monkeypatch.setenv("GRADEQ_BUDGET_REFRESH_S", "0.5")
+    settings = Settings(data_dir=tmp_path)
+    assert (settings.budget_hold_recheck_s, settings.budget_refresh_s) == (4, 0.5)
+
+
+def test_a_held_job_shows_the_hold_until_it_is_graded(
+    settings: Settings, with_budgets: Adapters, budgets: SqliteBudgetStore, clock: FrozenClock
+) -> None:
+    from tests.unit.conftest import API_KEY
+
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    budgets.set_budget(Budget(BudgetScope.CLIENT, "client-a", 0))
+    intake = create_intake(settings, with_budgets, clock).test_client()
+    worker = create_worker(settings, with_budgets, CostlyGrader(10), clock).test_client()
+    job_id = seed(with_budgets, clock, "held")
+    assert "waiting" not in intake.get(f"/v1/grading-jobs/{job_id}", headers=auth).get_json()
+    first = clock.now()
+    assert deliver(worker, job_id).status_code == 200
+    clock.advance(HOLD_RECHECK)
+    task = _tasks(with_budgets).tasks[-1]
+    assert deliver(worker, job_id, 0, **{"X-CloudTasks-TaskName": task.name}).status_code == 200
+
+    view = intake.get(f"/v1/grading-jobs/{job_id}", headers=auth).get_json()
+    since = first.isoformat().replace("+00:00", "Z")
+    assert view["status"] == "RETRYING" and view["attempts"] == 0 and "error" not in view
+    assert view["waiting"] == {"kind": "budget-hold", "since": since}  # the first hold's
+    stored = with_budgets.store.get(job_id)
+    assert stored is not None and stored.held_since == first and stored.deferrals == 2
+
+    budgets.set_budget(Budget(BudgetScope.CLIENT, "client-a", 5000))
+    clock.advance(HOLD_RECHECK)
+    task = _tasks(with_budgets).tasks[-1]
+    assert deliver(worker, job_id, 0, **{"X-CloudTasks-TaskName": task.name}).status_code == 200
+    view = intake.get(f"/v1/grading-jobs/{job_id}", headers=auth).get_json()
+    assert view["status"] == "SUCCEEDED" and "waiting" not in view

@@ -43,6 +43,9 @@ def admin_job_view(job: Job, *, detail: bool = False) -> dict[str, Any]:
             "batch_id": wait.batch_id,
             "since": _iso(wait.since),
         }
+    held = job.held_since
+    if held is not None:
+        view["waiting"] = {"kind": "budget-hold", "since": _iso(held)}
     if detail:
         view["history"] = [
             {

@@ -79,6 +79,15 @@ class BatchWaitView(BaseModel):
     since: str
 
 
+class BudgetHoldView(BaseModel):
+    """Where a RETRYING job waits for its client's or assignment's budget (docs/cost.md#budgets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["budget-hold"] = "budget-hold"
+    since: str = Field(description="when a delivery first found the budget spent")
+
+
 class RegradeRequestView(BaseModel):
     """A student's regrade request (docs/review.md) and the teacher's answer (null while
     open)."""
@@ -137,11 +146,13 @@ class JobView(BaseModel):
     deadline: str | None = Field(
         default=None, description='"hours" when the client lets a provider batch grade it.'
     )
-    waiting: BatchWaitView | None = Field(
+    waiting: BatchWaitView | BudgetHoldView | None = Field(
         default=None,
+        discriminator="kind",
         description=(
             "Set while the job (RUNNING) waits in a provider batch: gathered for the next "
-            "batch, or submitted to the provider's batch `batch_id` (docs/graders.md#batch-mode)."
+            "batch, or submitted to the provider's batch `batch_id` (docs/graders.md#batch-mode); "
+            "or while it (RETRYING) is held because its budget is spent (docs/cost.md#budgets)."
         ),
     )
     timings: Timings
@@ -214,7 +225,10 @@ def job_model(job: Job) -> JobView:
     )
 
 
-def _waiting(job: Job) -> BatchWaitView | None:
+def _waiting(job: Job) -> BatchWaitView | BudgetHoldView | None:
+    held = job.held_since
+    if held is not None:
+        return BudgetHoldView(since=_iso(held) or "")
     wait = job.provider_batch
     if wait is None or not job.waits_in_batch:
         return None
