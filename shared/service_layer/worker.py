@@ -106,6 +106,17 @@ class DeliveryResult:
     reason: GradeqError | None = None
 
 
+#: The `event` of the line that gives a started attempt back uncounted (its `attempt` is
+#: the one its "grading started" line named): nothing was graded or billed (no quota, a
+#: 429, a configuration the provider refuses), and the next claim starts it again.
+ATTEMPT_GIVEN_BACK = "attempt_given_back"
+
+
+def _given_back(job: Job) -> dict[str, object]:
+    """The log fields that take back the "grading started" of `job`'s current attempt."""
+    return {"event": ATTEMPT_GIVEN_BACK, "attempt": job.attempts}
+
+
 class _Released(Exception):
     """The worker is shutting down and handed the attempt back (`released`: the job)."""
 
@@ -551,7 +562,9 @@ class WorkerService:
         """
         wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
         # Not sooner than a second: each deferral is one more task to create and deliver.
-        return self._hand_on(job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED)
+        return self._hand_on(
+            job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED, started=True
+        )
 
     def _suspend(
         self, job: Job, owner: str, delivery: TaskDelivery, exc: GraderMisconfigured
@@ -564,22 +577,39 @@ class WorkerService:
         self.gate.trip(exc)
         wait = self.gate.retry_after_s()
         if self._may_be_last(delivery):
-            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED)
+            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED, started=True)
         released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+        log.info(
+            "grading suspended; job given back",
+            extra={"retry_after_s": wait, "reason": exc.slug, **_given_back(job)},
+        )
         return DeliveryResult(Verdict.SUSPENDED, released, wait, reason=exc)
 
     def _hand_on(
-        self, job: Job, owner: str, reason: GradingError, wait: float, *, fallback: Verdict
+        self,
+        job: Job,
+        owner: str,
+        reason: GradingError,
+        wait: float,
+        *,
+        fallback: Verdict,
+        started: bool = False,
     ) -> DeliveryResult:
         """Defer the job, uncounted, to a new task due in `wait` seconds (`Job.defer`).
 
         The new task exists before this delivery is acknowledged. Without a queue, or if
         the task cannot be created, the claim is only given back and the answer is
-        `fallback`: the queue retries this task.
+        `fallback`: the queue retries this task. `started`: the claim's "grading started"
+        was logged (the grader was called and nothing was graded), so the line that says
+        the job was given back takes that attempt back too (`ATTEMPT_GIVEN_BACK`).
         """
+        given_back = _given_back(job) if started else {}
         if self._queue is None:
             released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-            log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
+            log.info(
+                "job given back",
+                extra={"retry_after_s": wait, "reason": reason.slug, **given_back},
+            )
             return DeliveryResult(fallback, released, wait, reason=reason)
         deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
         due = self._clock.now() + timedelta(seconds=wait)
@@ -590,7 +620,7 @@ class WorkerService:
         except DependencyUnavailable as unavailable:
             log.warning(
                 "the job could not be deferred to a new task; the queue retries this one",
-                extra={"retry_after_s": wait, "reason": unavailable.detail},
+                extra={"retry_after_s": wait, "reason": unavailable.detail, **given_back},
             )
             return DeliveryResult(fallback, deferred, wait, reason=reason)
         message = (
@@ -600,7 +630,9 @@ class WorkerService:
             if fallback is Verdict.THROTTLED
             else "grading suspended; job deferred to a new task"
         )
-        log.info(message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals})
+        log.info(
+            message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals, **given_back}
+        )
         return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=reason)
 
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:
