@@ -112,9 +112,15 @@ class DeliveryResult:
 ATTEMPT_GIVEN_BACK = "attempt_given_back"
 
 
-def _given_back(job: Job) -> dict[str, object]:
-    """The log fields that take back the "grading started" of `job`'s current attempt."""
-    return {"event": ATTEMPT_GIVEN_BACK, "attempt": job.attempts}
+def _log_given_back(job: Job, reason: GradingError) -> None:
+    """Take back, on the log, the "grading started" of `job`'s attempt just given back.
+
+    Logged as soon as the give-back is stored, before anything else may fail or stop.
+    """
+    log.info(
+        "attempt given back uncounted",
+        extra={"event": ATTEMPT_GIVEN_BACK, "attempt": job.attempts, "reason": reason.slug},
+    )
 
 
 class _Released(Exception):
@@ -579,10 +585,7 @@ class WorkerService:
         if self._may_be_last(delivery):
             return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED, started=True)
         released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-        log.info(
-            "grading suspended; job given back",
-            extra={"retry_after_s": wait, "reason": exc.slug, **_given_back(job)},
-        )
+        _log_given_back(job, exc)
         return DeliveryResult(Verdict.SUSPENDED, released, wait, reason=exc)
 
     def _hand_on(
@@ -600,18 +603,17 @@ class WorkerService:
         The new task exists before this delivery is acknowledged. Without a queue, or if
         the task cannot be created, the claim is only given back and the answer is
         `fallback`: the queue retries this task. `started`: the claim's "grading started"
-        was logged (the grader was called and nothing was graded), so the line that says
-        the job was given back takes that attempt back too (`ATTEMPT_GIVEN_BACK`).
+        was logged (the grader was called and nothing was graded): the log takes it back.
         """
-        given_back = _given_back(job) if started else {}
         if self._queue is None:
             released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
-            log.info(
-                "job given back",
-                extra={"retry_after_s": wait, "reason": reason.slug, **given_back},
-            )
+            if started:
+                _log_given_back(job, reason)
+            log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
             return DeliveryResult(fallback, released, wait, reason=reason)
         deferred = self._store.update(job.id, lambda j: j.defer(owner, self._clock.now()))
+        if started:
+            _log_given_back(job, reason)
         due = self._clock.now() + timedelta(seconds=wait)
         try:
             self._queue.enqueue(
@@ -620,7 +622,7 @@ class WorkerService:
         except DependencyUnavailable as unavailable:
             log.warning(
                 "the job could not be deferred to a new task; the queue retries this one",
-                extra={"retry_after_s": wait, "reason": unavailable.detail, **given_back},
+                extra={"retry_after_s": wait, "reason": unavailable.detail},
             )
             return DeliveryResult(fallback, deferred, wait, reason=reason)
         message = (
@@ -630,9 +632,7 @@ class WorkerService:
             if fallback is Verdict.THROTTLED
             else "grading suspended; job deferred to a new task"
         )
-        log.info(
-            message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals, **given_back}
-        )
+        log.info(message, extra={"retry_after_s": wait, "deferrals": deferred.deferrals})
         return DeliveryResult(Verdict.DEFERRED, deferred, wait, reason=reason)
 
     def _fail(self, job: Job, owner: str, exc: GradingError) -> DeliveryResult:

@@ -149,9 +149,9 @@ def stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grader: Grader) -> St
 
 
 def given_back(records: list[logging.LogRecord]) -> list[tuple[str, object]]:
-    """The lines that take a started attempt back: their message and attempt."""
+    """The lines that take a started attempt back: their reason and attempt."""
     return [
-        (r.getMessage(), getattr(r, "attempt", None))
+        (str(getattr(r, "reason", None)), getattr(r, "attempt", None))
         for r in records
         if getattr(r, "event", None) == ATTEMPT_GIVEN_BACK
     ]
@@ -202,7 +202,7 @@ def test_the_log_takes_back_an_attempt_the_quota_gave_back_and_stays_within_the_
     # batch's and two one by one), started twice and taken back once.
     starts = started(caplog.records)
     assert starts == [1, 2, 3, 4, 4, 5, 6, 7, 8]
-    assert given_back(caplog.records) == [("no provider quota; job deferred to a new task", 4)]
+    assert given_back(caplog.records) == [("provider-quota-exhausted", 4)]
     calls = Counter(starts)
     calls.subtract(attempt for _, attempt in given_back(caplog.records))
     assert sum(calls.values()) == 1 + provider.requests == MAX_ATTEMPTS
@@ -225,13 +225,8 @@ def test_a_configuration_the_provider_refuses_takes_its_started_attempt_back_on_
     assert verdict is (Verdict.DEFERRED if last else Verdict.SUSPENDED)
     job = st.job(job_id)
     assert job.status is JobStatus.RETRYING and job.attempts == 0
-    message = (
-        "grading suspended; job deferred to a new task"
-        if last
-        else "grading suspended; job given back"
-    )
     assert started(caplog.records) == [1]
-    assert given_back(caplog.records) == [(message, 1)]
+    assert given_back(caplog.records) == [("grader-misconfigured", 1)]
 
 
 def test_a_job_handed_on_before_its_attempt_starts_takes_nothing_back(
@@ -249,3 +244,21 @@ def test_a_job_handed_on_before_its_attempt_starts_takes_nothing_back(
     assert "grading suspended; job deferred to a new task" in messages
     assert started(caplog.records) == [] and given_back(caplog.records) == []
     assert st.job(job_id).attempts == 0
+
+
+def test_the_attempt_is_taken_back_once_given_back_even_if_no_new_task_can_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No quota, and the queue is down: the job is given back (the queue retries this
+    # task), and the log says so before the new task is asked for.
+    refused = ProviderQuotaExhausted("no room", retry_after_s=REFUSED_WAIT_S)
+    st = stage(tmp_path, monkeypatch, ScriptedGrader(refused))
+    st.queue.available = False
+    job_id = st.seed()
+    caplog.set_level(logging.INFO)
+    assert st.worker.handle(TaskDelivery(job_id, "t-1")).verdict is Verdict.THROTTLED
+
+    job = st.job(job_id)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and st.queue.tasks == []
+    assert started(caplog.records) == [1]
+    assert given_back(caplog.records) == [("provider-quota-exhausted", 1)]
