@@ -23,7 +23,8 @@ half way and sent again (localcloud.soak_assignments). Checked at the end:
   itself; the Pub/Sub emulator does not apply filters, so there every subscriber has it;
 - every job with a callback URL got its webhook, under one webhook id;
 - no task, bus delivery or dead letter left behind, no final job left unannounced;
-- no job cost more grader calls than its attempt budget;
+- no job cost more grader calls than its attempt budget (an attempt given back
+  uncounted, the quota having refused it before anything was sent, is no call);
 - of the classes: 0 answers lost, 0 doubled, one AssignmentGraded each, published.
 
 With `--batch` a loopback OpenAI-compatible provider grades instead of the offline
@@ -90,6 +91,7 @@ from localcloud.tls_receiver import Received, make_private_ca, tls_receiver
 from shared.codecs.cloudevent import callback_attribute
 from shared.config.subscriptions import load_subscriptions
 from shared.domain.grade import GradeResult
+from shared.service_layer.worker import ATTEMPT_GIVEN_BACK
 
 if TYPE_CHECKING:
     from tests.support.fake_openai import FakeOpenAIServer
@@ -761,16 +763,27 @@ class Soak:
         )
 
     def _grader_calls(self) -> Counter[str]:
+        """Each job's attempts that reached the grader, from the worker's log.
+
+        A "grading started" line counts one; a line that gives the attempt back uncounted
+        (the grader's quota refused before anything was sent) takes it back. A job handed
+        to a provider batch started its attempt too: the batch grades it.
+        """
         calls: Counter[str] = Counter()
         for line in self.stack.lines("worker"):
-            # A job handed to a provider batch started its attempt too: the batch grades it.
-            # A start the quota pool refused sent nothing: the job went on to a new task.
             started = '"grading started"' in line
-            if started or '"no provider quota; job deferred to a new task"' in line:
-                try:
-                    calls[json.loads(line)["job_id"]] += 1 if started else -1
-                except (ValueError, KeyError):
-                    continue
+            if not started and ATTEMPT_GIVEN_BACK not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if "job_id" not in record:
+                continue
+            if started:
+                calls[record["job_id"]] += 1
+            elif record.get("event") == ATTEMPT_GIVEN_BACK:
+                calls[record["job_id"]] -= 1
         return calls
 
     def _batch_figures(self) -> dict[str, Any]:

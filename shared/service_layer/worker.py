@@ -106,6 +106,23 @@ class DeliveryResult:
     reason: GradeqError | None = None
 
 
+#: The `event` of the line that gives a started attempt back uncounted (its `attempt` is
+#: the one its "grading started" line named): nothing was graded or billed (no quota, a
+#: 429, a configuration the provider refuses), and the next claim starts it again.
+ATTEMPT_GIVEN_BACK = "attempt_given_back"
+
+
+def _log_given_back(job: Job, reason: GradingError) -> None:
+    """Take back, on the log, the "grading started" of `job`'s attempt just given back.
+
+    Logged as soon as the give-back is stored, before anything else may fail or stop.
+    """
+    log.info(
+        "attempt given back uncounted",
+        extra={"event": ATTEMPT_GIVEN_BACK, "attempt": job.attempts, "reason": reason.slug},
+    )
+
+
 class _Released(Exception):
     """The worker is shutting down and handed the attempt back (`released`: the job)."""
 
@@ -551,7 +568,9 @@ class WorkerService:
         """
         wait = exc.retry_after_s if exc.retry_after_s is not None else QUOTA_WAIT_S
         # Not sooner than a second: each deferral is one more task to create and deliver.
-        return self._hand_on(job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED)
+        return self._hand_on(
+            job, owner, exc, max(1.0, wait), fallback=Verdict.THROTTLED, started=True
+        )
 
     def _suspend(
         self, job: Job, owner: str, delivery: TaskDelivery, exc: GraderMisconfigured
@@ -564,21 +583,32 @@ class WorkerService:
         self.gate.trip(exc)
         wait = self.gate.retry_after_s()
         if self._may_be_last(delivery):
-            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED)
+            return self._hand_on(job, owner, exc, wait, fallback=Verdict.SUSPENDED, started=True)
         released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+        _log_given_back(job, exc)
         return DeliveryResult(Verdict.SUSPENDED, released, wait, reason=exc)
 
     def _hand_on(
-        self, job: Job, owner: str, reason: GradingError, wait: float, *, fallback: Verdict
+        self,
+        job: Job,
+        owner: str,
+        reason: GradingError,
+        wait: float,
+        *,
+        fallback: Verdict,
+        started: bool = False,
     ) -> DeliveryResult:
         """Defer the job, uncounted, to a new task due in `wait` seconds (`Job.defer`).
 
         The new task exists before this delivery is acknowledged. Without a queue, or if
         the task cannot be created, the claim is only given back and the answer is
-        `fallback`: the queue retries this task.
+        `fallback`: the queue retries this task. `started`: the claim's "grading started"
+        was logged (the grader was called and nothing was graded): the log takes it back.
         """
         if self._queue is None:
             released = self._store.update(job.id, lambda j: j.release(owner, self._clock.now()))
+            if started:
+                _log_given_back(job, reason)
             log.info("job given back", extra={"retry_after_s": wait, "reason": reason.slug})
             return DeliveryResult(fallback, released, wait, reason=reason)
         held = isinstance(reason, BudgetHeld)
@@ -586,6 +616,8 @@ class WorkerService:
             job.id,
             lambda j: (j.hold_for_budget if held else j.defer)(owner, self._clock.now()),
         )
+        if started:
+            _log_given_back(job, reason)
         due = self._clock.now() + timedelta(seconds=wait)
         try:
             self._queue.enqueue(

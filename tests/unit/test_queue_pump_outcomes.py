@@ -25,7 +25,7 @@ from shared.ports import TaskSpec
 from tests.contract.harness import eventually, fast_queue
 from tests.support.failing_commit import fail_the_first_commit_that_grew
 from tests.support.http_target import RecordingTarget, Reply, replies
-from tests.unit.test_dispatcher import TOKEN, queue_for, tombstone
+from tests.unit.test_dispatcher import TOKEN, queue_for, state_of, tombstone
 
 # A lease runs out 0.6 s after its claim: a lost outcome shows as a second delivery
 # within the second the pump waits before it tries a failing table again.
@@ -43,7 +43,9 @@ def short_lease_dispatcher(
     *,
     record_delay_s: float = 0.05,
     poll_interval_s: float = 0.05,
+    paused: bool = False,
 ) -> Dispatcher:
+    """`paused`: its pump takes no turn of its own (the test turns it by hand)."""
     dispatcher = Dispatcher(
         db,
         {queue.name: queue},
@@ -51,6 +53,7 @@ def short_lease_dispatcher(
         grpc_address=None,
         poll_interval_s=poll_interval_s,
         lease_margin_s=LEASE_MARGIN_S,
+        paused=paused,
     )
     dispatcher.pumps[queue.name].record_delay_s = record_delay_s
     return dispatcher
@@ -186,17 +189,22 @@ def test_an_outcome_whose_own_recording_fails_loses_none_of_the_turn(
 def test_the_last_outcomes_survive_a_failed_commit_at_stop(
     db: SqliteDatabase, target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The outcome waits for the stop (no turn records it before); that recording fails
-    # once and is tried again within the grace period.
-    # (A lease of 10 s: no turn looks at the task again before the stop.)
+    # The outcome waits for the stop: the pump is turned by hand, once, so no turn records
+    # it before. The stop's recording fails once and is tried again within the grace.
     queue = fast_queue()
     assert queue_for(db, queue, target).enqueue(TaskSpec(name="t-last", job_id="job-1"))
-    dispatcher = short_lease_dispatcher(db, queue, record_delay_s=30.0, poll_interval_s=30.0)
+    dispatcher = short_lease_dispatcher(db, queue, paused=True)
+    pump = dispatcher.pumps[queue.name]
     failed = fail_the_commit_after_a_recording(db, dispatcher, monkeypatch)
     with started(dispatcher):
+        pump.turn()  # claims the task and starts its attempt
         target.wait_for(1, timeout=5)
+        eventually(lambda: pump.in_flight == 0, timeout=5)
+        assert state_of(db, "t-last") == TaskState.PENDING  # its outcome waits
+        assert failed == []
     assert failed == [threading.current_thread().name]  # the stop's recording
     assert tombstone(db, "t-last") == (TaskState.DELETED, "succeeded")
+    assert len(target.requests) == 1
 
 
 def test_a_retry_after_past_year_9999_is_recorded(
