@@ -314,8 +314,8 @@ def adapt(state: dict[str, Any], limits: PoolLimits, outcomes: Outcomes, now: fl
             a["run"] = 0
             reason = "hold"  # one 429 or a few at the capacity: the limit stays there
         elif full:
-            # Additive steps (a stray 429 below the capacity does not stop them). Past
-            # the capacity, from the third epoch in a row that grows without a 429 each
+            # Additive steps (a stray 429 below the capacity does not stop them). After
+            # three epochs in a row past the capacity without a 429, each further one
             # adds a step more: a capacity that rose is found in a few epochs, one that
             # did not is passed by single steps.
             a["run"] = a["run"] + 1 if limit >= capacity else 0
