@@ -19,10 +19,11 @@ short-lived *slices* of the minute's budget from it, each with one conditional w
   request really took replace its estimate. A dead instance gives nothing back, but it
   holds at most one slice (one lease, 1/30 of the window: 2 s) and no share of the future.
 
-Where no quota is declared the pool's limit is found by measurement (`adapt`): additive
-increase while the demand meets the limit, multiplicative decrease on 429s or rising
-latency, decided once per epoch on the outcomes every instance reports. The learned
-limit is held as a rate over one epoch (not a window), so a cut takes effect at once.
+Where no quota is declared the pool's limit is found by measurement (`adapt`): a slow
+start, then additive increase while the demand meets the limit; on 429s a cut to the
+share of the requests the provider admitted, on rising latency by a tenth; decided once
+per epoch on the outcomes every instance reports. The learned limit is held as a rate
+over one epoch (not a window), so a cut takes effect at once.
 
 Everything here is a pure function of the state and an explicit `now` (seconds on a clock
 the instances share: wall time), so it is tested on a fake clock; the adapters only read
@@ -88,15 +89,14 @@ class PoolLimits:
 
 @dataclass(frozen=True)
 class Adaptive:
-    """The controller's constants: AIMD on 429s and latency, once per epoch.
+    """The controller's constants: AIMD on 429s and latency, once per epoch (`adapt`).
 
-    `increase`: the additive step, a fraction of the limit where the last cut left it
-    (before any cut the limit doubles each epoch: a slow start). `decrease`: the factor
-    an epoch with more than `tolerated` of its requests answered 429, or a latency rise,
-    cuts the limit by (or by the share answered 429 where that is larger, down to half);
-    fewer 429s (or a single one) hold the limit where it is (at the capacity).
-    `latency_factor`: an epoch whose mean latency passes this multiple of the lowest
-    epoch mean seen counts as congestion.
+    `slow_start`: before the first cut the limit grows by this factor each full epoch.
+    `increase`: the additive step, a fraction of the limit where the last cut left it.
+    An epoch with more than `tolerated` of its requests answered 429 (and more than one)
+    cuts the limit to the share admitted x `margin` (at most by half); fewer 429s hold
+    it at the capacity. `latency_factor`: an epoch whose mean latency passes this
+    multiple of the lowest epoch mean seen cuts the limit by `decrease`.
     """
 
     start_rpm: int = 60
@@ -272,9 +272,11 @@ def adapt(state: dict[str, Any], limits: PoolLimits, outcomes: Outcomes, now: fl
     slow = bool(mean and base and mean > base * config.latency_factor)
     # The demand met the limit: the pool refused a take in the epoch, and the requests
     # answered reached half of the limit (the last lease's sends are reported late, and
-    # a limit twice the demand is not raised further).
+    # a limit twice the demand is not raised further); three quarters of it in the slow
+    # start, whose steps are large.
     elapsed = now - a["epoch_at"]
-    full = a["refused"] > 0 and answered >= 0.5 * limit * elapsed / limits.window_s
+    reached = 0.5 if a["ssthresh"] else 0.75
+    full = a["refused"] > 0 and answered >= reached * limit * elapsed / limits.window_s
     # The 429s an epoch reports may answer requests granted before the last cut: the
     # epoch right after a cut neither cuts again nor grows.
     settling = a["cut_at"] is not None and now - a["cut_at"] <= 1.5 * epoch_s
