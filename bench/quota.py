@@ -293,7 +293,7 @@ def adaptive(args: argparse.Namespace, processes: int) -> dict[str, Any]:
                 "throttled": len(refused) / max(1, len(admitted) + len(refused)),
             }
         )
-    pool = next((r["pool"] for r in reports if r["pool"]), {})
+    pool: dict[str, Any] = next((r["pool"] for r in reports if r["pool"]), {})
     return {"processes": processes, "phases": phases, "pool": pool, "trace": trace}
 
 
