@@ -19,10 +19,11 @@ short-lived *slices* of the minute's budget from it, each with one conditional w
   request really took replace its estimate. A dead instance gives nothing back, but it
   holds at most one slice (one lease, 1/30 of the window: 2 s) and no share of the future.
 
-Where no quota is declared the pool's limit is found by measurement (`adapt`): additive
-increase while the demand meets the limit, multiplicative decrease on 429s or rising
-latency, decided once per epoch on the outcomes every instance reports. The learned
-limit is held as a rate over one epoch (not a window), so a cut takes effect at once.
+Where no quota is declared the pool's limit is found by measurement (`adapt`): a slow
+start, then additive increase while the demand meets the limit; on 429s a cut to the
+share of the requests the provider admitted, on rising latency by a tenth; decided once
+per epoch on the outcomes every instance reports. The learned limit is held as a rate
+over one epoch (not a window), so a cut takes effect at once.
 
 Everything here is a pure function of the state and an explicit `now` (seconds on a clock
 the instances share: wall time), so it is tested on a fake clock; the adapters only read
@@ -88,23 +89,24 @@ class PoolLimits:
 
 @dataclass(frozen=True)
 class Adaptive:
-    """The controller's constants: AIMD on 429s and latency, once per epoch.
+    """The controller's constants: AIMD on 429s and latency, once per epoch (`adapt`).
 
-    `increase`: the additive step, a fraction of the limit where the last cut left it
-    (before any cut the limit doubles each epoch: a slow start). `decrease`: the factor
-    an epoch with more than `tolerated` of its requests answered 429, or a latency rise,
-    cuts the limit by (or by the share answered 429 where that is larger, down to half);
-    fewer 429s (or a single one) hold the limit where it is (at the capacity).
-    `latency_factor`: an epoch whose mean latency passes this multiple of the lowest
-    epoch mean seen counts as congestion.
+    `slow_start`: before the first cut the limit grows by this factor each full epoch.
+    `increase`: the additive step, a fraction of the limit where the last cut left it.
+    An epoch with more than `tolerated` of its requests answered 429 (and more than one)
+    cuts the limit to the share admitted x `margin` (at most by half); fewer 429s hold
+    it at the capacity. `latency_factor`: an epoch whose mean latency passes this
+    multiple of the lowest epoch mean seen cuts the limit by `decrease`.
     """
 
     start_rpm: int = 60
     min_rpm: int = 1
     max_rpm: int = 1_000_000
     epochs_per_window: int = 4
-    increase: float = 0.05
+    increase: float = 0.03
     decrease: float = 0.9
+    margin: float = 0.95
+    slow_start: float = 1.5
     latency_factor: float = 2.0
     tolerated: float = 0.01
 
@@ -190,10 +192,12 @@ def take(
     shift = limits.counted_s - limits.part_s
     recent = [b for b in buckets if b[0] * limits.bucket_s > now + shift]
     pace = max(1, math.ceil(rpm / limits.parts))
-    free = min(rpm - used_r, pace - sum(b[1] for b in recent))
-    if limits.adaptive is not None:
-        # A learned limit is a rate, held over one epoch: a cut takes effect within the
-        # epoch, not once a whole window's grants have left.
+    free = pace - sum(b[1] for b in recent)
+    if limits.adaptive is None:
+        free = min(free, rpm - used_r)
+    else:
+        # A learned limit is a rate, held over one epoch (not the window): a cut takes
+        # effect within the epoch, with no quiet time while a window's grants leave.
         horizon = limits.window_s / limits.adaptive.epochs_per_window
         held = [b for b in buckets if b[0] * limits.bucket_s > now + limits.counted_s - horizon]
         free = min(free, math.floor(rpm * horizon / limits.window_s) - sum(b[1] for b in held))
@@ -240,6 +244,7 @@ def adaptive_state(state: Mapping[str, Any], limits: PoolLimits) -> dict[str, An
         "granted": 0,
         "refused": 0,
         "cut_at": None,
+        "run": 0,
         "base_latency_s": 0.0,
         "last": {},
     }
@@ -265,34 +270,61 @@ def adapt(state: dict[str, Any], limits: PoolLimits, outcomes: Outcomes, now: fl
     mean = a["latency_sum_s"] / a["ok"] if a["ok"] else 0.0
     base = float(a["base_latency_s"])
     slow = bool(mean and base and mean > base * config.latency_factor)
-    # The demand met the limit: the requests sent in the epoch reached it (grants alone
-    # may be slices given back unused; the last lease's sends are reported late).
+    # The demand met the limit: the pool refused a take in the epoch, and the requests
+    # answered reached half of the limit (the last lease's sends are reported late, and
+    # a limit twice the demand is not raised further); three quarters of it in the slow
+    # start, whose steps are large.
     elapsed = now - a["epoch_at"]
-    full = answered >= 0.75 * limit * elapsed / limits.window_s
+    reached = 0.5 if a["ssthresh"] else 0.75
+    full = a["refused"] > 0 and answered >= reached * limit * elapsed / limits.window_s
     # The 429s an epoch reports may answer requests granted before the last cut: the
     # epoch right after a cut neither cuts again nor grows.
     settling = a["cut_at"] is not None and now - a["cut_at"] <= 1.5 * epoch_s
+    # One 429 (or 1 % of the epoch's requests) is the provider's noise, not a signal.
+    congested = a["throttled"] > max(1, config.tolerated * answered)
     if settling:
         reason = "settle"
-    elif a["throttled"] > max(1, config.tolerated * answered) or slow:
-        # Far past the capacity (a slow start's doubling, or the capacity fell), the
-        # share answered 429 says how far: the cut is at least that, at most a half.
-        ratio = a["throttled"] / answered if answered else 0.0
-        floor = 0.5 if not a["ssthresh"] else 0.7
-        limit *= min(config.decrease, max(floor, 1 - ratio))
+    elif congested or slow:
+        if congested:
+            # Past the capacity the provider admitted the share `ok / answered` of what
+            # was sent: the limit goes to that share of itself, less a margin (at most
+            # by half); out of a slow start, at least back to its last step's limit.
+            cut = max(0.5, config.margin * a["ok"] / answered)
+            limit *= cut if a["ssthresh"] else min(cut, 1 / config.slow_start)
+        else:
+            limit *= config.decrease
         a["ssthresh"] = limit
         a["cut_at"] = now
-        reason = "throttled" if a["throttled"] else "latency"
-    elif a["throttled"]:
-        reason = "hold"  # a few 429s: at the capacity, where the limit should stay
-    elif full:
-        if a["ssthresh"]:
-            limit += max(1.0, config.increase * a["ssthresh"])
+        a["run"] = 0
+        reason = "throttled" if congested else "latency"
+    elif not a["ssthresh"]:
+        # The slow start: the limit grows by half each full epoch until the first 429s;
+        # a few of them end it where it is.
+        if a["throttled"]:
+            a["ssthresh"] = limit
+            reason = "hold"
+        elif full:
+            limit *= config.slow_start
+            reason = "increase"
         else:
-            limit *= 2
-        reason = "increase"
+            reason = "hold"  # the demand is below the limit: nothing to learn
     else:
-        reason = "hold"
+        # The capacity the last cut measured: the limit at which everything sent would
+        # have been admitted.
+        capacity = a["ssthresh"] / config.margin
+        if a["throttled"] and limit >= capacity:
+            a["run"] = 0
+            reason = "hold"  # one 429 or a few at the capacity: the limit stays there
+        elif full:
+            # Additive steps (a stray 429 below the capacity does not stop them). After
+            # three epochs in a row past the capacity without a 429, each further one
+            # adds a step more: a capacity that rose is found in a few epochs, one that
+            # did not is passed by single steps.
+            a["run"] = a["run"] + 1 if limit >= capacity else 0
+            limit += max(1.0, config.increase * a["ssthresh"]) * max(1, a["run"] - 2)
+            reason = "increase"
+        else:
+            reason = "hold"  # the demand is below the limit: nothing to learn
     if mean and not slow:
         a["base_latency_s"] = min(base, mean) if base else mean
     a["limit"] = min(float(config.max_rpm), max(float(config.min_rpm), limit))
