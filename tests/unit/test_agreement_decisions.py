@@ -59,3 +59,8 @@ def test_agreement_kappa_is_over_whole_points_up_to_the_max_score_rounded_up() -
     agreement = agreement_of([10, 7, 3], [9, 7, 5], 9.5)
     assert agreement.kappa == quadratic_weighted_kappa([10, 7, 3], [9, 7, 5], 0, 10)
     assert agreement.kappa != quadratic_weighted_kappa([10, 7, 3], [9, 7, 5], 0, 9)
+
+
+def test_a_scale_below_zero_has_a_bucket_per_point() -> None:
+    # The hand-worked case shifted to -1..1.
+    assert quadratic_weighted_kappa([-1, -1, 0], [-1, -1, 1], -1, 1) == pytest.approx(8 / 11)

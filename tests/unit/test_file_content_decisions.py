@@ -282,3 +282,28 @@ def test_a_non_source_entry_is_refused_and_suffixes_ignore_case() -> None:
     assert refusal(zip_of({"a.exe": "x"})) == "the entry 'a.exe' is not a source or text file"
     assert refusal(zip_of({"py": "x"})) == "the entry 'py' is not a source or text file"
     assert read_archive(zip_of({"Main.PY": "x"}), UploadLimits()) == [SourceFile("Main.PY", "x")]
+
+
+def test_text_that_sniffs_as_another_type_is_refused_even_without_nul_bytes() -> None:
+    head = b"%PDF-1.7\n%abc"
+    expected = "the file is not plain text (application/pdf)"
+    assert mismatch("text/plain", head, len(head)) == expected
+
+
+def test_a_comment_ending_in_zero_bytes_does_not_pass_for_an_end_record() -> None:
+    data = zip_of({"a.py": "x"}, comment=b"\xff" * 28 + b"\0\0")
+    assert read_archive(data, UploadLimits()) == [SourceFile("a.py", "x")]
+
+
+def test_the_last_end_record_is_the_one_read() -> None:
+    def record(entries: int) -> bytes:
+        return END + struct.pack("<4H2LH", 0, 0, entries, entries, 0, 0, 0)
+
+    limits = UploadLimits(max_archive_entries=1)
+    assert refusal(record(5) + record(0) + b"x", limits) == "the archive holds no files"
+
+
+def test_an_end_record_beyond_a_comments_reach_of_the_end_is_not_found() -> None:
+    data = END + struct.pack("<4H2LH", 0, 0, 5, 5, 0, 0, 0) + b"x" * 0x10000
+    limits = UploadLimits(max_archive_entries=1)
+    assert refusal(data, limits) == "the file is not a readable zip archive"
