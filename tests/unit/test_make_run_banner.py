@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 import threading
 from pathlib import Path
 from typing import cast
@@ -55,7 +56,18 @@ def test_the_banner_comes_after_start_up_lines_the_sample_and_late_lines(
     assert order == sorted(order)
 
 
-def test_every_command_the_banner_names_runs_from_a_new_shell(tmp_path: Path) -> None:
+def test_every_command_the_banner_names_runs_from_a_new_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A project folder whose environment has the package's commands installed, whichever
+    # environment runs this test (the mutation run's has no `gradeq` command).
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "gradeq"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
     text = _banner(tmp_path)
     commands = [
         shlex.split(line)[0]
