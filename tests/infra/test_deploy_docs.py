@@ -151,8 +151,10 @@ def test_deploy_docs_describe_the_budget_rules_and_the_grader(tf: Terraform) -> 
     for role in ("roles/cloudtasks.viewer", "roles/aiplatform.user"):
         assert f"`{role}`" in text, role
     assert "`cloudtasks.tasks.get`" in text
-    # The sizing rule the check block warns about, and its name.
-    assert "max_dispatches_per_second x 60 >= share_rpm x worker.max_instances" in text
+    # The sizing rule the check block warns about, per quota mode, and its name.
+    assert "max_dispatches_per_second x 60 >= the requests a minute above" in text
+    assert "`max(1, floor(quota_rpm x quota_headroom))` requests a minute" in text
+    assert "`share_rpm = max(1, floor(quota_rpm x quota_headroom / worker.max_instances))`" in text
     assert f"`{next(iter(tf.checks))}`" in text
 
 
