@@ -1,4 +1,4 @@
-"""The JSON Schema of the GradingCompleted data, loaded once from package data.
+"""The JSON Schemas of the events' data (GradingCompleted and the grade events), loaded once.
 
 Every event a subscriber receives is checked against it, so the check runs on
 jsonschema-rs's compiled validator (well under a microsecond, against about 100 us for
@@ -20,13 +20,9 @@ from jsonschema import Draft202012Validator
 SCHEMA_RESOURCE = "grading_completed.v1.json"
 
 
-@cache
 def schema() -> dict[str, Any]:
     """Return the GradingCompleted v1 schema document."""
-    text = resources.files("shared").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
-    document: dict[str, Any] = json.loads(text)
-    Draft202012Validator.check_schema(document)
-    return document
+    return _document(SCHEMA_RESOURCE)
 
 
 def schema_id() -> str:
@@ -55,54 +51,53 @@ def schema_errors(data: object) -> list[str]:
 
 
 ASSIGNMENT_GRADED_RESOURCE = "assignment_graded.v1.json"
-
-
-@cache
-def assignment_graded_schema() -> dict[str, Any]:
-    """Return the AssignmentGraded v1 schema document."""
-    resource = resources.files("shared").joinpath("schemas", ASSIGNMENT_GRADED_RESOURCE)
-    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
-    Draft202012Validator.check_schema(document)
-    return document
-
-
-def assignment_graded_errors(data: object) -> list[str]:
-    """Describe every way `data` breaks the AssignmentGraded schema; empty when valid."""
-    validator = Draft202012Validator(assignment_graded_schema())
-    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]
-
-
 GRADE_REVIEWED_RESOURCE = "grade_reviewed.v1.json"
-
-
-@cache
-def grade_reviewed_schema() -> dict[str, Any]:
-    """Return the GradeReviewed v1 schema document."""
-    resource = resources.files("shared").joinpath("schemas", GRADE_REVIEWED_RESOURCE)
-    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
-    Draft202012Validator.check_schema(document)
-    return document
-
-
-def grade_reviewed_errors(data: object) -> list[str]:
-    """Describe every way `data` breaks the GradeReviewed schema; empty when valid."""
-    validator = Draft202012Validator(grade_reviewed_schema())
-    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]
-
-
 GRADE_POSTED_RESOURCE = "grade_posted.v1.json"
 
 
 @cache
-def grade_posted_schema() -> dict[str, Any]:
-    """Return the GradePosted v1 schema document."""
-    resource = resources.files("shared").joinpath("schemas", GRADE_POSTED_RESOURCE)
-    document: dict[str, Any] = json.loads(resource.read_text("utf-8"))
+def _document(resource: str) -> dict[str, Any]:
+    """A schema document of the package's `schemas/`, checked once."""
+    text = resources.files("shared").joinpath("schemas", resource).read_text("utf-8")
+    document: dict[str, Any] = json.loads(text)
     Draft202012Validator.check_schema(document)
     return document
 
 
+@cache
+def _checker(resource: str) -> Draft202012Validator:
+    return Draft202012Validator(_document(resource))
+
+
+def _errors(resource: str, data: object) -> list[str]:
+    return [f"{e.json_path}: {e.message}" for e in _checker(resource).iter_errors(data)]
+
+
+def assignment_graded_schema() -> dict[str, Any]:
+    """Return the AssignmentGraded v1 schema document."""
+    return _document(ASSIGNMENT_GRADED_RESOURCE)
+
+
+def assignment_graded_errors(data: object) -> list[str]:
+    """Describe every way `data` breaks the AssignmentGraded schema; empty when valid."""
+    return _errors(ASSIGNMENT_GRADED_RESOURCE, data)
+
+
+def grade_reviewed_schema() -> dict[str, Any]:
+    """Return the GradeReviewed v1 schema document."""
+    return _document(GRADE_REVIEWED_RESOURCE)
+
+
+def grade_reviewed_errors(data: object) -> list[str]:
+    """Describe every way `data` breaks the GradeReviewed schema; empty when valid."""
+    return _errors(GRADE_REVIEWED_RESOURCE, data)
+
+
+def grade_posted_schema() -> dict[str, Any]:
+    """Return the GradePosted v1 schema document."""
+    return _document(GRADE_POSTED_RESOURCE)
+
+
 def grade_posted_errors(data: object) -> list[str]:
     """Describe every way `data` breaks the GradePosted schema; empty when valid."""
-    validator = Draft202012Validator(grade_posted_schema())
-    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(data)]
+    return _errors(GRADE_POSTED_RESOURCE, data)

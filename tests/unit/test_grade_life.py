@@ -53,6 +53,20 @@ def graded_and_overridden(
     return intake, worker, job_id, job.request.assignment_id
 
 
+def regraded(
+    intake: FlaskClient,
+    worker: FlaskClient,
+    adapters: Adapters,
+    assignment_id: str,
+    body: dict[str, Any] | None = None,
+) -> None:
+    """Regrade the assignment and deliver every task the regrade queued."""
+    queue = adapters.queue
+    assert isinstance(queue, FakeTaskQueue)
+    regrade(intake, assignment_id, body)
+    deliver_all(worker, queue)
+
+
 def stored(adapters: Adapters, job_id: str) -> Job:
     job = adapters.store.get(job_id)
     assert job is not None
@@ -67,10 +81,7 @@ def test_a_regrade_keeps_the_teachers_override_and_flags_a_model_grade_far_from_
     intake, worker, job_id, assignment_id = graded_and_overridden(
         reviewing, adapters, clock, "immediately", 8.0
     )
-    queue = adapters.queue
-    assert isinstance(queue, FakeTaskQueue)
-    regrade(intake, assignment_id, {"rubric": "light; chlorophyll; water"})
-    deliver_all(worker, queue)
+    regraded(intake, worker, adapters, assignment_id, {"rubric": "light; chlorophyll; water"})
 
     job = stored(adapters, job_id)
     assert job.generation == 1 and job.request.assignment_round == 1
@@ -103,10 +114,7 @@ def test_a_regrade_close_to_the_teachers_grade_keeps_it_reviewed(
     intake, worker, job_id, assignment_id = graded_and_overridden(
         reviewing, adapters, clock, "immediately", 5.5
     )
-    queue = adapters.queue
-    assert isinstance(queue, FakeTaskQueue)
-    regrade(intake, assignment_id)
-    deliver_all(worker, queue)
+    regraded(intake, worker, adapters, assignment_id)
     job = stored(adapters, job_id)
     assert job.review is not None and job.review.status is ReviewStatus.REVIEWED
     final = job.effective_result
@@ -122,10 +130,7 @@ def test_after_review_a_regrade_with_the_same_rubric_never_hides_a_reviewed_grad
     intake, worker, job_id, assignment_id = graded_and_overridden(
         reviewing, adapters, clock, "after_review", 5.0
     )
-    queue = adapters.queue
-    assert isinstance(queue, FakeTaskQueue)
-    regrade(intake, assignment_id)
-    deliver_all(worker, queue)
+    regraded(intake, worker, adapters, assignment_id)
     student = intake.get(f"/v1/grading-jobs/{job_id}", headers=AUTH).get_json()
     assert student["status"] == "SUCCEEDED"
     assert student["result"] is not None and student["result"]["score"] == 5.0
@@ -139,10 +144,7 @@ def test_reopening_reviewed_grades_is_the_teachers_recorded_choice(
     intake, worker, job_id, assignment_id = graded_and_overridden(
         reviewing, adapters, clock, "immediately", 5.0
     )
-    queue = adapters.queue
-    assert isinstance(queue, FakeTaskQueue)
-    regrade(intake, assignment_id, {"reopen_reviewed": True})
-    deliver_all(worker, queue)
+    regraded(intake, worker, adapters, assignment_id, {"reopen_reviewed": True})
     job = stored(adapters, job_id)
     assert job.review is not None and job.review.reasons == (HoldReason.REOPENED,)
     assert job.effective_result is not None and job.effective_result.score == 5.0
@@ -158,8 +160,6 @@ def test_the_regrade_report_and_the_sheet_show_the_teachers_final_grade(
     intake, worker, job_id, assignment_id = graded_and_overridden(
         reviewing, adapters, clock, "immediately", 8.0
     )
-    queue = adapters.queue
-    assert isinstance(queue, FakeTaskQueue)
 
     def progress() -> dict[str, Any]:
         body = intake.get(f"/v1/assignments/{assignment_id}", headers=AUTH).get_json()
@@ -168,8 +168,7 @@ def test_the_regrade_report_and_the_sheet_show_the_teachers_final_grade(
     # The class mean counts the teacher's grade, not the model's 5.
     assert (progress()["mean_score"], progress()["histogram"][8]) == (8.0, 1)
     assert progress()["histogram"][5] == 0
-    regrade(intake, assignment_id, {"rubric": "light; chlorophyll; water"})
-    deliver_all(worker, queue)
+    regraded(intake, worker, adapters, assignment_id, {"rubric": "light; chlorophyll; water"})
     assert (progress()["round"], progress()["mean_score"]) == (1, 8.0)
     new_model = stored(adapters, job_id).result
     assert new_model is not None and new_model.score != 8.0
