@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import lzma
 import posixpath
 import struct
 import zipfile
@@ -90,6 +91,8 @@ _MAX_COMMENT = 0xFFFF
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
     zlib.error,
+    lzma.LZMAError,  # a damaged LZMA entry
+    OSError,  # a damaged bzip2 entry: "Invalid data stream"
     NotImplementedError,  # a zip version or compression method zipfile does not read
     EOFError,
     ValueError,

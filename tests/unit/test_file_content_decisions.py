@@ -307,3 +307,24 @@ def test_an_end_record_beyond_a_comments_reach_of_the_end_is_not_found() -> None
     data = END + struct.pack("<4H2LH", 0, 0, 5, 5, 0, 0, 0) + b"x" * 0x10000
     limits = UploadLimits(max_archive_entries=1)
     assert refusal(data, limits) == "the file is not a readable zip archive"
+
+
+def _damaged(method: int, offset: int) -> bytes:
+    """An archive of one entry, compressed with `method`, with its stream damaged at
+    `offset` bytes past the local header of "a.py" (30 bytes and the name)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        archive.writestr("a.py", b"x = 1\n" * 20)
+    data = bytearray(buffer.getvalue())
+    data[30 + len("a.py") + offset] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("method", "offset"),
+    [(zipfile.ZIP_BZIP2, 0), (zipfile.ZIP_LZMA, 4)],
+    ids=["bzip2: OSError", "lzma: LZMAError"],
+)
+def test_a_damaged_compressed_stream_is_refused_not_raised(method: int, offset: int) -> None:
+    with pytest.raises(UnsafeArchive, match="cannot be read"):
+        read_archive(_damaged(method, offset), UploadLimits())
