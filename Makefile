@@ -68,9 +68,15 @@ bench-tools:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server wrk; \
 	fi
 
-bench: install $(BENCH_STAMP) bench-tools bench-lanes bench-bill bench-quota
+bench: install $(BENCH_STAMP) bench-tools bench-lanes bench-bill bench-quota bench-http-pool
 	$(BENCH_VENV)/bin/python -m bench.peers --gradeq-python $(PY) $(BENCH_ARGS)
 	$(PY) -m bench.assignment_batch $(BENCH_ASSIGNMENTS_ARGS)
+
+# CPU per request of the local dispatcher's and bus's HTTP client against urllib3's pool
+# manager, interleaved in one process (bench/http_pool_cpu.py, a few seconds).
+.PHONY: bench-http-pool
+bench-http-pool: install
+	$(PY) -m bench.http_pool_cpu
 
 # What an assignment of 500 answers costs (bench/bill.py, about two minutes): naive,
 # prefix-cached, batch-priced and both, in tokens and money per answer from the price table.
