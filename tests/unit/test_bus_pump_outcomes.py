@@ -243,6 +243,17 @@ def test_the_last_outcomes_survive_a_failed_commit_at_stop(
     publisher(db, config).publish(sample_event())
     bus = make_bus(db, config, target.url, record_delay_s=30.0, poll_interval_s=30.0)
     failed = fail_the_commit_after_a_recording(db, bus, monkeypatch)
+    # The push is answered only once the pump has gone to sleep for its 30 s: however
+    # slow the machine, no turn of the pump finds the outcome before the stop.
+    idle = threading.Event()
+    idle_wait = bus._idle_wait
+
+    def going_idle() -> float:
+        idle.set()
+        return idle_wait()
+
+    monkeypatch.setattr(bus, "_idle_wait", going_idle)
+    target.responder = lambda _request: Reply() if idle.wait(5) else Reply(status=500)
     with started(bus):
         target.wait_for(1, timeout=5)
     assert failed == [threading.current_thread().name]  # the stop's recording
