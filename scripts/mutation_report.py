@@ -36,7 +36,10 @@ from pathlib import Path
 
 #: mutmut's exit codes per mutant (mutmut/stats.py): 1 and 3 are kills (37: refused by
 #: the type checker), 0 a survivor; 33 (and pytest's 5) mean no test runs the mutant.
-KILLED = {1, 3, 37}
+#: A mutant whose tests ran past their CPU limit (36, 255, SIGXCPU) made them hang: the
+#: tests noticed it, so it counts as killed, as mutation tools count a timeout.
+TIMED_OUT = {36, 255, 24, -24, 152}
+KILLED = {1, 3, 37} | TIMED_OUT
 SURVIVED = {0}
 NO_TESTS = {5, 33}
 NOT_CHECKED = None

@@ -123,6 +123,15 @@ def test_mutants_no_test_runs_count_as_surviving(
     assert run(folder, minimum=95.0) == 1
 
 
+@pytest.mark.parametrize("code", [36, -24, 255])
+def test_a_mutant_whose_tests_ran_past_their_cpu_limit_counts_as_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 0, "x_ceiling__mutmut_2": code})
+    assert run(folder, minimum=50.0) == 0
+    assert " 50.0%" in capsys.readouterr().out
+
+
 def test_a_listed_equivalent_is_left_out_of_the_score(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
