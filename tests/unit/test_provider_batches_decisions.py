@@ -5,6 +5,7 @@ error, on which task), and a job that moved on meanwhile."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -544,3 +545,56 @@ def test_a_job_reserved_meanwhile_is_skipped_by_the_gatherer(tmp_path: Path) -> 
     assert report == BatchReport(submitted=["batch-1"], errors=["job-b"])
     assert st.batches.submitted == {"batch-1": ["job-a"]}
     assert st.batches.rendered == ["a"]
+
+
+def test_by_default_a_tick_reads_pages_of_200_up_to_5000_jobs(tmp_path: Path) -> None:
+    st = stage(tmp_path)
+    service = BatchService(
+        st.store, st.queue, st.clock, st.batches, st.service.policy, st.service._record_answer
+    )
+    busy = st.claimed("busy")  # running, not in a batch: scanned, never taken
+    asked: list[tuple[int, datetime | None]] = []
+
+    def full_pages(
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+    ) -> list[Job]:
+        assert status is JobStatus.RUNNING
+        assert updated_before == st.clock.now() + timedelta(seconds=1)
+        asked.append((limit, updated_after))
+        return [busy] * limit
+
+    st.store.find = full_pages  # type: ignore[method-assign]
+    assert service.tick() == BatchReport()
+    assert len(asked) == 25
+    assert asked[0] == (200, None)
+    assert set(asked[1:]) == {(200, busy.updated_at)}
+
+
+def test_which_jobs_may_wait_for_a_batch() -> None:
+    policy = BatchPolicy(lanes=frozenset({"bulk"}))
+    now = FrozenClock().now()
+    plain = GradingRequest("s", "a", "r")
+    bulk = Job.new("j", "c", plain, "fp", now, lane="bulk")
+    assert policy.accepts(bulk)
+    assert not policy.accepts(dataclasses.replace(bulk, batch_returned=True))
+    hours = dataclasses.replace(plain, deadline="hours")
+    assert policy.accepts(Job.new("j", "c", hours, "fp", now, lane="exam"))
+    assert policy.accepts(Job.new("j", "c", hours, "fp", now))
+    regrade = GradingRequest(
+        "s",
+        "a",
+        "r",
+        assignment_id="a1",
+        rubric_version=2,
+        prompt_version="p",
+        assignment_round=1,
+    )
+    assert policy.accepts(Job.new("j", "c", regrade, "fp", now, lane="grading"))
+    second = dataclasses.replace(regrade, assignment_round=2)
+    assert policy.accepts(Job.new("j", "c", second, "fp", now))
+    no_regrades = BatchPolicy(lanes=frozenset({"bulk"}), regrades=False)
+    assert not no_regrades.accepts(Job.new("j", "c", regrade, "fp", now, lane="grading"))
+    assert no_regrades.accepts(Job.new("j", "c", regrade, "fp", now, lane="bulk"))
