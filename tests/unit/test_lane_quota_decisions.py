@@ -149,11 +149,19 @@ def test_a_full_window_earns_no_credit_and_waits_for_its_oldest_request() -> Non
         "lane grading: this instance's provider quota (60 requests a minute) "
         "is taken by higher lanes"
     )
-    ticks.now = 60.0  # the oldest left, and the bucket earned nothing while full
+    ticks.now = 59.5  # still full: the bucket earned nothing, the pace decides
+    assert refusal(quota, "exam", "e1").retry_after_s == pytest.approx(1.0)
+    ticks.now = 60.0  # the oldest left: half a second of credit since the last refusal
     assert quota.in_window() == {"exam": 0, "grading": 59}
+    assert refusal(quota, "exam", "e1").retry_after_s == pytest.approx(0.5)
+    ticks.now = 60.5
     quota.acquire(1, lane="exam", job_id="e1")
     assert quota.in_window() == {"exam": 1, "grading": 59}
     assert quota.claims() == {"exam": 0, "grading": 1}
+    ticks.now = 62.0  # fifteen left the window at once, but the bucket holds only 1.5
+    quota.acquire(1, lane="grading", job_id="g1")
+    assert quota.in_window() == {"exam": 1, "grading": 45}
+    assert refusal(quota, "grading", "g2").retry_after_s == pytest.approx(0.5)
 
 
 # --- priority --------------------------------------------------------------------------
@@ -305,3 +313,54 @@ def test_an_admission_leaves_the_window_exactly_a_minute_later() -> None:
     assert quota.in_window() == {"exam": 0, "grading": 1}
     ticks.now = 90.0
     assert quota.in_window() == {"exam": 0, "grading": 0}
+
+
+def test_the_room_left_for_a_waiting_guarantee_adds_to_the_higher_lanes_claims() -> None:
+    ticks = Ticks()
+    bulk = LaneQuota("bulk", 100, 0.05)
+    quota = limiter(lanes=[EXAM, GRADING, bulk], ticks=ticks)
+    admit(quota, 15)
+    refusal(quota, "exam", "e1")
+    refusal(quota, "bulk", "b1")
+    ticks.now = 2.0  # two tokens: one for the exam's claim, one for bulk's guarantee
+    refused = refusal(quota, "grading", "g1")
+    assert refused.retry_after_s == pytest.approx(1.0)
+    assert refused.detail.endswith("by higher lanes")
+    quota.acquire(1, lane="exam", job_id="e1")
+    quota.acquire(1, lane="bulk", job_id="b1")
+
+
+def test_the_claims_of_every_higher_lane_add_up() -> None:
+    ticks = Ticks()
+    bulk = LaneQuota("bulk", 100, 0.05)
+    quota = limiter(lanes=[EXAM, GRADING, bulk], ticks=ticks)
+    admit(quota, 3, lane="bulk", job="b")
+    admit(quota, 12)
+    refusal(quota, "exam", "e1")
+    refusal(quota, "grading", "g1")
+    ticks.now = 2.0  # two tokens, one for each higher lane's claim
+    refused = refusal(quota, "bulk", "b9")
+    assert refused.retry_after_s == pytest.approx(1.0)
+    quota.acquire(1, lane="exam", job_id="e1")
+    quota.acquire(1, lane="grading", job_id="g1")
+
+
+def test_a_waiting_guarantee_keeps_only_what_is_left_of_it() -> None:
+    ticks = Ticks()
+    bulk = LaneQuota("bulk", 100, 0.05)  # 3 a minute, 1 of them used
+    quota = limiter(lanes=[EXAM, GRADING, bulk], ticks=ticks)
+    admit(quota, 1, lane="bulk", job="b")
+    admit(quota, 14)
+    for job in ("b1", "b2", "b3", "b4"):
+        refusal(quota, "bulk", job)
+    ticks.now = 4.0  # four tokens, two kept for bulk
+    admit(quota, 2, lane="exam", job="e")
+    assert refusal(quota, "exam", "e9").retry_after_s == pytest.approx(1.0)
+
+
+def test_a_refusal_waits_a_millisecond_at_least() -> None:
+    ticks = Ticks()
+    quota = limiter(ticks=ticks)
+    admit(quota, 15)
+    ticks.now = 0.9999  # a token all but earned
+    assert refusal(quota, "grading", "x").retry_after_s == pytest.approx(0.001)
