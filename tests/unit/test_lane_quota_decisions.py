@@ -86,10 +86,14 @@ def test_a_refused_request_claims_for_its_job_the_current_one_or_none() -> None:
             quota.acquire(1, lane="exam")
         with pytest.raises(ProviderQuotaExhausted):
             quota.acquire(1, lane="exam", job_id="e3")
+    with job_context("e4"), pytest.raises(ProviderQuotaExhausted):
+        quota.acquire(1, lane="exam")
     for _ in range(2):
         with pytest.raises(ProviderQuotaExhausted):
             quota.acquire(1, lane="exam")
-    assert quota.claims() == {"exam": 4, "grading": 0}
+    # A request of no job holds one claim, apart from any job's (even one named XXXX).
+    refusal(quota, "exam", "XXXX")
+    assert quota.claims() == {"exam": 6, "grading": 0}
 
 
 # --- pacing ----------------------------------------------------------------------------
@@ -289,11 +293,13 @@ def test_a_request_over_the_token_limit_claims_until_the_tokens_free() -> None:
     ticks.now = 10.0
     refused = refusal(quota, "exam", "e1", tokens=30)
     assert refused.retry_after_s == pytest.approx(50.0)
+    refusal(quota, "exam", "e2", tokens=30)
     assert quota.in_window() == {"exam": 0, "grading": 1}
     ticks.now = 64.999  # claimed until 50 s + the grace after the refusal
-    assert quota.claims() == {"exam": 1, "grading": 0}
-    quota.acquire(10, lane="exam", job_id="e2")  # the refusal took no slot
+    assert quota.claims() == {"exam": 2, "grading": 0}
+    quota.acquire(10, lane="exam", job_id="e1")  # the refusal took no slot
     assert quota.in_window() == {"exam": 1, "grading": 0}
+    assert quota.claims() == {"exam": 1, "grading": 0}
     ticks.now = 65.0
     assert quota.claims() == {"exam": 0, "grading": 0}
 
@@ -364,3 +370,12 @@ def test_a_refusal_waits_a_millisecond_at_least() -> None:
     admit(quota, 15)
     ticks.now = 0.9999  # a token all but earned
     assert refusal(quota, "grading", "x").retry_after_s == pytest.approx(0.001)
+
+
+def test_the_bucket_earns_two_tokens_a_second_at_120_a_minute() -> None:
+    ticks = Ticks()
+    quota = limiter(rpm=120, ticks=ticks)  # a burst of 30
+    admit(quota, 30)
+    ticks.now = 1.5
+    admit(quota, 3, job="a")
+    assert refusal(quota, "grading", "x").retry_after_s == pytest.approx(0.5)
