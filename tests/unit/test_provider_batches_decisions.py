@@ -53,6 +53,7 @@ class Batches(ScriptedBatches):
     refused: dict[str, GradingError] = field(default_factory=dict)
     unrenderable: set[str] = field(default_factory=set)
     names: list[str] = field(default_factory=list)
+    payloads: dict[str, object] = field(default_factory=dict)
     rendered: list[str] = field(default_factory=list)
 
     def render(self, request: GradingRequest) -> object:
@@ -63,6 +64,7 @@ class Batches(ScriptedBatches):
 
     def submit(self, requests: dict[str, object], name: str) -> str:
         self.names.append(name)
+        self.payloads.update(requests)
         return super().submit(requests, name)
 
     def status(self, batch_id: str) -> BatchStatus:
@@ -296,6 +298,7 @@ def test_a_request_that_cannot_go_is_graded_alone_and_the_rest_is_sent(
     now = st.clock.now()
     assert report == BatchReport(submitted=["batch-1"], returned=["job-b"])
     assert st.batches.submitted == {"batch-1": ["job-a", "job-c"]}
+    assert st.batches.payloads == {"job-a": "answer a", "job-c": "answer c"}
     back = st.job("job-b")
     assert back.status is JobStatus.RETRYING and back.batch_returned
     assert back.provider_batch is None
@@ -332,8 +335,33 @@ def test_the_tick_reads_every_page_of_running_jobs(tmp_path: Path) -> None:
     st = stage(tmp_path, page=2)
     st.claimed("busy")  # running, but not in a batch
     report = submitted(st, "a", "b", "c", "d")
-    assert report.submitted == ["batch-1"]
+    assert report == BatchReport(submitted=["batch-1"])
     assert sorted(st.batches.submitted["batch-1"]) == ["job-a", "job-b", "job-c", "job-d"]
+
+
+def test_each_page_starts_after_the_last_job_of_the_one_before(tmp_path: Path) -> None:
+    st = stage(tmp_path, page=3)
+    keys = ["a", "b", "c", "d", "e", "f", "g"]
+    report = submitted(st, *keys)
+    assert report == BatchReport(submitted=["batch-1"])
+    assert st.batches.submitted == {"batch-1": [f"job-{key}" for key in keys]}
+
+
+def test_a_job_taken_over_while_its_batch_was_created_is_left_out(tmp_path: Path) -> None:
+    st = stage(tmp_path)
+    st.gathered("a")
+    st.gathered("b")
+    st.clock.advance(WINDOW)
+    later = st.clock.now() + timedelta(hours=1)  # past the reservation's lease
+    st.batches.during_submit = lambda: st.store.update(
+        "job-b", lambda j: j.claim("worker-2", later, CLAIM)
+    )
+    report = st.service.tick()
+    assert report == BatchReport(submitted=["batch-1"], errors=["job-b"])
+    assert st.batches.submitted == {"batch-1": ["job-a", "job-b"]}
+    assert st.batch_of("job-a") == "batch-1"
+    taken = st.job("job-b")
+    assert taken.provider_batch is None and taken.lease_owner == "worker-2"
 
 
 def test_the_tick_stops_at_the_scan_limit(tmp_path: Path) -> None:
