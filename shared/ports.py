@@ -202,10 +202,15 @@ class JobStore(Protocol):
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
         """Jobs in `status` not updated since `updated_before`, oldest first (recovery).
 
-        `updated_after` (exclusive) pages on: pass the last job's `updated_at`.
+        Ordered by updated_at, then id. To page on, pass the last job's `updated_at` as
+        `updated_after` and its id as `after_id`: the next page holds the jobs updated
+        later, or at that same moment with a greater id, so jobs that share the last
+        job's `updated_at` are not skipped. `updated_after` alone is exclusive: it skips
+        every job updated at that moment. `after_id` without `updated_after` is ignored.
         """
         ...
 

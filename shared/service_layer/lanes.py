@@ -143,14 +143,17 @@ class LaneService:
         """
         for status in statuses:
             after: datetime | None = None
+            after_id: str | None = None
             scanned = 0
             while scanned < self._max_scan:
-                page = self._store.find(status, before, self._batch, updated_after=after)
+                page = self._store.find(
+                    status, before, self._batch, updated_after=after, after_id=after_id
+                )
                 yield from page
                 scanned += len(page)
                 if len(page) < self._batch:
                     break
-                after = page[-1].updated_at
+                after, after_id = page[-1].updated_at, page[-1].id
 
     def report(self) -> list[dict[str, Any]]:
         """Log each lane's figures as one JSON line (event lane_figures) and return them.

@@ -185,15 +185,18 @@ class BatchService:
     def _waiting(self, now: datetime) -> Iterator[Job]:
         """Every RUNNING job that waits in a batch, in pages, up to the scan limit."""
         after: datetime | None = None
+        after_id: str | None = None
         scanned = 0
         before = now + timedelta(seconds=1)
         while scanned < self._max_scan:
-            page = self._store.find(JobStatus.RUNNING, before, self._page, updated_after=after)
+            page = self._store.find(
+                JobStatus.RUNNING, before, self._page, updated_after=after, after_id=after_id
+            )
             yield from (j for j in page if j.waits_in_batch)
             scanned += len(page)
             if len(page) < self._page:
                 return
-            after = page[-1].updated_at
+            after, after_id = page[-1].updated_at, page[-1].id
 
     def _submit_due(self, gathered: list[Job], now: datetime, report: BatchReport) -> None:
         gathered.sort(key=lambda j: (j.provider_batch.since if j.provider_batch else now, j.id))

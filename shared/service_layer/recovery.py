@@ -135,14 +135,17 @@ class RecoveryService:
     def _stale_jobs(self, status: JobStatus, before: datetime) -> Iterator[Job]:
         """Every job in `status` older than `before`, in pages, up to the scan limit."""
         after: datetime | None = None
+        after_id: str | None = None
         scanned = 0
         while scanned < self._max_scan:
-            page = self._store.find(status, before, self._batch, updated_after=after)
+            page = self._store.find(
+                status, before, self._batch, updated_after=after, after_id=after_id
+            )
             yield from page
             scanned += len(page)
             if len(page) < self._batch:
                 return
-            after = page[-1].updated_at
+            after, after_id = page[-1].updated_at, page[-1].id
 
     def _recover(self, job: Job, report: SweepReport) -> None:
         if job.status is JobStatus.RUNNING and job.lease_is_live(self._clock.now()):

@@ -137,3 +137,35 @@ def test_find_by_status_and_age_oldest_first(job_store: JobStore) -> None:
 
 def test_ping_succeeds_when_reachable(job_store: JobStore) -> None:
     job_store.ping()
+
+
+def test_find_pages_on_updated_at_then_id_so_ties_across_a_page_are_each_found(
+    job_store: JobStore,
+) -> None:
+    job_store.create(make_job("a-older", now=T0 - timedelta(seconds=1)))
+    for key in ("t3", "t0", "t4", "t1", "t2"):  # one updated_at, stored out of id order
+        job_store.create(make_job(f"tie-{key}", now=T0))
+    job_store.create(make_job("a-newer", now=T0 + timedelta(seconds=1)))
+    before = T0 + timedelta(minutes=1)
+
+    pages: list[list[str]] = []
+    after: datetime | None = None
+    after_id: str | None = None
+    while page := job_store.find(
+        JobStatus.PENDING, before, 2, updated_after=after, after_id=after_id
+    ):
+        pages.append([j.id for j in page])
+        after, after_id = page[-1].updated_at, page[-1].id
+    assert pages == [
+        ["a-older", "tie-t0"],
+        ["tie-t1", "tie-t2"],
+        ["tie-t3", "tie-t4"],
+        ["a-newer"],
+    ]
+
+    # `updated_after` alone stays exclusive of its moment: every tie is skipped.
+    alone = job_store.find(JobStatus.PENDING, before, 10, updated_after=T0)
+    assert [j.id for j in alone] == ["a-newer"]
+    # The keyset excludes the cursor's job itself and orders the rest by id.
+    rest = job_store.find(JobStatus.PENDING, before, 10, updated_after=T0, after_id="tie-t2")
+    assert [j.id for j in rest] == ["tie-t3", "tie-t4", "a-newer"]

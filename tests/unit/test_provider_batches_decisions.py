@@ -560,8 +560,9 @@ def test_a_job_reserved_meanwhile_is_skipped_by_the_gatherer(tmp_path: Path) -> 
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
-        page = found(status, updated_before, limit, updated_after=updated_after)
+        page = found(status, updated_before, limit, updated_after=updated_after, after_id=after_id)
         st.store.update(
             "job-b",
             lambda j: j.submit_batch(None, RESERVED + "other", st.clock.now(), CLAIM),
@@ -581,24 +582,25 @@ def test_by_default_a_tick_reads_pages_of_200_up_to_5000_jobs(tmp_path: Path) ->
         st.store, st.queue, st.clock, st.batches, st.service.policy, st.service._record_answer
     )
     busy = st.claimed("busy")  # running, not in a batch: scanned, never taken
-    asked: list[tuple[int, datetime | None]] = []
+    asked: list[tuple[int, datetime | None, str | None]] = []
 
     def full_pages(
         status: JobStatus,
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
         assert status is JobStatus.RUNNING
         assert updated_before == st.clock.now() + timedelta(seconds=1)
-        asked.append((limit, updated_after))
+        asked.append((limit, updated_after, after_id))
         return [busy] * limit
 
     st.store.find = full_pages  # type: ignore[method-assign]
     assert service.tick() == BatchReport()
     assert len(asked) == 25
-    assert asked[0] == (200, None)
-    assert set(asked[1:]) == {(200, busy.updated_at)}
+    assert asked[0] == (200, None, None)
+    assert set(asked[1:]) == {(200, busy.updated_at, busy.id)}
 
 
 def test_which_jobs_may_wait_for_a_batch() -> None:
@@ -628,12 +630,6 @@ def test_which_jobs_may_wait_for_a_batch() -> None:
     assert no_regrades.accepts(Job.new("j", "c", regrade, "fp", now, lane="bulk"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: _waiting pages with updated_after=<last updated_at> (strictly after),"
-    " so jobs that share the last job's updated_at (a batch's jobs are all marked at one"
-    " moment) are skipped until the first page's jobs change",
-)
 def test_one_tick_fans_out_every_job_of_an_ended_batch_across_pages(tmp_path: Path) -> None:
     st = stage(tmp_path, page=2)
     submitted(st, "a", "b", "c", "d")  # all four marked with batch-1 at the same moment

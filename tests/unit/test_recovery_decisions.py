@@ -33,7 +33,7 @@ STALE = timedelta(seconds=2 * LEASE_S)
 MAX_ATTEMPTS = 4
 REQUEST = GradingRequest(submission_id="s", answer="a", rubric="r")
 
-Find = tuple[JobStatus, datetime, int, datetime | None]
+Find = tuple[JobStatus, datetime, int, datetime | None, str | None]
 
 
 class RecordingStore:
@@ -56,9 +56,12 @@ class RecordingStore:
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
-        self.finds.append((status, updated_before, limit, updated_after))
-        return self.inner.find(status, updated_before, limit, updated_after=updated_after)
+        self.finds.append((status, updated_before, limit, updated_after, after_id))
+        return self.inner.find(
+            status, updated_before, limit, updated_after=updated_after, after_id=after_id
+        )
 
     def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
         self.unannounced.append((updated_before, limit))
@@ -150,14 +153,16 @@ def test_the_sweep_asks_for_stale_jobs_of_each_open_status_and_for_unannounced_o
     assert s.service().sweep().as_dict() == nothing()
     before = now - STALE
     assert s.store.finds == [
-        (JobStatus.PENDING, before, 100, None),
-        (JobStatus.RETRYING, before, 100, None),
-        (JobStatus.RUNNING, before, 100, None),
+        (JobStatus.PENDING, before, 100, None, None),
+        (JobStatus.RETRYING, before, 100, None, None),
+        (JobStatus.RUNNING, before, 100, None, None),
     ]
     assert s.store.unannounced == [(now - timedelta(minutes=1), 100)]
 
 
-def test_stale_jobs_are_read_page_by_page_after_the_last_ones_updated_at(s: Sweep) -> None:
+def test_stale_jobs_are_read_page_by_page_after_the_last_ones_updated_at_and_id(
+    s: Sweep,
+) -> None:
     ids = s.seed_many(6)
     for job_id in ids:
         s.queued(job_id)  # their tasks are still queued: nothing to do but look
@@ -166,11 +171,21 @@ def test_stale_jobs_are_read_page_by_page_after_the_last_ones_updated_at(s: Swee
     stamps = [s.job(i).updated_at for i in ids]
     before = s.clock.now() - STALE
     assert [f for f in s.store.finds if f[0] is JobStatus.PENDING] == [
-        (JobStatus.PENDING, before, 3, None),
-        (JobStatus.PENDING, before, 3, stamps[2]),
-        (JobStatus.PENDING, before, 3, stamps[5]),
+        (JobStatus.PENDING, before, 3, None, None),
+        (JobStatus.PENDING, before, 3, stamps[2], ids[2]),
+        (JobStatus.PENDING, before, 3, stamps[5], ids[5]),
     ]
     assert s.queue.asked == [task_name_for(i, 0) for i in ids]
+
+
+def test_stale_jobs_that_share_an_updated_at_across_a_page_boundary_are_each_read(
+    s: Sweep,
+) -> None:
+    ids = sorted(s.seed(f"k{i}") for i in range(5))  # all created at one moment
+    s.clock.advance(timedelta(hours=1))
+    report = s.service(batch=2).sweep()
+    assert sorted(report.replayed) == ids
+    assert s.queue.asked == [task_name_for(i, 0) for i in ids]  # in id order, each once
 
 
 @pytest.mark.parametrize(("max_scan", "pages"), [(4, 2), (5, 3)])
@@ -195,8 +210,9 @@ class EndlessStore(RecordingStore):
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
-        self.finds.append((status, updated_before, limit, updated_after))
+        self.finds.append((status, updated_before, limit, updated_after, after_id))
         if status is not JobStatus.PENDING:
             return []
         start = len(self.finds) * limit

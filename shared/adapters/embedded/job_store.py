@@ -360,18 +360,20 @@ class SqliteJobStore:
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
-        after = _sortable(updated_after) if updated_after is not None else ""
+        sql = "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
+        params: list[Any] = [status.value, _sortable(updated_before)]
+        if updated_after is not None and after_id is not None:
+            sql += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"
+            moment = _sortable(updated_after)
+            params.extend((moment, moment, after_id))
+        elif updated_after is not None:
+            sql += " AND updated_at > ?"
+            params.append(_sortable(updated_after))
+        sql += " ORDER BY updated_at, id LIMIT ?"
         with unavailable_on_error("find jobs"):
-            rows = (
-                self._db.connection()
-                .execute(
-                    "SELECT record FROM jobs WHERE status = ? AND updated_at < ?"
-                    " AND updated_at > ? ORDER BY updated_at LIMIT ?",
-                    (status.value, _sortable(updated_before), after, limit),
-                )
-                .fetchall()
-            )
+            rows = self._db.connection().execute(sql, (*params, limit)).fetchall()
         return [_decode(r["record"]) for r in rows]
 
     def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:

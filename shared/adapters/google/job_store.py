@@ -382,13 +382,20 @@ class FirestoreJobStore:
         updated_before: datetime,
         limit: int,
         updated_after: datetime | None = None,
+        after_id: str | None = None,
     ) -> list[Job]:
-        # Needs the composite index (status ASC, updated_at ASC): see docs/cost.md.
+        # Needs the composite index (status ASC, updated_at ASC), which also serves the
+        # order on __name__ (implied ascending last): see docs/cost.md.
         query = self._jobs.where(filter=firestore.FieldFilter("status", "==", status.value))
         query = query.where(filter=firestore.FieldFilter("updated_at", "<", updated_before))
-        if updated_after is not None:
+        query = query.order_by("updated_at").order_by("__name__")
+        if updated_after is not None and after_id is not None:
+            query = query.start_after(
+                {"updated_at": updated_after, "__name__": self._jobs.document(after_id)}
+            )
+        elif updated_after is not None:
             query = query.where(filter=firestore.FieldFilter("updated_at", ">", updated_after))
-        return self._query(query.order_by("updated_at").limit(limit))
+        return self._query(query.limit(limit))
 
     def find_unannounced(self, updated_before: datetime, limit: int) -> list[Job]:
         # Needs the composite index (event_published ASC, status ASC, updated_at ASC).

@@ -1,0 +1,36 @@
+"""A lane purge reads its jobs page by page: jobs that share an updated_at are each read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.config.queues import load_queues
+from shared.domain.ids import job_id_for
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
+from shared.service_layer.lanes import LaneService
+from tests.fakes import FakePublisher, FakeTaskQueue
+
+
+def test_a_purge_cancels_every_job_that_shares_an_updated_at_across_pages(
+    tmp_path: Path,
+) -> None:
+    clock = FrozenClock()
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    ids = sorted(job_id_for("c", f"k{i}") for i in range(5))
+    for job_id in ids:  # all stored at one moment
+        store.create(Job.new(job_id, "c", request, "fp", clock.now(), lane="bulk"))
+    clock.advance(timedelta(seconds=1))
+    lanes = LaneService(
+        store, FakeTaskQueue(), FakePublisher(), clock, load_queues(), "grading", batch=2
+    )
+    report = lanes.purge("bulk", by="alice")
+    assert report.cancelled == ids  # oldest first, then by id: each once
+    for job_id in ids:
+        job = store.get(job_id)
+        assert job is not None and job.status is JobStatus.CANCELLED
