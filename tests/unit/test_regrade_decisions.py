@@ -1,0 +1,269 @@
+"""The regrade's decisions: what resuming a regrade does (nothing, clear the wait, or move
+what now fits and check the round), what waits under the ceilings, what the sweep resumes,
+and what a regrade refuses."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.domain.admission import AdmissionLimits
+from shared.domain.assignment import Assignment
+from shared.domain.errors import (
+    AssignmentBusy,
+    DependencyUnavailable,
+    TooManyActiveJobs,
+    ValidationFailed,
+)
+from shared.domain.grade import GradeResult
+from shared.domain.job import JobError
+from shared.domain.status import JobStatus
+from shared.service_layer import regrade as regrade_module
+from shared.service_layer.assignments import Answer, AssignmentService
+from shared.service_layer.regrade import Regrader
+from tests.fakes import FakeTaskQueue
+
+LEASE = timedelta(seconds=30)
+#: Two jobs of a client may be open at once: a class of three regrades in two passes.
+TWO_AT_ONCE = AdmissionLimits(per_client=2, backlog=100, retry_after_s=7)
+
+
+class World:
+    """An assignment service and a regrader over one SQLite file; the rounds it checked."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        limits: AdmissionLimits | None = None,
+        checks: bool = True,
+        parallelism: int = 1,
+    ) -> None:
+        db = SqliteDatabase(tmp_path / "g.sqlite3")
+        self.jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+        self.store = SqliteAssignmentStore(db)
+        self.queue = FakeTaskQueue()
+        self.clock = FrozenClock()
+        self.service = AssignmentService(
+            self.store, self.jobs, SqliteJobBatch(db, self.jobs), self.queue, self.clock
+        )
+        self.checked: list[tuple[str, str, int]] = []
+        self.regrader = Regrader(
+            self.service,
+            self.store,
+            self.jobs,
+            self.queue,
+            self.clock,
+            self.check if checks else None,
+            parallelism=parallelism,
+            limits=limits,
+        )
+
+    def check(self, assignment_id: str, client_id: str, round_: int) -> bool:
+        self.checked.append((assignment_id, client_id, round_))
+        return False
+
+    def graded_class(self, size: int, key: str = "k") -> tuple[Assignment, list[str]]:
+        """An assignment of client "c" with `size` answers, each graded and announced."""
+        assignment, _ = self.service.create("c", key, "t", "x", 10.0, "v1")
+        answers = [Answer(f"s{i}", f"a {i}") for i in range(size)]
+        results = self.service.submit_batch("c", assignment.id, answers)
+        ids = [r.job.id for r in results if r.job is not None]
+        for job_id in ids:
+            self.grade(job_id, 5.0)
+        return assignment, ids
+
+    def grade(self, job_id: str, score: float) -> None:
+        now = self.clock.now()
+        self.jobs.update(job_id, lambda j: j.claim("w", now, LEASE))
+        self.jobs.update(job_id, lambda j: j.succeed("w", GradeResult(score, 10.0, "ok"), now))
+        self.jobs.update(job_id, lambda j: j.mark_event_published(now))
+
+    def stored(self, assignment_id: str) -> Assignment:
+        assignment = self.store.get(assignment_id)
+        assert assignment is not None
+        return assignment
+
+    def in_round(self, assignment: Assignment, round_: int) -> list[str]:
+        jobs = self.service.all_grades(assignment)
+        return sorted(j.id for j in jobs if j.request.assignment_round == round_)
+
+
+@pytest.fixture(autouse=True)
+def _no_announce_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(regrade_module, "ANNOUNCE_WAITS_S", ())
+
+
+def test_resuming_an_unknown_or_never_regraded_assignment_does_nothing(tmp_path: Path) -> None:
+    world = World(tmp_path, TWO_AT_ONCE)
+    assert world.regrader.resume("no-such-assignment") == 0
+    assignment, _ = world.graded_class(3)
+    tasks = len(world.queue.tasks)
+    assert world.regrader.resume(assignment.id) == 0  # round 0: no regrade to resume
+    assert len(world.queue.tasks) == tasks
+    assert world.checked == []
+    assert world.stored(assignment.id).regrade_waiting is False
+
+
+def test_a_regrade_past_the_ceiling_moves_what_fits_and_waits_until_resumed(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, TWO_AT_ONCE)
+    assignment, ids = world.graded_class(3)
+    started = world.regrader.regrade("c", assignment.id, rubric="y")
+    assert (started.round, started.expected, started.regrade_waiting) == (1, 3, True)
+    assert world.stored(assignment.id).regrade_waiting is True
+    assert [a.id for a in world.store.waiting_regrades(10)] == [assignment.id]
+    assert world.checked == [(assignment.id, "c", 1)]
+    moved = [t.job_id for t in world.queue.tasks[3:]]
+    assert len(moved) == 2
+    # The two moved jobs still hold the client's ceiling: nothing more fits.
+    assert world.regrader.resume(assignment.id) == 2
+    assert world.checked == [(assignment.id, "c", 1)] * 2
+    assert world.stored(assignment.id).regrade_waiting is True
+    assert len(world.queue.tasks) == 5
+    for job_id in moved:
+        world.grade(job_id, 9.0)
+    assert world.regrader.resume(assignment.id) == 3
+    assert world.checked == [(assignment.id, "c", 1)] * 3
+    assert world.stored(assignment.id).regrade_waiting is False
+    assert world.store.waiting_regrades(10) == []
+    [last] = [t.job_id for t in world.queue.tasks[5:]]
+    assert sorted([*moved, last]) == sorted(ids)
+    # Every submission is in the round: resuming again moves and checks nothing.
+    assert world.regrader.resume(assignment.id) == 0
+    assert len(world.queue.tasks) == 6
+    assert world.checked == [(assignment.id, "c", 1)] * 3
+
+
+def test_resuming_a_round_already_full_clears_its_wait(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.graded_class(2)
+    started = world.regrader.regrade("c", assignment.id, rubric="y")
+    assert (started.expected, started.regrade_waiting) == (2, False)
+    # As after a crash between the last move and the mark: marked waiting, nothing to move.
+    world.store.update(assignment.id, lambda a: a.with_regrade_waiting(True))
+    tasks = len(world.queue.tasks)
+    assert world.regrader.resume(assignment.id) == 0
+    assert world.stored(assignment.id).regrade_waiting is False
+    assert len(world.queue.tasks) == tasks
+    assert world.checked == [(assignment.id, "c", 1)]  # the regrade's only
+
+
+def test_a_regrade_without_a_round_check_resumes_all_the_same(tmp_path: Path) -> None:
+    world = World(tmp_path, TWO_AT_ONCE, checks=False)
+    assignment, _ = world.graded_class(3)
+    world.regrader.regrade("c", assignment.id, rubric="y")
+    for task in world.queue.tasks[3:]:
+        world.grade(task.job_id, 9.0)
+    assert world.regrader.resume(assignment.id) == 3
+    assert world.stored(assignment.id).regrade_waiting is False
+
+
+def test_a_regrade_nothing_of_which_fits_is_refused_and_waits(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    assignment, _ = world.graded_class(2)
+    other, _ = world.service.create("c", "other", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", other.id, [Answer("o", "open")])  # holds the ceiling
+    with pytest.raises(TooManyActiveJobs):
+        world.regrader.regrade("c", assignment.id, rubric="y")
+    stored = world.stored(assignment.id)
+    assert (stored.round, stored.expected, stored.regrade_waiting) == (1, 2, True)
+    assert world.checked == []
+    assert world.in_round(assignment, 1) == []
+
+
+def test_the_sweep_resumes_every_waiting_regrade_and_skips_one_that_fails(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, TWO_AT_ONCE)
+    first, _ = world.graded_class(3, "first")
+    world.regrader.regrade("c", first.id, rubric="y")
+    for task in world.queue.tasks[3:]:
+        world.grade(task.job_id, 9.0)
+    assert world.regrader.resume_waiting() == [first.id]
+    assert world.stored(first.id).regrade_waiting is False
+    assert len(world.in_round(first, 1)) == 3
+
+    def refuse(assignment_id: str, client_id: str, round_: int) -> bool:
+        raise DependencyUnavailable("the round check is down")
+
+    world.regrader._check_round = refuse
+    second, _ = world.graded_class(3, "second")
+    with pytest.raises(DependencyUnavailable):
+        world.regrader.regrade("c", second.id, rubric="y")
+    assert world.regrader.resume_waiting() == []  # its resume failed: not reported
+
+
+def test_the_sweep_resumes_at_most_its_limit(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    first, _ = world.graded_class(2, "a")
+    world.regrader.regrade("c", first.id, rubric="y")
+    second, _ = world.graded_class(2, "b")
+    with pytest.raises(TooManyActiveJobs):  # the first's moved job holds the ceiling
+        world.regrader.regrade("c", second.id, rubric="y")
+    assert len(world.store.waiting_regrades(10)) == 2
+    assert len(world.regrader.resume_waiting(1)) == 1
+    assert len(world.regrader.resume_waiting()) == 2
+
+
+def test_a_regrade_refuses_an_assignment_with_nothing_graded_or_still_grading(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    with pytest.raises(ValidationFailed) as nothing:
+        world.regrader.regrade("c", assignment.id)
+    assert str(nothing.value) == "the assignment has no graded submission to regrade"
+    assert nothing.value.extensions["errors"] == [{"field": "", "message": "nothing to regrade"}]
+    world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(3)])
+    world.grade(world.queue.tasks[0].job_id, 5.0)
+    with pytest.raises(AssignmentBusy) as busy:
+        world.regrader.regrade("c", assignment.id)
+    assert str(busy.value) == ("round 0 has 2 submissions not yet final; regrade once it is graded")
+    assert world.stored(assignment.id).round == 0
+
+
+def test_a_regrade_moves_only_the_graded_jobs_of_the_round_before(tmp_path: Path) -> None:
+    world = World(tmp_path, parallelism=2)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(3)])
+    graded, failed, cancelled = (t.job_id for t in world.queue.tasks)
+    world.grade(graded, 5.0)
+    now = world.clock.now()
+    world.jobs.update(cancelled, lambda j: j.cancel(now))
+    world.jobs.update(failed, lambda j: j.claim("w", now, LEASE))
+    world.jobs.update(failed, lambda j: j.fail("w", JobError("grader", "bad"), now))
+    world.jobs.update(failed, lambda j: j.mark_event_published(now))
+    started = world.regrader.regrade(
+        "c", assignment.id, rubric="y", prompt_version="v2", reopen_reviewed=True
+    )
+    assert (started.round, started.expected, started.prompt_version) == (1, 2, "v2")
+    assert started.reopen_reviewed is True
+    assert started.rubric.rubric == "y" and started.rubric.version == 2
+    assert world.in_round(assignment, 1) == sorted([graded, failed])
+    for job_id in (graded, failed):
+        job = world.jobs.get(job_id)
+        assert job is not None and job.status is JobStatus.PENDING
+        assert (job.request.rubric, job.request.rubric_version) == ("y", 2)
+        assert job.request.prompt_version == "v2"
+    assert sorted(t.job_id for t in world.queue.tasks[3:]) == sorted([graded, failed])
+
+
+def test_a_regrade_whose_tasks_cannot_be_made_still_moves_its_jobs(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, ids = world.graded_class(2)
+    world.queue.available = False
+    started = world.regrader.regrade("c", assignment.id)
+    assert (started.round, started.expected, started.regrade_waiting) == (1, 2, False)
+    assert world.in_round(assignment, 1) == sorted(ids)
+    assert len(world.queue.tasks) == 2  # the sweep makes them
