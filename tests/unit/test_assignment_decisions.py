@@ -3,6 +3,7 @@ versions it keeps, what it stores and reads back, and its tally's counts."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from shared.domain.assignment import (
@@ -12,13 +13,26 @@ from shared.domain.assignment import (
     Assignment,
     RubricVersion,
     Tally,
+    TallyChange,
     histogram_bucket,
+    tally_change,
 )
 from shared.domain.authorization import Owner
+from shared.domain.grade import GradeResult
+from shared.domain.job import GradingRequest, Job
+from shared.domain.review import (
+    HoldReason,
+    Release,
+    Review,
+    ReviewDecision,
+    ReviewState,
+    ReviewStatus,
+)
 from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 T1 = T0 + timedelta(hours=1)
+LEASE = timedelta(seconds=30)
 
 
 def assignment() -> Assignment:
@@ -164,9 +178,89 @@ def test_a_tally_is_rebuilt_from_its_summed_fields() -> None:
 def test_a_score_falls_in_its_tenth_of_the_scale() -> None:
     assert histogram_bucket(5.0, 0.0) == 0
     assert histogram_bucket(5.0, -1.0) == 0
+    assert histogram_bucket(0.5, 1.0) == 5  # a scale of one point has tenths too
     assert histogram_bucket(0.99, 10.0) == 0
     assert histogram_bucket(1.0, 10.0) == 1
     assert histogram_bucket(9.99, 10.0) == 9
     assert histogram_bucket(10.0, 10.0) == 10
     assert histogram_bucket(12.0, 10.0) == 10
     assert histogram_bucket(-3.0, 10.0) == 0
+
+
+def graded_job(score: float = 8.0, max_score: float = 10.0, round_: int = 0) -> Job:
+    request = GradingRequest(
+        "s", "answer", "x", max_score, assignment_id="a", rubric_version=1, assignment_round=round_
+    )
+    running = Job.new("j", "c", request, "fp", T0).claim("w", T0, LEASE)
+    done = running.succeed("w", GradeResult(score, max_score, "ok"), T0)
+    state = ReviewState(ReviewStatus.HELD, (HoldReason.SAMPLED,), Release.IMMEDIATELY, T0, 0)
+    return done.hold(state).mark_event_published(T0)
+
+
+def reviewed(job: Job, score: float, number: int = 1) -> Job:
+    grade = GradeResult(score, job.request.max_score, "seen", grader="reviewer:t")
+    review = Review(number, "t", T1, ReviewDecision.OVERRIDE, "partial", grade)
+    return job.record_review(review, T1)
+
+
+def test_a_teachers_new_grade_moves_the_sum_and_the_histogram_only() -> None:
+    held = graded_job(8.0)
+    overridden = reviewed(held, 3.5)
+    assert tally_change(held, overridden) == TallyChange(
+        "a", 0, {SCORE_SUM: -4.5, "h8": -1, "h3": 1}
+    )
+    # Within the same tenth of the scale: the sum moves, the histogram stays.
+    assert tally_change(held, reviewed(held, 8.5)) == TallyChange("a", 0, {SCORE_SUM: 0.5})
+    # The same grade again, or a write that changes no grade: nothing to count.
+    assert tally_change(held, reviewed(held, 8.0)) is None
+    assert tally_change(held, held) is None
+    assert tally_change(overridden, reviewed(overridden, 3.5, 2)) is None
+    # The buckets are tenths of each job's own scale.
+    small = graded_job(8.0, 20.0)
+    assert tally_change(small, reviewed(small, 2.0)) == TallyChange(
+        "a", 0, {SCORE_SUM: -6.0, "h4": -1, "h1": 1}
+    )
+
+
+def test_a_regraded_job_is_counted_afresh_in_its_round() -> None:
+    held = graded_job(8.0)
+    pending = held.regrade(
+        T1, dataclasses.replace(held.request, assignment_round=1), lane=None, reopen=False
+    )
+    assert tally_change(held, pending) == TallyChange("a", 1, {JobStatus.PENDING.value: 1})
+    running = pending.claim("w", T1, LEASE)
+    assert tally_change(pending, running) == TallyChange(
+        "a", 1, {JobStatus.PENDING.value: -1, JobStatus.RUNNING.value: 1}
+    )
+    done = running.succeed("w", GradeResult(6.0, 10.0, "ok"), T1)
+    assert tally_change(running, done) == TallyChange(
+        "a",
+        1,
+        {
+            JobStatus.RUNNING.value: -1,
+            JobStatus.SUCCEEDED.value: 1,
+            SCORE_SUM: 6.0,
+            SCORED: 1,
+            "h6": 1,
+        },
+    )
+    # Written straight into a round it was not counted in: counted with its score there.
+    assert tally_change(
+        held,
+        dataclasses.replace(held, request=dataclasses.replace(held.request, assignment_round=2)),
+    ) == TallyChange("a", 2, {JobStatus.SUCCEEDED.value: 1, SCORE_SUM: 8.0, SCORED: 1, "h8": 1})
+    assert tally_change(None, held) == TallyChange(
+        "a", 0, {JobStatus.SUCCEEDED.value: 1, SCORE_SUM: 8.0, SCORED: 1, "h8": 1}
+    )
+
+
+def test_a_job_outside_an_assignment_is_not_counted() -> None:
+    held = graded_job()
+    loose = dataclasses.replace(held, request=dataclasses.replace(held.request, assignment_id=None))
+    assert tally_change(None, loose) is None
+
+
+def test_a_job_labelled_with_an_assignment_but_not_its_rubric_is_not_counted() -> None:
+    held = graded_job()
+    own_rubric = dataclasses.replace(held.request, rubric_version=None)
+    assert tally_change(None, dataclasses.replace(held, request=own_rubric)) is None

@@ -267,3 +267,31 @@ def test_a_regrade_whose_tasks_cannot_be_made_still_moves_its_jobs(tmp_path: Pat
     assert (started.round, started.expected, started.regrade_waiting) == (1, 2, False)
     assert world.in_round(assignment, 1) == sorted(ids)
     assert len(world.queue.tasks) == 2  # the sweep makes them
+
+
+def test_a_cancelled_submission_never_counts_as_moved(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(3)])
+    cancelled, *graded = (t.job_id for t in world.queue.tasks)
+    world.jobs.update(cancelled, lambda j: j.cancel(world.clock.now()))
+    for job_id in graded:
+        world.grade(job_id, 5.0)
+    started = world.regrader.regrade("c", assignment.id, rubric="y")
+    assert (started.expected, started.regrade_waiting) == (2, True)
+    # The one moved still holds the ceiling: one of two is in the round, it still waits.
+    assert world.regrader.resume(assignment.id) == 1
+    assert world.stored(assignment.id).regrade_waiting is True
+    assert world.in_round(assignment, 1) == [world.queue.tasks[3].job_id]
+
+
+def test_a_stale_mark_leaves_a_newer_rounds_wait_alone(tmp_path: Path) -> None:
+    world = World(tmp_path, TWO_AT_ONCE)
+    assignment, _ = world.graded_class(3)
+    first = world.regrader.regrade("c", assignment.id, rubric="y")
+    assert first.regrade_waiting is True
+    # A newer round opened meanwhile: the first round's mark must not clear its wait.
+    world.store.update(assignment.id, lambda a: a.start_round(world.clock.now(), 5))
+    kept = world.regrader._mark_waiting(first, 3)
+    assert (kept.round, kept.regrade_waiting) == (2, True)
+    assert world.stored(assignment.id).regrade_waiting is True
