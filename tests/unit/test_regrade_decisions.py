@@ -26,8 +26,18 @@ from shared.domain.errors import (
     ValidationFailed,
 )
 from shared.domain.grade import GradeResult
+from shared.domain.ids import task_name_for
 from shared.domain.job import JobError
+from shared.domain.review import (
+    HoldReason,
+    Release,
+    Review,
+    ReviewDecision,
+    ReviewState,
+    ReviewStatus,
+)
 from shared.domain.status import JobStatus
+from shared.ports import TaskSpec
 from shared.service_layer import regrade as regrade_module
 from shared.service_layer.assignments import Answer, AssignmentService
 from shared.service_layer.regrade import Regrader
@@ -87,6 +97,14 @@ class World:
         self.jobs.update(job_id, lambda j: j.claim("w", now, LEASE))
         self.jobs.update(job_id, lambda j: j.succeed("w", GradeResult(score, 10.0, "ok"), now))
         self.jobs.update(job_id, lambda j: j.mark_event_published(now))
+
+    def override(self, job_id: str, score: float) -> None:
+        """A teacher overrides the job's grade."""
+        now = self.clock.now()
+        state = ReviewState(ReviewStatus.HELD, (HoldReason.SAMPLED,), Release.IMMEDIATELY, now, 0)
+        grade = GradeResult(score, 10.0, "seen")
+        review = Review(1, "t", now, ReviewDecision.OVERRIDE, "why", grade)
+        self.jobs.update(job_id, lambda j: j.hold(state).record_review(review, now))
 
     def stored(self, assignment_id: str) -> Assignment:
         assignment = self.store.get(assignment_id)
@@ -295,3 +313,33 @@ def test_a_stale_mark_leaves_a_newer_rounds_wait_alone(tmp_path: Path) -> None:
     kept = world.regrader._mark_waiting(first, 3)
     assert (kept.round, kept.regrade_waiting) == (2, True)
     assert world.stored(assignment.id).regrade_waiting is True
+
+
+def test_a_job_still_announcing_is_not_moved_and_the_regrade_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(2)])
+    announced, announcing = (t.job_id for t in world.queue.tasks)
+    world.grade(announced, 5.0)
+    now = world.clock.now()
+    world.jobs.update(announcing, lambda j: j.claim("w", now, LEASE))
+    world.jobs.update(announcing, lambda j: j.succeed("w", GradeResult(6.0, 10.0, "ok"), now))
+    world.clock.advance(timedelta(minutes=5))
+    started = world.regrader.regrade("c", assignment.id, rubric="y")
+    assert (started.expected, started.regrade_waiting) == (2, True)
+    assert world.in_round(assignment, 1) == [announced]
+    [task] = world.queue.tasks[2:]
+    assert task == TaskSpec(task_name_for(announced, 1), announced, world.clock.now(), None)
+
+
+def test_each_reviewed_job_carries_the_teachers_choice_to_reopen_it(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    for key, reopen in (("closed", False), ("reopened", True)):
+        assignment, ids = world.graded_class(1, key)
+        world.override(ids[0], 2.0)
+        world.regrader.regrade("c", assignment.id, rubric="y", reopen_reviewed=reopen)
+        job = world.jobs.get(ids[0])
+        assert job is not None and job.review is not None
+        assert job.review.reopen is reopen
