@@ -18,6 +18,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.admission import AdmissionLimits
+from shared.domain.agreement import quadratic_weighted_kappa
 from shared.domain.assignment import Assignment
 from shared.domain.errors import (
     AssignmentBusy,
@@ -40,7 +41,7 @@ from shared.domain.status import JobStatus
 from shared.ports import TaskSpec
 from shared.service_layer import regrade as regrade_module
 from shared.service_layer.assignments import Answer, AssignmentService
-from shared.service_layer.regrade import Regrader
+from shared.service_layer.regrade import Regrader, ScoreChange
 from tests.fakes import FakeTaskQueue
 
 LEASE = timedelta(seconds=30)
@@ -343,3 +344,63 @@ def test_each_reviewed_job_carries_the_teachers_choice_to_reopen_it(tmp_path: Pa
         job = world.jobs.get(ids[0])
         assert job is not None and job.review is not None
         assert job.review.reopen is reopen
+
+
+def test_the_report_compares_final_and_model_grades_of_the_round(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    answers = [Answer(f"s{i}", "a", student_id=f"st{i}") for i in range(4)]
+    world.service.submit_batch("c", assignment.id, answers)
+    ids = [t.job_id for t in world.queue.tasks]
+    for job_id, score in zip(ids[:3], (4.0, 6.0, 8.0), strict=True):
+        world.grade(job_id, score)
+    world.jobs.update(ids[3], lambda j: j.cancel(world.clock.now()))
+    before = world.regrader.report("c", assignment.id)
+    assert (before.round, before.compared, before.mean_shift, before.kappa) == (0, 0, None, None)
+    assert (before.model_mean_shift, before.changed, before.flagged) == (None, 0, 0)
+    assert {c.job_id: (c.old, c.new) for c in before.changes} == {
+        ids[0]: (None, 4.0),
+        ids[1]: (None, 6.0),
+        ids[2]: (None, 8.0),
+        ids[3]: (None, None),
+    }
+    world.override(ids[0], 2.0)  # the teacher's grade, before the regrade
+    world.regrader.regrade("c", assignment.id, rubric="y")
+    for job_id, score in zip(ids[:3], (5.0, 6.0, 9.0), strict=True):
+        world.grade(job_id, score)
+    report = world.regrader.report("c", assignment.id)
+    changes = {c.job_id: c for c in report.changes}
+    assert set(changes) == set(ids[:3])  # the cancelled one stayed in round 0
+    assert changes[ids[0]] == ScoreChange(
+        "s0", ids[0], 2.0, 2.0, JobStatus.SUCCEEDED, "st0", 4.0, 5.0, "teacher", False
+    )
+    assert changes[ids[1]] == ScoreChange(
+        "s1", ids[1], 6.0, 6.0, JobStatus.SUCCEEDED, "st1", 6.0, 6.0, "model", False
+    )
+    assert changes[ids[2]] == ScoreChange(
+        "s2", ids[2], 8.0, 9.0, JobStatus.SUCCEEDED, "st2", 8.0, 9.0, "model", False
+    )
+    assert (report.round, report.compared, report.threshold) == (1, 3, 1.0)
+    assert report.mean_shift == pytest.approx(1 / 3)
+    assert report.model_mean_shift == pytest.approx(2 / 3)
+    assert report.kappa == quadratic_weighted_kappa([4, 6, 8], [5, 6, 9], 0, 10)
+    assert (report.changed, report.flagged, report.reopen_reviewed) == (0, 0, False)
+    assert world.regrader.report("c", assignment.id, threshold=0.5).changed == 1
+    assert world.regrader.report("c", assignment.id, threshold=0.99).changed == 1
+
+
+def test_the_report_of_a_failed_regrade_has_no_new_grade(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, ids = world.graded_class(2)
+    world.regrader.regrade("c", assignment.id, rubric="y", reopen_reviewed=True)
+    now = world.clock.now()
+    world.grade(ids[0], 7.0)
+    world.jobs.update(ids[1], lambda j: j.claim("w", now, LEASE))
+    world.jobs.update(ids[1], lambda j: j.fail("w", JobError("grader", "bad"), now))
+    report = world.regrader.report("c", assignment.id)
+    changes = {c.job_id: c for c in report.changes}
+    assert (changes[ids[1]].old, changes[ids[1]].new) == (5.0, None)
+    assert (changes[ids[1]].old_model, changes[ids[1]].new_model) == (5.0, None)
+    assert changes[ids[1]].status is JobStatus.FAILED
+    assert (report.compared, report.mean_shift, report.model_mean_shift) == (1, 2.0, 2.0)
+    assert (report.changed, report.reopen_reviewed) == (1, True)
