@@ -4,6 +4,8 @@ and what a regrade refuses."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from shared.domain.errors import (
 )
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import JobError
+from shared.domain.job import Job, JobError
 from shared.domain.review import (
     HoldReason,
     Release,
@@ -404,3 +406,38 @@ def test_the_report_of_a_failed_regrade_has_no_new_grade(tmp_path: Path) -> None
     assert changes[ids[1]].status is JobStatus.FAILED
     assert (report.compared, report.mean_shift, report.model_mean_shift) == (1, 2.0, 2.0)
     assert (report.changed, report.reopen_reviewed) == (1, True)
+
+
+class ThreadsOfMoves:
+    """The job store as the regrader sees it, noting the threads that move jobs."""
+
+    def __init__(self, jobs: SqliteJobStore) -> None:
+        self._jobs = jobs
+        self.threads: set[threading.Thread] = set()
+
+    def update(self, job_id: str, change: Callable[[Job], Job]) -> Job:
+        self.threads.add(threading.current_thread())
+        return self._jobs.update(job_id, change)
+
+
+@pytest.mark.parametrize("parallelism", [0, 1, 2, 3])
+def test_a_regrade_moves_its_jobs_in_parallel_only_when_asked(
+    tmp_path: Path, parallelism: int
+) -> None:
+    world = World(tmp_path)
+    assignment, ids = world.graded_class(3)
+    moves = ThreadsOfMoves(world.jobs)
+    regrader = Regrader(
+        world.service,
+        world.store,
+        moves,  # type: ignore[arg-type]
+        world.queue,
+        world.clock,
+        parallelism=parallelism,
+    )
+    started = regrader.regrade("c", assignment.id, rubric="y")
+    assert (started.expected, started.regrade_waiting) == (3, False)
+    assert world.in_round(assignment, 1) == sorted(ids)
+    on_the_caller = moves.threads == {threading.current_thread()}
+    assert on_the_caller is (parallelism <= 1)
+    assert moves.threads
