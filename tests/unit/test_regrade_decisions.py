@@ -5,6 +5,7 @@ and what a regrade refuses."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -96,10 +97,15 @@ class World:
         return assignment, ids
 
     def grade(self, job_id: str, score: float) -> None:
+        """Grade the job and announce it."""
+        self.finish(job_id, score)
+        self.jobs.update(job_id, lambda j: j.mark_event_published(self.clock.now()))
+
+    def finish(self, job_id: str, score: float) -> None:
+        """Grade the job; its event is not out yet."""
         now = self.clock.now()
         self.jobs.update(job_id, lambda j: j.claim("w", now, LEASE))
         self.jobs.update(job_id, lambda j: j.succeed("w", GradeResult(score, 10.0, "ok"), now))
-        self.jobs.update(job_id, lambda j: j.mark_event_published(now))
 
     def override(self, job_id: str, score: float) -> None:
         """A teacher overrides the job's grade."""
@@ -441,3 +447,39 @@ def test_a_regrade_moves_its_jobs_in_parallel_only_when_asked(
     on_the_caller = moves.threads == {threading.current_thread()}
     assert on_the_caller is (parallelism <= 1)
     assert moves.threads
+
+
+@pytest.mark.parametrize("limits", [None, TWO_AT_ONCE])
+def test_a_job_still_announcing_is_waited_for_a_little_then_left_for_the_next_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: AdmissionLimits | None
+) -> None:
+    monkeypatch.setattr(regrade_module, "ANNOUNCE_WAITS_S", (0.05, 0.2, 0.5))
+    world = World(tmp_path, limits)
+    waits: list[float] = []
+    announce_on: list[tuple[int, str]] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        for at, job_id in announce_on:
+            if len(waits) == at:
+                world.jobs.update(job_id, lambda j: j.mark_event_published(world.clock.now()))
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    for key, announced_at in (("late", 2), ("never", 0)):
+        assignment, _ = world.service.create("c", key, "t", "x", 10.0, "v1")
+        [result] = world.service.submit_batch("c", assignment.id, [Answer("s", "a")])
+        assert result.job is not None
+        job_id = result.job.id
+        world.finish(job_id, 5.0)
+        waits.clear()
+        announce_on[:] = [(announced_at, job_id)]
+        if announced_at:
+            started = world.regrader.regrade("c", assignment.id, rubric="y")
+            # Its event went out during the second wait: moved then.
+            assert waits == [0.05, 0.2]
+            assert (started.regrade_waiting, world.in_round(assignment, 1)) == (False, [job_id])
+        else:
+            started = world.regrader.regrade("c", assignment.id, rubric="y")
+            # Every wait passed: left as it is for the next ask.
+            assert waits == [0.05, 0.2, 0.5]
+            assert (started.regrade_waiting, world.in_round(assignment, 1)) == (True, [])
