@@ -28,7 +28,10 @@ from shared.domain.errors import (
     TooManyActiveJobs,
     ValidationFailed,
 )
+from shared.domain.ids import task_name_for
 from shared.domain.status import JobStatus
+from shared.domain.uploads import FileRef
+from shared.ports import TaskSpec
 from shared.service_layer.assignments import (
     MAX_BATCH,
     Answer,
@@ -142,6 +145,11 @@ def test_an_answers_fingerprint_is_the_hash_of_what_the_client_sent() -> None:
     with_student = Answer("s1", "light", {"m": 1}, "https://cb.example/x", "st")
     canonical = json.dumps({**sent, "student_id": "st"}, sort_keys=True, separators=(",", ":"))
     assert with_student.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()
+    files = (FileRef("u1", "image/png", 12, "a.png", "obj"),)
+    with_files = Answer("s1", "light", {"m": 1}, "https://cb.example/x", files=files)
+    sent_files = {**sent, "files": [["u1", "image/png", 12, "a.png"]]}
+    canonical = json.dumps(sent_files, sort_keys=True, separators=(",", ":"))
+    assert with_files.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def test_a_batch_accepts_new_answers_and_finds_retried_ones(tmp_path: Path) -> None:
@@ -230,3 +238,50 @@ def test_pages_of_grades_walk_every_job_of_the_assignment(tmp_path: Path) -> Non
     progress = world.service.progress("c", assignment.id)
     assert progress.assignment == assignment
     assert (progress.tally.total, progress.tally.counts) == (3, {JobStatus.PENDING: 3})
+
+
+def test_an_answer_is_graded_under_the_assignments_current_rubric_and_round(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1", {"posting": "manual"})
+    revised = world.service.revise("c", assignment.id, "y")
+    files = (FileRef("u1", "image/png", 12, "a.png"),)
+    answer = Answer("s1", "light", {"m": 1}, "https://cb.example/x", "st", files)
+    request = world.service.request_for(revised, answer)
+    assert (request.submission_id, request.answer, request.rubric) == ("s1", "light", "y")
+    assert (request.max_score, request.assignment_id) == (10.0, assignment.id)
+    assert (request.callback_url, request.metadata) == ("https://cb.example/x", {"m": 1})
+    assert (request.student_id, request.files) == ("st", files)
+    assert (request.rubric_version, request.prompt_version) == (2, "v1")
+    assert (request.assignment_round, request.post_manually) == (0, True)
+    automatic, _ = world.service.create("c", "k2", "t", "x", 10.0, "v1")
+    assert world.service.request_for(automatic, answer).post_manually is False
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_each_accepted_answers_task_is_made_now_under_its_jobs_name(
+    tmp_path: Path, parallelism: int
+) -> None:
+    world = World(tmp_path)
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    service = AssignmentService(
+        world.store,
+        world.jobs,
+        SqliteJobBatch(db, world.jobs),
+        world.queue,
+        world.clock,
+        enqueue_parallelism=parallelism,
+    )
+    assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")
+    results = service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(3)])
+    jobs = [r.job for r in results if r.job is not None]
+    assert [r.status for r in results] == [ItemStatus.ACCEPTED] * 3
+    assert sorted(world.queue.tasks, key=lambda t: t.job_id) == sorted(
+        (TaskSpec(task_name_for(j.id, j.generation), j.id, T0, j.lane) for j in jobs),
+        key=lambda t: t.job_id,
+    )
+    world.queue.available = False
+    refused = service.submit_batch("c", assignment.id, [Answer(f"t{i}", "a") for i in range(2)])
+    assert [r.status for r in refused] == [ItemStatus.REFUSED] * 2
+    assert all(isinstance(r.problem, DependencyUnavailable) for r in refused)
