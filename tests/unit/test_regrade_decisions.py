@@ -483,3 +483,17 @@ def test_a_job_still_announcing_is_waited_for_a_little_then_left_for_the_next_as
             # Every wait passed: left as it is for the next ask.
             assert waits == [0.05, 0.2, 0.5]
             assert (started.regrade_waiting, world.in_round(assignment, 1)) == (True, [])
+
+
+def test_a_regrade_after_a_finished_one_opens_the_next_round(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, ids = world.graded_class(2)
+    world.regrader.regrade("c", assignment.id, rubric="y")
+    with pytest.raises(AssignmentBusy):  # every one moved, none graded again yet
+        world.regrader.regrade("c", assignment.id, rubric="z")
+    for job_id in ids:
+        world.grade(job_id, 7.0)
+    again = world.regrader.regrade("c", assignment.id, rubric="z")
+    assert (again.round, again.expected, again.rubric.rubric) == (2, 2, "z")
+    assert world.in_round(assignment, 2) == sorted(ids)
+    assert len(world.queue.tasks) == 6
