@@ -497,3 +497,22 @@ def test_a_regrade_after_a_finished_one_opens_the_next_round(tmp_path: Path) -> 
     assert (again.round, again.expected, again.rubric.rubric) == (2, 2, "z")
     assert world.in_round(assignment, 2) == sorted(ids)
     assert len(world.queue.tasks) == 6
+
+
+def test_a_teachers_grade_counts_as_before_the_regrade_only_if_made_before_it(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, [job_id] = world.graded_class(1)
+    world.override(job_id, 3.0)
+    [first] = world.regrader.report("c", assignment.id).changes
+    assert (first.old, first.new, first.source) == (None, 3.0, "teacher")  # no regrade yet
+    world.clock.advance(timedelta(minutes=1))
+    other, [other_id] = world.graded_class(1, "other")
+    world.regrader.regrade("c", other.id, rubric="y")
+    world.grade(other_id, 6.0)
+    world.clock.advance(timedelta(minutes=1))
+    world.override(other_id, 9.0)  # after the regrade: the grade after, not before
+    [change] = world.regrader.report("c", other.id).changes
+    assert (change.old, change.new, change.old_model, change.new_model) == (5.0, 9.0, 5.0, 6.0)
+    assert change.source == "teacher"
