@@ -516,3 +516,36 @@ def test_a_teachers_grade_counts_as_before_the_regrade_only_if_made_before_it(
     [change] = world.regrader.report("c", other.id).changes
     assert (change.old, change.new, change.old_model, change.new_model) == (5.0, 9.0, 5.0, 6.0)
     assert change.source == "teacher"
+
+
+class RacedBy:
+    """The assignment store, where another regrade opens a round just before the next write."""
+
+    def __init__(self, store: SqliteAssignmentStore, clock: FrozenClock) -> None:
+        self._store = store
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def update(self, assignment_id: str, change: Callable[[Assignment], Assignment]) -> Assignment:
+        self._store.update(assignment_id, lambda a: a.start_round(self._clock.now(), 1))
+        return self._store.update(assignment_id, change)
+
+
+def test_a_regrade_that_another_one_started_first_is_refused(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.graded_class(2)
+    raced = Regrader(
+        world.service,
+        RacedBy(world.store, world.clock),  # type: ignore[arg-type]
+        world.jobs,
+        world.queue,
+        world.clock,
+    )
+    with pytest.raises(AssignmentBusy) as busy:
+        raced.regrade("c", assignment.id, rubric="y")
+    assert str(busy.value) == "another regrade of this assignment started first"
+    stored = world.stored(assignment.id)
+    assert (stored.round, stored.expected, stored.rubric.version) == (1, 1, 1)
+    assert world.in_round(assignment, 1) == []
