@@ -292,6 +292,7 @@ def test_a_regrade_whose_tasks_cannot_be_made_still_moves_its_jobs(tmp_path: Pat
     world.queue.available = False
     started = world.regrader.regrade("c", assignment.id)
     assert (started.round, started.expected, started.regrade_waiting) == (1, 2, False)
+    assert started.rubrics == assignment.rubrics  # no rubric given: the same one
     assert world.in_round(assignment, 1) == sorted(ids)
     assert len(world.queue.tasks) == 2  # the sweep makes them
 
@@ -400,6 +401,7 @@ def test_the_report_compares_final_and_model_grades_of_the_round(tmp_path: Path)
 def test_the_report_of_a_failed_regrade_has_no_new_grade(tmp_path: Path) -> None:
     world = World(tmp_path)
     assignment, ids = world.graded_class(2)
+    world.override(ids[1], 3.0)
     world.regrader.regrade("c", assignment.id, rubric="y", reopen_reviewed=True)
     now = world.clock.now()
     world.grade(ids[0], 7.0)
@@ -407,7 +409,8 @@ def test_the_report_of_a_failed_regrade_has_no_new_grade(tmp_path: Path) -> None
     world.jobs.update(ids[1], lambda j: j.fail("w", JobError("grader", "bad"), now))
     report = world.regrader.report("c", assignment.id)
     changes = {c.job_id: c for c in report.changes}
-    assert (changes[ids[1]].old, changes[ids[1]].new) == (5.0, None)
+    # The teacher's grade is no final grade of a regrade that failed.
+    assert (changes[ids[1]].old, changes[ids[1]].new) == (3.0, None)
     assert (changes[ids[1]].old_model, changes[ids[1]].new_model) == (5.0, None)
     assert changes[ids[1]].status is JobStatus.FAILED
     assert (report.compared, report.mean_shift, report.model_mean_shift) == (1, 2.0, 2.0)
