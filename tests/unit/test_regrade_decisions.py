@@ -4,6 +4,7 @@ and what a regrade refuses."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -355,6 +356,14 @@ def test_each_reviewed_job_carries_the_teachers_choice_to_reopen_it(tmp_path: Pa
         assert job.review.reopen is reopen
 
 
+def held_again(job: Job) -> Job:
+    """The job's reviewed grade held for the teacher again (flagged)."""
+    assert job.review is not None
+    return dataclasses.replace(
+        job, review=dataclasses.replace(job.review, status=ReviewStatus.HELD)
+    )
+
+
 def test_the_report_compares_final_and_model_grades_of_the_round(tmp_path: Path) -> None:
     world = World(tmp_path)
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
@@ -377,11 +386,12 @@ def test_the_report_compares_final_and_model_grades_of_the_round(tmp_path: Path)
     world.regrader.regrade("c", assignment.id, rubric="y")
     for job_id, score in zip(ids[:3], (5.0, 6.0, 9.0), strict=True):
         world.grade(job_id, score)
+    world.jobs.update(ids[0], held_again)  # back in the teacher's queue
     report = world.regrader.report("c", assignment.id)
     changes = {c.job_id: c for c in report.changes}
     assert set(changes) == set(ids[:3])  # the cancelled one stayed in round 0
     assert changes[ids[0]] == ScoreChange(
-        "s0", ids[0], 2.0, 2.0, JobStatus.SUCCEEDED, "st0", 4.0, 5.0, "teacher", False
+        "s0", ids[0], 2.0, 2.0, JobStatus.SUCCEEDED, "st0", 4.0, 5.0, "teacher", True
     )
     assert changes[ids[1]] == ScoreChange(
         "s1", ids[1], 6.0, 6.0, JobStatus.SUCCEEDED, "st1", 6.0, 6.0, "model", False
@@ -393,7 +403,7 @@ def test_the_report_compares_final_and_model_grades_of_the_round(tmp_path: Path)
     assert report.mean_shift == pytest.approx(1 / 3)
     assert report.model_mean_shift == pytest.approx(2 / 3)
     assert report.kappa == quadratic_weighted_kappa([4, 6, 8], [5, 6, 9], 0, 10)
-    assert (report.changed, report.flagged, report.reopen_reviewed) == (0, 0, False)
+    assert (report.changed, report.flagged, report.reopen_reviewed) == (0, 1, False)
     assert world.regrader.report("c", assignment.id, threshold=0.5).changed == 1
     assert world.regrader.report("c", assignment.id, threshold=0.99).changed == 1
 
@@ -552,3 +562,48 @@ def test_a_regrade_that_another_one_started_first_is_refused(tmp_path: Path) -> 
     stored = world.stored(assignment.id)
     assert (stored.round, stored.expected, stored.rubric.version) == (1, 1, 1)
     assert world.in_round(assignment, 1) == []
+
+
+class Sweep:
+    """The assignment store, noting the limit the sweep asks for."""
+
+    def __init__(self, store: SqliteAssignmentStore) -> None:
+        self._store = store
+        self.limits: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def waiting_regrades(self, limit: int) -> list[Assignment]:
+        self.limits.append(limit)
+        return self._store.waiting_regrades(limit)
+
+
+def test_the_sweep_goes_on_past_a_regrade_it_could_not_resume(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    first, _ = world.graded_class(2, "a")
+    world.regrader.regrade("c", first.id, rubric="y")
+    second, _ = world.graded_class(2, "b")
+    with pytest.raises(TooManyActiveJobs):
+        world.regrader.regrade("c", second.id, rubric="y")
+    calls: list[str] = []
+
+    def fail_first(assignment_id: str, client_id: str, round_: int) -> bool:
+        calls.append(assignment_id)
+        if len(calls) == 1:
+            raise DependencyUnavailable("the round check is down")
+        return False
+
+    sweep = Sweep(world.store)
+    regrader = Regrader(
+        world.service,
+        sweep,  # type: ignore[arg-type]
+        world.jobs,
+        world.queue,
+        world.clock,
+        fail_first,
+        limits=AdmissionLimits(per_client=1, backlog=100, retry_after_s=7),
+    )
+    assert regrader.resume_waiting() == calls[1:]
+    assert sorted(calls) == sorted([first.id, second.id])
+    assert sweep.limits == [100]
