@@ -1,0 +1,287 @@
+"""The assignment service's decisions: who may change an assignment, the cursor a page of
+assignments ends with, and what a batch accepts, finds again or refuses."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.domain.admission import AdmissionLimits
+from shared.domain.authorization import Forbidden, Principal, Role
+from shared.domain.errors import (
+    AssignmentNotFound,
+    DependencyUnavailable,
+    IdempotencyConflict,
+    TooManyActiveJobs,
+    ValidationFailed,
+)
+from shared.domain.ids import task_name_for
+from shared.domain.status import JobStatus
+from shared.domain.uploads import FileRef
+from shared.ports import TaskSpec
+from shared.service_layer.assignments import (
+    MAX_BATCH,
+    Answer,
+    AssignmentService,
+    ItemStatus,
+)
+from shared.service_layer.intake import decode_cursor
+from shared.service_layer.regrade_requests import REQUESTS_UNTIL
+from tests.fakes import FakeTaskQueue
+
+#: A moment with microseconds: a page cursor then needs base64 padding, which it drops.
+T0 = datetime(2026, 3, 1, 8, 30, 15, 123456, tzinfo=UTC)
+REVIEWER = Principal("c", "r1", Role.REVIEWER)
+TEACHER = Principal("c", "t1", Role.TEACHER)
+
+
+class World:
+    def __init__(self, tmp_path: Path, limits: AdmissionLimits | None = None) -> None:
+        db = SqliteDatabase(tmp_path / "g.sqlite3")
+        self.jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+        self.store = SqliteAssignmentStore(db)
+        self.queue = FakeTaskQueue()
+        self.clock = FrozenClock(T0)
+        self.service = AssignmentService(
+            self.store, self.jobs, SqliteJobBatch(db, self.jobs), self.queue, self.clock, limits
+        )
+
+
+def test_a_reviewer_may_read_an_assignment_but_not_change_it(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    assert world.service.get(REVIEWER, assignment.id) == assignment
+    with pytest.raises(Forbidden):
+        world.service.revise(REVIEWER, assignment.id, "y")
+    with pytest.raises(Forbidden):
+        world.service.set_requests_until(REVIEWER, assignment.id, T0)
+    assert world.store.get(assignment.id) == assignment
+    revised = world.service.revise(TEACHER, assignment.id, "y")
+    assert (revised.rubric.version, revised.rubric.rubric) == (2, "y")
+    until = T0 + timedelta(days=7)
+    set_ = world.service.set_requests_until(TEACHER, assignment.id, until)
+    assert set_.settings == {REQUESTS_UNTIL: until.isoformat()}
+    assert world.store.get(assignment.id) == set_
+
+
+def test_another_schools_assignment_is_as_unknown_as_a_missing_one(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    for caller, assignment_id in (("other", assignment.id), ("c", "a-missing")):
+        with pytest.raises(AssignmentNotFound):
+            world.service.get(caller, assignment_id)
+        with pytest.raises(AssignmentNotFound):
+            world.service.revise(caller, assignment_id, "y")
+        assert world.service.find(caller, assignment_id) is None
+    assert world.service.find("c", assignment.id) == assignment
+
+
+def test_a_page_of_assignments_ends_with_an_unpadded_cursor_of_its_last(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    older, _ = world.service.create("c", "k1", "t", "x", 10.0, "v1")
+    world.clock.advance(timedelta(seconds=1))
+    newer, _ = world.service.create("c", "k2", "t", "x", 10.0, "v1")
+    first = world.service.page("c", 1)
+    assert [a.id for a in first.assignments] == [newer.id]
+    cursor = first.next_cursor
+    assert cursor is not None
+    raw = f'["{newer.created_at.isoformat()}","{newer.id}"]'
+    assert len(raw) % 3 != 0  # base64 would pad it
+    assert "=" not in cursor
+    assert base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode() == raw
+    assert decode_cursor(cursor) == (newer.created_at, newer.id)
+    last = world.service.page("c", 1, cursor)
+    assert ([a.id for a in last.assignments], last.next_cursor) == ([older.id], None)
+
+
+def test_a_retried_create_returns_the_same_and_another_body_conflicts(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    created, new = world.service.create("c", "k", "t", "x", 10.0, "v1", {"s": 1})
+    assert new is True
+    world.service.revise("c", created.id, "y")  # a later rubric version is no conflict
+    again, new = world.service.create("c", "k", "t", "x", 10.0, "v1", {"s": 1})
+    assert new is False and again.id == created.id
+    for changed in (
+        ("other title", "x", 10.0, {"s": 1}),
+        ("t", "z", 10.0, {"s": 1}),
+        ("t", "x", 9.0, {"s": 1}),
+        ("t", "x", 10.0, {"s": 2}),
+    ):
+        title, rubric, max_score, settings = changed
+        with pytest.raises(IdempotencyConflict) as raised:
+            world.service.create("c", "k", title, rubric, max_score, "v1", settings)
+        assert str(raised.value) == (
+            "this Idempotency-Key was already used with a different assignment"
+        )
+    with pytest.raises(Forbidden):
+        world.service.create(REVIEWER, "k", "t", "x", 10.0, "v1")
+
+
+def test_an_answers_fingerprint_is_the_hash_of_what_the_client_sent() -> None:
+    answer = Answer("s1", "light", {"m": 1}, "https://cb.example/x")
+    sent = {
+        "answer": "light",
+        "callback_url": "https://cb.example/x",
+        "metadata": {"m": 1},
+        "submission_id": "s1",
+    }
+    canonical = json.dumps(sent, separators=(",", ":"))
+    assert answer.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()
+    with_student = Answer("s1", "light", {"m": 1}, "https://cb.example/x", "st")
+    canonical = json.dumps({**sent, "student_id": "st"}, sort_keys=True, separators=(",", ":"))
+    assert with_student.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()
+    files = (FileRef("u1", "image/png", 12, "a.png", "obj"),)
+    with_files = Answer("s1", "light", {"m": 1}, "https://cb.example/x", files=files)
+    sent_files = {**sent, "files": [["u1", "image/png", 12, "a.png"]]}
+    canonical = json.dumps(sent_files, sort_keys=True, separators=(",", ":"))
+    assert with_files.fingerprint() == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_a_batch_accepts_new_answers_and_finds_retried_ones(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    first = world.service.submit_batch("c", assignment.id, [Answer("s1", "a1")])
+    assert [(r.submission_id, r.status) for r in first] == [("s1", ItemStatus.ACCEPTED)]
+    results = world.service.submit_batch(
+        "c", assignment.id, [Answer("s1", "a1"), Answer("s2", "a2"), Answer("s2", "again")]
+    )
+    assert [(r.submission_id, r.status) for r in results] == [
+        ("s1", ItemStatus.EXISTING),
+        ("s2", ItemStatus.ACCEPTED),
+        ("s2", ItemStatus.REFUSED),
+    ]
+    assert results[0].job == first[0].job
+    assert isinstance(results[2].problem, ValidationFailed) and results[2].job is None
+    assert str(results[2].problem) == "the submission id is repeated within the batch"
+    [conflict] = world.service.submit_batch("c", assignment.id, [Answer("s1", "other")])
+    assert conflict.status is ItemStatus.REFUSED
+    assert isinstance(conflict.problem, IdempotencyConflict)
+    assert str(conflict.problem) == "this submission id was already used with a different answer"
+    assert conflict.job == first[0].job
+    assert len(world.queue.tasks) == 2
+    job = results[1].job
+    assert job is not None and job.status is JobStatus.PENDING
+    assert (job.request.assignment_id, job.request.rubric, job.request.max_score) == (
+        assignment.id,
+        "x",
+        10.0,
+    )
+
+
+def test_a_batch_too_large_is_refused_whole(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    answers = [Answer(f"s{i}", "a") for i in range(MAX_BATCH + 1)]
+    with pytest.raises(ValidationFailed) as raised:
+        world.service.submit_batch("c", assignment.id, answers)
+    assert str(raised.value) == "a batch holds at most 1000 answers"
+    assert raised.value.extensions["errors"] == [
+        {"field": "answers", "message": "at most 1000 items"}
+    ]
+    assert world.queue.tasks == []
+
+
+def test_a_batch_past_the_ceiling_keeps_what_fits_and_refuses_the_rest(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
+    assert [r.status for r in results] == [ItemStatus.ACCEPTED, ItemStatus.REFUSED]
+    assert isinstance(results[1].problem, TooManyActiveJobs) and results[1].job is None
+    with pytest.raises(TooManyActiveJobs):  # nothing of it fits nor exists
+        world.service.submit_batch("c", assignment.id, [Answer("s3", "c")])
+    again = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s4", "d")])
+    assert [r.status for r in again] == [ItemStatus.EXISTING, ItemStatus.REFUSED]
+
+
+def test_a_batch_whose_tasks_cannot_be_made_refuses_those_answers(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.queue.available = False
+    results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a")])
+    assert [r.status for r in results] == [ItemStatus.REFUSED]
+    assert isinstance(results[0].problem, DependencyUnavailable)
+    assert results[0].job is not None  # stored: the retry or the sweep makes its task
+    world.queue.available = True
+    [retried] = world.service.submit_batch("c", assignment.id, [Answer("s1", "a")])
+    assert retried.status is ItemStatus.EXISTING
+    assert [t.job_id for t in world.queue.tasks] == [results[0].job.id]
+
+
+def test_pages_of_grades_walk_every_job_of_the_assignment(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    for i in range(3):
+        world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a")])
+        world.clock.advance(timedelta(seconds=1))
+    first = world.service.grades("c", assignment.id, 2)
+    assert len(first.jobs) == 2 and first.next_cursor is not None
+    rest = world.service.grades("c", assignment.id, 2, first.next_cursor)
+    assert len(rest.jobs) == 1 and rest.next_cursor is None
+    every = [j.id for j in world.service.all_grades(assignment, page=1)]
+    assert every == [j.id for j in (*first.jobs, *rest.jobs)]
+    assert len(set(every)) == 3
+    progress = world.service.progress("c", assignment.id)
+    assert progress.assignment == assignment
+    assert (progress.tally.total, progress.tally.counts) == (3, {JobStatus.PENDING: 3})
+
+
+def test_an_answer_is_graded_under_the_assignments_current_rubric_and_round(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1", {"posting": "manual"})
+    revised = world.service.revise("c", assignment.id, "y")
+    files = (FileRef("u1", "image/png", 12, "a.png"),)
+    answer = Answer("s1", "light", {"m": 1}, "https://cb.example/x", "st", files)
+    request = world.service.request_for(revised, answer)
+    assert (request.submission_id, request.answer, request.rubric) == ("s1", "light", "y")
+    assert (request.max_score, request.assignment_id) == (10.0, assignment.id)
+    assert (request.callback_url, request.metadata) == ("https://cb.example/x", {"m": 1})
+    assert (request.student_id, request.files) == ("st", files)
+    assert (request.rubric_version, request.prompt_version) == (2, "v1")
+    assert (request.assignment_round, request.post_manually) == (0, True)
+    automatic, _ = world.service.create("c", "k2", "t", "x", 10.0, "v1")
+    assert world.service.request_for(automatic, answer).post_manually is False
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_each_accepted_answers_task_is_made_now_under_its_jobs_name(
+    tmp_path: Path, parallelism: int
+) -> None:
+    world = World(tmp_path)
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    service = AssignmentService(
+        world.store,
+        world.jobs,
+        SqliteJobBatch(db, world.jobs),
+        world.queue,
+        world.clock,
+        enqueue_parallelism=parallelism,
+    )
+    assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")
+    results = service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(3)])
+    jobs = [r.job for r in results if r.job is not None]
+    assert [r.status for r in results] == [ItemStatus.ACCEPTED] * 3
+    assert sorted(world.queue.tasks, key=lambda t: t.job_id) == sorted(
+        (TaskSpec(task_name_for(j.id, j.generation), j.id, T0, j.lane) for j in jobs),
+        key=lambda t: t.job_id,
+    )
+    world.queue.available = False
+    refused = service.submit_batch("c", assignment.id, [Answer(f"t{i}", "a") for i in range(2)])
+    assert [r.status for r in refused] == [ItemStatus.REFUSED] * 2
+    assert all(isinstance(r.problem, DependencyUnavailable) for r in refused)
