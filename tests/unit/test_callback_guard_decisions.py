@@ -13,6 +13,7 @@ import requests
 from shared.http.callback_guard import (
     CachedResolver,
     CallbackGuard,
+    CallbackRefused,
     GuardedAdapter,
     TooManyCallbackHosts,
     guarded_session,
@@ -131,3 +132,45 @@ def test_the_session_ignores_proxy_variables(
     assert refusal is not None
     assert "private address (10.1.2.3)" in refusal.detail
     assert target.requests == []
+
+
+# --- finding the guard's refusal behind a requests error ------------------------------
+
+
+class Failed(Exception):
+    """An error of a transport layer, with the urllib3 `reason` when it has one."""
+
+    def __init__(self, *args: object, reason: BaseException | None = None) -> None:
+        super().__init__(*args)
+        if reason is not None:
+            self.reason = reason
+
+
+def _caused_by(inner: BaseException, layers: int) -> BaseException:
+    for n in range(layers):
+        outer = Failed(f"layer {n}")
+        outer.__cause__ = inner
+        inner = outer
+    return inner
+
+
+def test_the_refusal_is_found_through_reason_argument_or_cause() -> None:
+    refusal = CallbackRefused("the callback host h resolves to a private address (10.0.0.1)")
+    assert refused_by_guard(refusal) is refusal
+    assert refused_by_guard(Failed("pool", reason=refusal)) is refusal
+    assert refused_by_guard(Failed(refusal)) is refusal
+    assert refused_by_guard(_caused_by(refusal, 1)) is refusal
+    # requests' ConnectionError holds urllib3's error, whose reason is the pinned one's.
+    assert refused_by_guard(Failed(Failed("pool", reason=_caused_by(refusal, 1)))) is refusal
+
+
+def test_the_refusal_is_looked_for_ten_errors_deep_and_no_deeper() -> None:
+    refusal = CallbackRefused("refused")
+    assert refused_by_guard(_caused_by(refusal, 9)) is refusal
+    assert refused_by_guard(_caused_by(refusal, 10)) is None
+
+
+def test_an_error_the_guard_did_not_cause_is_not_a_refusal() -> None:
+    assert refused_by_guard(Failed("timed out")) is None
+    assert refused_by_guard(Failed("pool", reason=OSError("connection reset"))) is None
+    assert refused_by_guard(_caused_by(OSError("connection reset"), 3)) is None
