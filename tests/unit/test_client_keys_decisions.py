@@ -1,0 +1,39 @@
+"""The memory of unknown key ids: nothing is kept without a TTL, any positive TTL keeps,
+and a key id added again counts as the newest when the oldest is let go."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from shared.clock import FrozenClock
+from shared.http.client_keys import UnknownKeyIds
+
+
+def test_without_a_ttl_nothing_is_remembered(clock: FrozenClock) -> None:
+    remembered = UnknownKeyIds(ttl_s=0, max_size=10, clock=clock)
+    remembered.add("id1")
+    assert len(remembered) == 0
+    assert "id1" not in remembered
+
+
+def test_a_ttl_of_a_second_or_less_still_remembers_for_that_long(clock: FrozenClock) -> None:
+    for ttl_s in (1, 0.5):
+        remembered = UnknownKeyIds(ttl_s=ttl_s, max_size=10, clock=clock)
+        remembered.add("id1")
+        assert len(remembered) == 1
+        assert "id1" in remembered
+        clock.advance(timedelta(seconds=ttl_s))
+        assert "id1" not in remembered
+
+
+def test_a_key_id_added_again_is_the_newest_and_outlives_older_ones(clock: FrozenClock) -> None:
+    remembered = UnknownKeyIds(ttl_s=60, max_size=2, clock=clock)
+    remembered.add("id1")
+    remembered.add("id2")
+    clock.advance(timedelta(seconds=30))
+    remembered.add("id1")  # asked for again: remembered afresh
+    remembered.add("id3")  # one too many: the oldest, id2, goes
+    assert "id1" in remembered and "id3" in remembered
+    assert "id2" not in remembered
+    clock.advance(timedelta(seconds=59))
+    assert "id1" in remembered  # its TTL runs from the second add
