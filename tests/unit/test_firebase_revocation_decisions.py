@@ -94,10 +94,6 @@ def test_a_failed_lookup_is_a_dependency_unavailable_that_names_the_lookup() -> 
         assert caught.value.detail == "the sign-in's account could not be looked up"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an answer of an unexpected shape escapes as AttributeError/ValueError (a 500)",
-)
 @pytest.mark.parametrize(
     "body",
     [["not", "an", "object"], {"users": "u1"}, {"users": [{"validSince": "soon"}]}],

@@ -75,10 +75,17 @@ class IdentityToolkitLookup:
         try:
             response = self._client().post(self._url, json=body, timeout=self._timeout_s)
             response.raise_for_status()
-            users = response.json().get("users") or []
-        except (requests.RequestException, ValueError) as exc:
+            return _account_of(response.json())
+        except (requests.RequestException, ValueError, TypeError, AttributeError) as exc:
+            # A 200 of an unexpected shape is the lookup failing, not the sign-in.
             raise DependencyUnavailable("the sign-in's account could not be looked up") from exc
-        if not users:
-            return None
-        user = users[0]
-        return Account(int(user.get("validSince") or 0), bool(user.get("disabled", False)))
+
+
+def _account_of(answer: Any) -> Account | None:
+    users = answer.get("users") or []
+    if not isinstance(users, list):
+        raise TypeError("users is not a list")
+    if not users:
+        return None
+    user = users[0]
+    return Account(int(user.get("validSince") or 0), bool(user.get("disabled", False)))
