@@ -1,0 +1,49 @@
+"""Gradeq's LTI keys' decisions: a second rotation retires every key still published, the
+ones an earlier rotation already set to expire included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from services.notification.sealing import Sealer, new_sealing_key
+from shared.adapters.embedded.lti_store import SqliteLtiStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.service_layer.lti_keys import LtiToolKeys
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_a_second_rotation_brings_forward_the_expiry_of_every_published_key(
+    tmp_path: Path,
+) -> None:
+    clock = FrozenClock(T0)
+    store = SqliteLtiStore(SqliteDatabase(tmp_path / "lti.sqlite3"))
+    keys = LtiToolKeys(store, Sealer.from_setting(new_sealing_key()), clock)
+    first = keys.ensure()
+    second = keys.rotate(lead=timedelta(hours=1), overlap=timedelta(hours=2))
+    third = keys.rotate(lead=timedelta(minutes=30), overlap=timedelta(minutes=30))
+    expiries = {k.kid: k.expires_at for k in store.tool_keys()}
+    assert expiries == {
+        first.kid: T0 + timedelta(hours=1),
+        second.kid: T0 + timedelta(hours=1),
+        third.kid: None,
+    }
+    assert third.signs_from == T0 + timedelta(minutes=30)
+
+
+def test_a_rotation_leaves_a_key_that_has_expired_as_it_was(tmp_path: Path) -> None:
+    clock = FrozenClock(T0)
+    store = SqliteLtiStore(SqliteDatabase(tmp_path / "lti.sqlite3"))
+    keys = LtiToolKeys(store, Sealer.from_setting(new_sealing_key()), clock)
+    first = keys.ensure()
+    second = keys.rotate(lead=timedelta(hours=1), overlap=timedelta(hours=1))
+    clock.advance(timedelta(hours=3))
+    third = keys.rotate(lead=timedelta(hours=1), overlap=timedelta(hours=1))
+    expiries = {k.kid: k.expires_at for k in store.tool_keys()}
+    assert expiries == {
+        first.kid: T0 + timedelta(hours=2),
+        second.kid: T0 + timedelta(hours=5),
+        third.kid: None,
+    }
