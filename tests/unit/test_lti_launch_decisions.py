@@ -297,6 +297,12 @@ def test_a_login_redirects_to_the_platform_with_a_state_gradeq_signed(rig: Rig) 
     assert rig.launches.launch_url == TOOL + "/lti/launch"
 
 
+def test_the_tool_url_loses_only_its_trailing_slashes(rig: Rig) -> None:
+    for url in ("https://gradeq.test/toolX/", "https://gradeq.test/toolX//"):
+        launches = LtiLaunches(rig.store, rig.keys, rig.nonces, rig.clock, url)
+        assert launches.launch_url == "https://gradeq.test/toolX/lti/launch"
+
+
 def test_each_login_has_a_nonce_of_its_own(rig: Rig) -> None:
     assert rig.login().nonce != rig.login().nonce
 
