@@ -1,15 +1,20 @@
 """Gradeq's LTI keys' decisions: a second rotation retires every key still published, the
-ones an earlier rotation already set to expire included."""
+ones an earlier rotation already set to expire included; a key sealed to its kid, opened
+again by another process."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from services.notification.sealing import Sealer, new_sealing_key
+import pytest
+
+from services.notification.sealing import Sealer, SecretUnreadable, new_sealing_key
 from shared.adapters.embedded.lti_store import SqliteLtiStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
+from shared.domain.lti import tool_key_context
 from shared.service_layer.lti_keys import LtiToolKeys
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -47,3 +52,17 @@ def test_a_rotation_leaves_a_key_that_has_expired_as_it_was(tmp_path: Path) -> N
         second.kid: T0 + timedelta(hours=5),
         third.kid: None,
     }
+
+
+def test_another_process_opens_the_sealed_key_bound_to_its_kid(tmp_path: Path) -> None:
+    clock = FrozenClock(T0)
+    store = SqliteLtiStore(SqliteDatabase(tmp_path / "lti.sqlite3"))
+    sealer = Sealer.from_setting(new_sealing_key())
+    made = LtiToolKeys(store, sealer, clock).signing_key()
+    opened = LtiToolKeys(store, sealer, clock).signing_key()
+    assert opened.kid == made.kid
+    assert opened.private_key.private_numbers() == made.private_key.private_numbers()
+    [key] = store.tool_keys()
+    moved = dataclasses.replace(key, kid="other-kid")
+    with pytest.raises(SecretUnreadable):
+        sealer.open(moved.sealing_key_id, moved.sealed, tool_key_context(moved.kid))
