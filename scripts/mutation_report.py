@@ -184,7 +184,10 @@ def load_equivalents(path: Path) -> list[Equivalent]:
         raise ValueError(f"{path}: `equivalent` must be an array of tables ([[equivalent]])")
     found: list[Equivalent] = []
     for number, entry in enumerate(entries, 1):
-        missing = sorted(k for k in ENTRY_KEYS if not str(entry.get(k, "")).strip())
+        # `after` may be empty (the mutant removes the line) but must be written.
+        missing = sorted(
+            k for k in ENTRY_KEYS if k not in entry or (k != "after" and not str(entry[k]).strip())
+        )
         unknown = sorted(set(entry) - ENTRY_KEYS)
         if missing or unknown:
             problems = [f"missing {', '.join(missing)}"] if missing else []

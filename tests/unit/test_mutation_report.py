@@ -44,6 +44,19 @@ def x_ceiling__mutmut_3(count, limit):
     return "XXadmittedXX"
 
 
+def x_clamp__mutmut_orig(count, limit):
+    return min(
+        count,
+        limit,
+    )
+
+
+def x_clamp__mutmut_1(count, limit):
+    return min(
+        count,
+    )
+
+
 def x_note__mutmut_orig(count):
     log.info("counted %d", count)
     return count
@@ -179,6 +192,20 @@ def test_an_equivalent_without_its_change_or_reason_is_refused(
     incomplete = {k: v for k, v in entry(1, *RAISED).items() if k != missing}
     assert run(folder, equivalents(tmp_path, incomplete)) == 2
     assert f"missing {missing}" in capsys.readouterr().err
+
+
+def test_an_equivalent_that_removes_a_line_is_written_with_an_empty_after(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 1, "x_clamp__mutmut_1": 0})
+    removed = {
+        "mutant": "shared.domain.limits.x_clamp__mutmut_1",
+        "before": "limit,",
+        "after": "",
+        "reason": "limit is never below count here",
+    }
+    assert run(folder, equivalents(tmp_path, removed)) == 0
+    assert "limit is never below count here" in capsys.readouterr().out
 
 
 def test_equivalents_listed_by_name_alone_are_refused(
