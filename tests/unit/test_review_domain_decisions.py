@@ -5,6 +5,8 @@ default), and the review state a student's request, a kept request and a regrade
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -73,6 +75,8 @@ def test_the_sample_takes_a_job_whose_hash_lies_below_the_rate() -> None:
     assert sampled("job-0", 0.0144) and not sampled("job-0", 0.0143)
     assert sampled("job-1", 0.681) and not sampled("job-1", 0.6809)
     assert sampled("job-8", 0.01393) and not sampled("job-8", 0.01392)
+    # A rate equal to the job's hash does not take it: the sample is strictly below.
+    assert not sampled("job-0", 0.014360949787870995)
     taken = [f"job-{i}" for i in range(12) if sampled(f"job-{i}", 0.1)]
     assert taken == ["job-0", "job-4", "job-8"]
 
@@ -283,6 +287,21 @@ def test_a_review_state_is_stored_with_utc_microsecond_hold_time() -> None:
     }
     back = ReviewState.from_dict(state.to_dict())
     assert back == dataclasses.replace(state, held_at=T_PARIS.astimezone(UTC))
+
+
+@pytest.fixture
+def machine_in_new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone is New York's for the test."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("machine_in_new_york")
+def test_the_hold_time_is_stored_in_utc_whatever_the_machines_zone() -> None:
+    assert held(held_at=T_PARIS).to_dict()["held_at"] == "2026-03-01T09:30:00.000000+00:00"
 
 
 def test_a_state_that_reopens_says_so_and_only_then() -> None:

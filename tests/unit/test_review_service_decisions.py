@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -60,6 +61,18 @@ STUDENT = Principal(SCHOOL, "ada", Role.STUDENT)
 OTHER_SCHOOL = Principal("school-b", SERVER, Role.SERVER)
 
 
+class RacingStore(SqliteJobStore):
+    """The SQLite job store, where another writer may change a job just before an update."""
+
+    meanwhile: Callable[[Job], Job] | None = None
+
+    def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        if self.meanwhile is not None:
+            change, self.meanwhile = self.meanwhile, None
+            super().update(job_id, change)
+        return super().update(job_id, mutate)
+
+
 class RecordingQueue(SqliteReviewQueue):
     """The SQLite review queue, remembering what the reviewed grades were asked with."""
 
@@ -76,7 +89,7 @@ class RecordingQueue(SqliteReviewQueue):
 class Desk:
     """A review service on a SQLite file, with its store, queue, bus and clock."""
 
-    store: SqliteJobStore
+    store: RacingStore
     queue: RecordingQueue
     publisher: FakePublisher
     clock: FrozenClock
@@ -144,7 +157,7 @@ class Desk:
 @pytest.fixture
 def desk(tmp_path: Path) -> Desk:
     db = SqliteDatabase(tmp_path / "reviews.sqlite3")
-    store = SqliteJobStore(db)
+    store = RacingStore(db)
     queue = RecordingQueue(db)
     publisher, clock = FakePublisher(), FrozenClock()
     service = ReviewService(store, queue, publisher, clock)
@@ -259,6 +272,15 @@ def test_a_cursor_may_keep_its_padding(desk: Desk) -> None:
     assert cursor is not None
     padded = cursor + "=" * (-len(cursor) % 4)
     assert [j.id for j in desk.service.held(REVIEWER, None, 1, padded).jobs] == ["job-1"]
+
+
+def test_a_cursor_pasted_with_line_breaks_after_it_still_pages(desk: Desk) -> None:
+    for n in range(3):
+        desk.held_job(f"job-00{n}", held_at_offset=timedelta(seconds=n))
+    cursor = desk.service.held(REVIEWER, None, 1).next_cursor
+    assert cursor is not None and len(cursor) % 4 == 2  # two base64 padding characters short
+    pasted = cursor + "\n\n\n"
+    assert [j.id for j in desk.service.held(REVIEWER, None, 1, pasted).jobs] == ["job-001"]
 
 
 @pytest.mark.parametrize("length", [0, 1, 2, 3])
@@ -439,6 +461,23 @@ def test_a_grade_being_graded_again_is_not_held(desk: Desk) -> None:
     with pytest.raises(GradeNotHeld) as raised:
         desk.service.decide(REVIEWER, "job-1", "too early")
     assert raised.value.detail == "grading job job-1 has no grade held for review"
+
+
+def test_a_grade_graded_again_without_a_hold_since_it_was_read_is_not_held(
+    desk: Desk,
+) -> None:
+    desk.held_job("job-1")
+    now = desk.clock.now()
+
+    def regraded_meanwhile(job: Job) -> Job:
+        again = job.mark_event_published(now).regrade(now, job.request)
+        return again.claim("w", now, LEASE).succeed("w", GradeResult(9.0, 10.0, "new"), now)
+
+    desk.store.meanwhile = regraded_meanwhile
+    with pytest.raises(GradeNotHeld) as raised:
+        desk.service.decide(REVIEWER, "job-1", "too late")
+    assert raised.value.detail == "grading job job-1 has no grade held for review"
+    assert desk.stored("job-1").review is None
 
 
 def test_an_open_regrade_request_is_answered_not_reviewed(desk: Desk) -> None:
