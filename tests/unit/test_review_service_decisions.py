@@ -723,3 +723,11 @@ def test_a_student_may_not_read_the_report(desk: Desk) -> None:
         agreement_report(desk.queue, STUDENT, None)
     assert raised.value.detail == "a student may not review.list"
     assert desk.queue.reviewed_asks == []
+
+
+def test_the_sweep_takes_a_hundred_at_a_time_by_default(desk: Desk) -> None:
+    for n in range(101):
+        unannounced_review(desk, f"job-{n:03}")
+    desk.clock.advance(timedelta(minutes=2))
+    assert len(desk.service.sweep()) == 100
+    assert len(desk.service.sweep()) == 1
