@@ -8,6 +8,7 @@ import pytest
 
 from shared.domain.errors import JobAlreadyFinal, JobLocked
 from shared.domain.grade import GradeResult
+from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest, Job, JobError
 from shared.domain.status import JobStatus
 
@@ -65,3 +66,14 @@ def test_a_requests_dict_is_a_copy_down_to_nested_metadata() -> None:
     assert request.metadata == {"course": {"id": "x"}}
     assert request.rubric == ("c1", "c2")
     assert GradingRequest.from_dict(request.to_dict()) == request
+
+
+def test_a_job_leaving_its_batch_moves_its_task_name_on_by_one_deferral() -> None:
+    gathered = _new().start_attempt("w", T0, LEASE, 3).enter_batch("w", "openai", T0, LEASE)
+    reserved = gathered.submit_batch(None, "pending/t1", T0, LEASE)
+    waiting = reserved.submit_batch("pending/t1", "batch_1", T0, LEASE)
+    back = waiting.leave_batch("batch_1", JobError("provider-batch-expired", "expired"), T0)
+    assert (waiting.deferrals, back.deferrals) == (0, 1)
+    assert back.task_name == task_name_for("job-7", 0, 1)
+    again = back.start_attempt("w2", T0, LEASE, 3).defer("w2", T0)
+    assert again.deferrals == 2 and again.task_name == task_name_for("job-7", 0, 2)
