@@ -10,6 +10,7 @@ import pytest
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.queues import load_queues
+from shared.domain.errors import LaneNotFound
 from shared.domain.events import GradingCompleted
 from shared.domain.ids import job_id_for
 from shared.domain.job import GradingRequest, Job, JobError
@@ -107,3 +108,10 @@ def test_a_purge_cancels_jobs_stored_up_to_its_instant_not_after(lanes: Lanes) -
     report = lanes.service.purge("bulk", "alice")
     assert report.cancelled == [at_now]
     assert lanes.job(later).status is JobStatus.PENDING
+
+
+def test_an_undeclared_lane_is_refused_naming_it_and_the_declared_lanes(lanes: Lanes) -> None:
+    with pytest.raises(LaneNotFound) as refused:
+        lanes.service.purge("nope", "alice")
+    assert refused.value.detail == "no lane 'nope'; lanes are bulk, exam, grading"
+    assert fake(lanes.adapters).purged == []
