@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.domain.errors import JobAlreadyFinal, JobLocked, LeaseLost
+from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest, Job, JobError
@@ -103,3 +103,20 @@ def test_a_final_job_refuses_a_batch_answer_naming_itself_and_its_status() -> No
         cancelled.batch_succeeded("batch_1", GradeResult(1, 10, "ok"), T0)
     assert refused.value.detail == f"job job-7 is already {JobStatus.CANCELLED}"
     assert refused.value.job_status is JobStatus.CANCELLED
+
+
+def test_entering_a_batch_stamps_the_job_as_updated() -> None:
+    claimed = _new().start_attempt("w", T0, LEASE, 3)
+    later = T0 + timedelta(seconds=3)
+    gathered = claimed.enter_batch("w", "openai", later, LEASE)
+    assert gathered.updated_at == later and gathered.lease_expires_at == later + LEASE
+
+
+def test_a_job_returned_from_a_batch_cannot_enter_another_naming_itself_and_its_status() -> None:
+    back = _in_batch().leave_batch("batch_1", JobError("provider-batch-expired", "x"), T0)
+    again = back.start_attempt("w2", T0, LEASE, 3)
+    with pytest.raises(IllegalTransition) as refused:
+        again.enter_batch("w2", "openai", T0, LEASE)
+    running = JobStatus.RUNNING
+    assert refused.value.detail == f"job job-7 cannot go from {running} to {running}"
+    assert (refused.value.current, refused.value.target) == (running, running)
