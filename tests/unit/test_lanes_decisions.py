@@ -12,6 +12,7 @@ from shared.clock import FrozenClock
 from shared.config.queues import load_queues
 from shared.domain.errors import LaneNotFound
 from shared.domain.events import GradingCompleted
+from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
 from shared.domain.job import GradingRequest, Job, JobError
 from shared.domain.status import JobStatus
@@ -115,3 +116,88 @@ def test_an_undeclared_lane_is_refused_naming_it_and_the_declared_lanes(lanes: L
         lanes.service.purge("nope", "alice")
     assert refused.value.detail == "no lane 'nope'; lanes are bulk, exam, grading"
     assert fake(lanes.adapters).purged == []
+
+
+def _graded(lanes: Lanes, key: str, lane: str, waited: float) -> None:
+    """A job of `lane` created now, claimed `waited` seconds later and graded at once."""
+    job_id = seed(lanes.adapters, lanes.clock, key, lane)  # one second passes
+    lanes.clock.advance(timedelta(seconds=waited - 1))
+    store, now = lanes.adapters.store, lanes.clock.now()
+    store.update(job_id, lambda j: j.claim("w", now, timedelta(seconds=30)))
+    store.update(job_id, lambda j: j.succeed("w", GradeResult(1, 1, "ok"), now))
+
+
+def _row(lane: str, priority: int, objective: float, **figures: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "lane": lane,
+        "priority": priority,
+        "paused": False,
+        "backlog": 0,
+        "oldest_age_s": None,
+        "oldest_age_objective_s": objective,
+        "objective_breached": False,
+        "queue_wait_ms": {"p50": None, "p99": None, "completed": 0},
+        "max_dispatches_per_second": 20,
+        "grader_model": None,
+    }
+    return {**row, **figures}
+
+
+def test_the_figures_count_each_lanes_backlog_oldest_job_and_queue_waits(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    lanes = Lanes(adapters, clock)
+    service = LaneService(
+        adapters.store, adapters.queue, adapters.publisher, clock, load_queues(), "grading", batch=2
+    )
+    t0 = clock.now()
+    for i in range(5):  # more than two pages of two
+        seed(adapters, clock, f"b{i}", "bulk")
+    seed(adapters, clock, "legacy", None)  # made before lanes: the default lane's
+    seed(adapters, clock, "gone", "retired")  # a lane no longer declared: not counted
+    _graded(lanes, "e1", "exam", 1)
+    _graded(lanes, "e2", "exam", 5)
+    adapters.queue.pause("bulk")
+    clock.advance(t0 + timedelta(seconds=100) - clock.now())
+    exam = _row("exam", 300, 60.0, queue_wait_ms={"p50": 1000, "p99": 5000, "completed": 2})
+    grading = _row("grading", 200, 900.0, backlog=1, oldest_age_s=95.0)
+    bulk = _row("bulk", 100, 86400.0, paused=True, backlog=5, oldest_age_s=100.0)
+    assert service.figures() == [exam, grading, bulk]
+    # Only the jobs completed within the window, at most `sample` of them (newest first).
+    recent = {"p50": 5000, "p99": 5000, "completed": 1}
+    assert service.figures(window=timedelta(seconds=90))[0]["queue_wait_ms"] == recent
+    assert service.figures(sample=1)[0]["queue_wait_ms"] == recent
+    assert lanes.service.report() == [exam, grading, bulk]
+
+
+def test_a_lane_breaches_its_objective_only_once_its_oldest_job_is_older(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    lanes = Lanes(adapters, clock)
+    seed(adapters, clock, "g", "grading")
+    clock.advance(timedelta(seconds=899))  # the job is 900 s old: at the objective
+    [_, grading, _] = lanes.service.figures()
+    assert (grading["oldest_age_s"], grading["objective_breached"]) == (900.0, False)
+    clock.advance(timedelta(microseconds=1))
+    [_, grading, _] = lanes.service.figures()
+    assert grading["objective_breached"] is True
+
+
+def test_a_scan_stops_after_max_scan_jobs_of_a_status(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    for i in range(5):
+        seed(adapters, clock, f"b{i}", "bulk")
+    service = LaneService(
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        load_queues(),
+        "grading",
+        batch=2,
+        max_scan=4,
+    )
+    assert service.purge("bulk", "alice").cancelled == [
+        job_id_for("client-a", f"b{i}") for i in range(4)
+    ]
