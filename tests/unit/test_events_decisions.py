@@ -69,3 +69,8 @@ def test_a_round_missing_an_outcome_counts_none_of_it() -> None:
     event = AssignmentGraded.of("a1", "c", 0, Tally(counts={JobStatus.FAILED: 3}), T0)
     assert (event.submissions, event.succeeded, event.failed, event.cancelled) == (3, 0, 3, 0)
     assert event.mean_score is None
+
+
+def test_a_round_with_no_failure_counts_no_failed_submission() -> None:
+    event = AssignmentGraded.of("a1", "c", 0, Tally(counts={JobStatus.SUCCEEDED: 2}), T0)
+    assert (event.submissions, event.succeeded, event.failed, event.cancelled) == (2, 2, 0, 0)
