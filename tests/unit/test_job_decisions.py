@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.domain.errors import JobAlreadyFinal, JobLocked
+from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
+from shared.domain.ids import task_name_for
 from shared.domain.job import GradingRequest, Job, JobError
 from shared.domain.status import JobStatus
 
@@ -65,3 +66,57 @@ def test_a_requests_dict_is_a_copy_down_to_nested_metadata() -> None:
     assert request.metadata == {"course": {"id": "x"}}
     assert request.rubric == ("c1", "c2")
     assert GradingRequest.from_dict(request.to_dict()) == request
+
+
+def _in_batch() -> Job:
+    gathered = _new().start_attempt("w", T0, LEASE, 3).enter_batch("w", "openai", T0, LEASE)
+    reserved = gathered.submit_batch(None, "pending/t1", T0, LEASE)
+    return reserved.submit_batch("pending/t1", "batch_1", T0, LEASE)
+
+
+def test_a_job_leaving_its_batch_moves_its_task_name_on_by_one_deferral() -> None:
+    waiting = _in_batch()
+    back = waiting.leave_batch("batch_1", JobError("provider-batch-expired", "expired"), T0)
+    assert (waiting.deferrals, back.deferrals) == (0, 1)
+    assert back.task_name == task_name_for("job-7", 0, 1)
+    again = back.start_attempt("w2", T0, LEASE, 3).defer("w2", T0)
+    assert again.deferrals == 2 and again.task_name == task_name_for("job-7", 0, 2)
+
+
+def test_each_step_into_a_batch_stamps_the_job_as_updated() -> None:
+    gathered = _new().start_attempt("w", T0, LEASE, 3).enter_batch("w", "openai", T0, LEASE)
+    reserved = gathered.submit_batch(None, "pending/t1", T0 + timedelta(seconds=1), LEASE)
+    assert reserved.updated_at == T0 + timedelta(seconds=1)
+    later = T0 + timedelta(seconds=2)
+    assert reserved.submit_batch("pending/t1", "batch_1", later, LEASE).updated_at == later
+
+
+def test_an_answer_from_another_batch_is_refused_naming_the_job_and_the_batch() -> None:
+    with pytest.raises(LeaseLost) as refused:
+        _in_batch().batch_succeeded("batch_9", GradeResult(1, 10, "ok"), T0)
+    assert refused.value.detail == "attempt batch batch_9 no longer owns job job-7"
+
+
+def test_a_final_job_refuses_a_batch_answer_naming_itself_and_its_status() -> None:
+    cancelled = _in_batch().cancel(T0)
+    with pytest.raises(JobAlreadyFinal) as refused:
+        cancelled.batch_succeeded("batch_1", GradeResult(1, 10, "ok"), T0)
+    assert refused.value.detail == f"job job-7 is already {JobStatus.CANCELLED}"
+    assert refused.value.job_status is JobStatus.CANCELLED
+
+
+def test_entering_a_batch_stamps_the_job_as_updated() -> None:
+    claimed = _new().start_attempt("w", T0, LEASE, 3)
+    later = T0 + timedelta(seconds=3)
+    gathered = claimed.enter_batch("w", "openai", later, LEASE)
+    assert gathered.updated_at == later and gathered.lease_expires_at == later + LEASE
+
+
+def test_a_job_returned_from_a_batch_cannot_enter_another_naming_itself_and_its_status() -> None:
+    back = _in_batch().leave_batch("batch_1", JobError("provider-batch-expired", "x"), T0)
+    again = back.start_attempt("w2", T0, LEASE, 3)
+    with pytest.raises(IllegalTransition) as refused:
+        again.enter_batch("w2", "openai", T0, LEASE)
+    running = JobStatus.RUNNING
+    assert refused.value.detail == f"job job-7 cannot go from {running} to {running}"
+    assert (refused.value.current, refused.value.target) == (running, running)

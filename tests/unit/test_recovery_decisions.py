@@ -14,17 +14,25 @@ from typing import cast
 
 import pytest
 
+from shared.adapters.embedded.assignment_store import (
+    SqliteAssignmentStore,
+    SqliteJobBatch,
+    SqliteTally,
+)
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.config.budget import Budget
 from shared.config.queues import load_queues
 from shared.domain.errors import DependencyUnavailable
+from shared.domain.events import AssignmentGraded
 from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobError
 from shared.domain.status import JobStatus
 from shared.ports import JobStore, TaskSpec
+from shared.service_layer.assignment_completion import AssignmentCompletion
+from shared.service_layer.assignments import Answer, AssignmentService
 from shared.service_layer.recovery import RecoveryService, SweepReport
 from tests.fakes import FakePublisher, FakeTaskQueue
 
@@ -393,3 +401,25 @@ def test_an_unannounced_job_whose_announcing_lease_is_live_is_left_to_its_holder
     s.store.unannounced_answer = [s.job(job_id)]  # e.g. read on a clock running late
     assert s.service().sweep().as_dict() == nothing()
     assert s.publisher.events == [] and not s.job(job_id).event_published
+
+
+def test_announcing_a_rounds_last_job_announces_the_round(tmp_path: Path) -> None:
+    db = SqliteDatabase(tmp_path / "g.sqlite3")
+    jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
+    assignments = SqliteAssignmentStore(db)
+    queue, publisher, clock = FakeTaskQueue(), FakePublisher(), FrozenClock()
+    service = AssignmentService(assignments, jobs, SqliteJobBatch(db, jobs), queue, clock)
+    assignment, _ = service.create("c", "k", "t", "x", 10.0, "v1")
+    service.submit_batch("c", assignment.id, [Answer("s1", "an answer")])
+    [job_id] = [t.job_id for t in queue.tasks]
+    jobs.update(job_id, lambda j: j.claim("w", clock.now(), timedelta(seconds=LEASE_S)))
+    jobs.update(job_id, lambda j: j.succeed("w", GradeResult(6, 10, "ok"), clock.now()))
+    clock.advance(timedelta(hours=1))  # the worker died before announcing it
+    budget = Sweep(tmp_path).budget
+    completion = AssignmentCompletion(assignments, publisher, clock)
+    sweeper = RecoveryService(jobs, queue, publisher, clock, budget, assignments=completion)
+    assert sweeper.sweep().announced == [job_id]
+    graded = [e for e in publisher.events if isinstance(e, AssignmentGraded)]
+    assert [(e.assignment_id, e.round, e.submissions, e.mean_score) for e in graded] == [
+        (assignment.id, 0, 1, 6.0)
+    ]

@@ -34,12 +34,14 @@ from shared.domain.errors import (
     ProviderQuotaExhausted,
     TransientGradingError,
 )
+from shared.domain.events import GradingCompleted
 from shared.domain.grade import GradeResult
-from shared.domain.ids import completion_event_id, job_id_for
+from shared.domain.ids import completion_event_id, job_id_for, task_name_for
 from shared.domain.job import ANNOUNCE_LEASE, ATTEMPTS_EXHAUSTED, GradingRequest, Job, JobError
+from shared.domain.review import HoldReason, Release, ReviewPolicy, ReviewState, ReviewStatus
 from shared.domain.status import JobStatus
 from shared.logs import job_id_var
-from shared.ports import JobStore
+from shared.ports import JobStore, TaskQueue, TaskSpec
 from shared.service_layer.heartbeat import BatchJobUpdates
 from shared.service_layer.worker import (
     WORKER_SHUTDOWN,
@@ -48,7 +50,7 @@ from shared.service_layer.worker import (
     Verdict,
     WorkerService,
 )
-from tests.fakes import FakePublisher, GraderCall, ScriptedGrader
+from tests.fakes import FakePublisher, FakeTaskQueue, GraderCall, ScriptedGrader
 from tests.support.worker_time import Beats, TestTime, install, manual_heartbeat
 
 REQUEST = GradingRequest(submission_id="s", answer="a", rubric="r", max_score=10)
@@ -133,7 +135,12 @@ class Harness:
         self.grader = ScriptedGrader(gate=self.gate)
 
     def service(
-        self, *errors: Exception, retry: RetryConfig | None = None, **changes: float
+        self,
+        *errors: Exception,
+        retry: RetryConfig | None = None,
+        queue: TaskQueue | None = None,
+        review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
+        **changes: float,
     ) -> WorkerService:
         self.grader = ScriptedGrader(*errors, gate=self.gate)
         budget = make_budget(**changes)
@@ -145,6 +152,8 @@ class Harness:
             self.clock,
             retry or budget.queue.retry_config,
             budget,
+            queue=queue,
+            review_policy=review_policy,
             heartbeat=manual_heartbeat(store, self.clock, budget, self.time, self.beats),
         )
 
@@ -802,3 +811,68 @@ def test_the_write_retry_budget_ends_where_the_next_pause_would_pass_it(h: Harne
         service.handle(TaskDelivery(job_id, "t", 0))
     # A first pause ending exactly at the budget is still taken; the next is not.
     assert h.time.sleeps == [0.1]
+
+
+# --- a task handed on, a provider batch's answer ---------------------------------------
+
+
+def test_a_redelivered_deferring_task_is_acknowledged_while_its_successor_waits_in_its_lane(
+    h: Harness,
+) -> None:
+    queue = FakeTaskQueue()
+    service = h.service(queue=queue)
+    job_id = job_id_for("client-a", "k")
+    h.store.inner.create(Job.new(job_id, "client-a", REQUEST, "fp", h.t0, lane="bulk"))
+    deferred = h.put(job_id, lambda j: j.claim("o", h.t0, seconds(LEASE)).defer("o", h.t0))
+    # The successor waits in the job's own lane; the default queue holds no such task.
+    queue.enqueue(TaskSpec(deferred.task_name, job_id, queue="bulk"))
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, task_name_for(job_id, 0), 0))
+    assert result.verdict is Verdict.DONE and result.job is None
+    assert h.job(job_id) == deferred and h.grader.received == []
+
+
+def _waiting_in_batch(h: Harness, job_id: str) -> Job:
+    def submit(job: Job) -> Job:
+        gathered = job.start_attempt("w", h.t0, seconds(LEASE), MAX_ATTEMPTS)
+        gathered = gathered.enter_batch("w", "openai", h.t0, seconds(LEASE))
+        reserved = gathered.submit_batch(None, "pending/t1", h.t0, seconds(LEASE))
+        return reserved.submit_batch("pending/t1", "batch_1", h.t0, timedelta(hours=25))
+
+    return h.put(job_id, submit)
+
+
+def test_a_batch_answer_without_review_rules_is_stored_and_announced(h: Harness) -> None:
+    service = h.service()
+    job = _waiting_in_batch(h, h.seed())
+    h.clock.advance(seconds(60))
+    done = service.record_batch_answer(job, "batch_1", RESULT)
+    assert done == h.job(job.id)
+    assert done.status is JobStatus.SUCCEEDED and done.result == RESULT
+    assert done.review is None and done.event_published
+    assert done.completed_at == h.t0 + seconds(60)
+    [event] = h.publisher.events
+    assert isinstance(event, GradingCompleted)
+    assert (event.event_id, event.job_id) == (completion_event_id(job.id), job.id)
+
+
+def test_a_batch_answer_is_held_by_the_jobs_review_rules_as_of_its_storing(
+    h: Harness,
+) -> None:
+    asked: list[str] = []
+    policy = ReviewPolicy(sample_rate=1.0, release=Release.AFTER_REVIEW)
+
+    def rules(job: Job) -> ReviewPolicy:
+        asked.append(job.id)
+        return policy
+
+    service = h.service(review_policy=rules)
+    job = _waiting_in_batch(h, h.seed())
+    h.clock.advance(seconds(60))
+    done = service.record_batch_answer(job, "batch_1", RESULT)
+    assert asked == [job.id]
+    held = ReviewState(
+        ReviewStatus.HELD, (HoldReason.SAMPLED,), Release.AFTER_REVIEW, h.t0 + seconds(60), 0
+    )
+    assert done.review == held and h.job(job.id).review == held
+    assert done.status is JobStatus.SUCCEEDED and done.result == RESULT
