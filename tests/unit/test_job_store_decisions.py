@@ -102,3 +102,13 @@ def test_counters_that_cannot_be_seeded_leave_the_store_unavailable(tmp_path: Pa
     with pytest.raises(DependencyUnavailable) as raised:
         SqliteJobStore(SqliteDatabase(path))
     assert raised.value.detail == "embedded store: seed counters failed: disk refused"
+
+
+def test_counters_that_cannot_be_read_leave_the_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE VIEW job_counters AS SELECT 0 AS active")  # not the counters
+    other.close()
+    with pytest.raises(DependencyUnavailable) as raised:
+        SqliteJobStore(SqliteDatabase(path))
+    assert raised.value.detail == "embedded store: seed counters failed: no such column: scope"
