@@ -17,6 +17,8 @@ from shared.adapters.google.backlog_shards import (
     count_checked,
     donor_for,
     shard_capacity,
+    shard_of,
+    shards_in_use,
 )
 
 
@@ -80,6 +82,21 @@ def test_the_shares_of_a_ceiling_give_the_rest_to_the_first_shards() -> None:
     assert sum(shares) == backlog
     assert [shard_capacity(s, 80) for s in range(BACKLOG_SHARDS)] == [10] * 8
     assert [shard_capacity(s, 2) for s in range(BACKLOG_SHARDS)] == [1, 1, 0, 0, 0, 0, 0, 0]
+
+
+def test_a_ceiling_smaller_than_the_shards_uses_one_shard_per_job_it_admits() -> None:
+    assert shards_in_use(None) == BACKLOG_SHARDS
+    assert [shards_in_use(b) for b in (0, 1, 2, 7, 8, 9, 1000)] == [1, 1, 2, 7, 8, 8, 8]
+
+
+def test_a_clients_shard_is_the_first_eight_bytes_of_its_schools_digest() -> None:
+    # sha256 of the school's id, its first 8 bytes big-endian, modulo the shards in use.
+    ids = ["acme", "beta", "client-1", "client-2", "client-3", "client-4"]
+    assert [shard_of(c) for c in ids] == [0, 1, 4, 3, 1, 2]
+    assert [shard_of(c, backlog=100) for c in ids] == [0, 1, 4, 3, 1, 2]
+    assert [shard_of(c, backlog=5) for c in ids] == [2, 0, 2, 3, 3, 0]
+    assert [shard_of(c, backlog=3) for c in ids] == [0, 0, 1, 2, 2, 1]
+    assert shard_of("acme:user:alice", backlog=5) == 2
 
 
 def test_a_shard_not_read_or_not_yet_written_counts_nothing_and_has_its_share() -> None:
