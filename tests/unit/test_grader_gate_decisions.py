@@ -1,0 +1,30 @@
+"""The grader gate's decisions: a probe refused again keeps the gate closed on the new
+refusal until the next, longer wait is over."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from shared.clock import FrozenClock
+from shared.domain.errors import GraderMisconfigured
+from shared.service_layer.grader_gate import GraderGate
+
+
+def test_a_probe_refused_again_keeps_the_gate_closed_on_the_new_refusal() -> None:
+    clock = FrozenClock()
+    first = GraderMisconfigured("openai answered HTTP 401: invalid key")
+    again = GraderMisconfigured("openai answered HTTP 404: unknown model")
+    probes: list[int] = []
+
+    def probe() -> None:
+        probes.append(1)
+        raise again
+
+    gate = GraderGate(probe, clock.now, first_wait_s=10, max_wait_s=60)
+    gate.trip(first)
+    clock.advance(timedelta(seconds=10))
+    assert gate.check() is again and probes == [1]
+    assert gate.fault is again
+    assert gate.retry_after_s() == 20
+    clock.advance(timedelta(seconds=19))
+    assert gate.check() is again and probes == [1]  # closed, and no probe before the wait

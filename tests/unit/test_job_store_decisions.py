@@ -1,0 +1,114 @@
+"""The SQLite job store's decisions: the counts it answers per client, and an unreadable
+store reported as unavailable, naming what failed."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import FrozenClock
+from shared.domain.admission import AdmissionLimits
+from shared.domain.errors import DependencyUnavailable
+from shared.domain.job import GradingRequest, Job
+from shared.domain.status import JobStatus
+from shared.ports import JobFilter, JobQuery
+
+CLOCK = FrozenClock()
+REQUEST = GradingRequest("s", "an answer", ("c1",), 1)
+LIMITS = AdmissionLimits(per_client=10, backlog=10)
+
+
+def new_job(job_id: str, client_id: str) -> Job:
+    return Job.new(job_id, client_id, REQUEST, "fp", CLOCK.now())
+
+
+def test_the_active_jobs_of_a_client_are_its_own(tmp_path: Path) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    store.create(new_job("job-1", "client-a"))
+    store.create(new_job("job-2", "client-a"))
+    store.create(new_job("job-3", "client-b"))
+    assert store.active_jobs_of("client-a") == 2
+    assert store.active_jobs_of("client-b") == 1
+    assert store.active_jobs_of("client-c") == 0
+
+
+def test_a_ping_of_an_unreadable_store_is_unavailable_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    store.ping()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DROP TABLE jobs")
+    other.close()
+    with pytest.raises(DependencyUnavailable) as raised:
+        store.ping()
+    assert raised.value.detail == "embedded store: ping failed: no such table: jobs"
+
+
+def without_tables(tmp_path: Path) -> SqliteJobStore:
+    """A store whose tables another process dropped after it opened them."""
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    store.create(new_job("job-1", "client-a"))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DROP TABLE jobs")
+    other.execute("DROP TABLE job_counters")
+    other.close()
+    return store
+
+
+LATER = CLOCK.now()
+OPERATIONS: dict[str, tuple[Callable[[SqliteJobStore], object], str]] = {
+    "create": (lambda s: s.create(new_job("job-2", "client-a")), "create job"),
+    "admit": (lambda s: s.admit(new_job("job-2", "client-a")), "create job"),
+    "list": (lambda s: s.list_jobs(JobQuery("client-a", 10)), "list jobs"),
+    "counts": (lambda s: s.active_counts("client-a"), "read counters"),
+    "get": (lambda s: s.get("job-1"), "read job"),
+    "update": (lambda s: s.update("job-1", lambda j: j), "update job"),
+    "reopen": (lambda s: s.reopen("job-1", lambda j: j, LIMITS), "reopen job"),
+    "update_each": (lambda s: s.update_each({"job-1": lambda j: j}), "update jobs"),
+    "find": (lambda s: s.find(JobStatus.PENDING, LATER, 10), "find jobs"),
+    "unannounced": (lambda s: s.find_unannounced(LATER, 10), "find unannounced jobs"),
+    "find_jobs": (lambda s: s.find_jobs(JobFilter(), 10), "list jobs"),
+    "count": (lambda s: s.count_by_status(10), "count jobs"),
+    "completed": (lambda s: s.completed_between(LATER, LATER, 10), "find completed jobs"),
+}
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_an_unreadable_store_is_unavailable_naming_what_failed(tmp_path: Path, name: str) -> None:
+    operation, what = OPERATIONS[name]
+    store = without_tables(tmp_path)
+    with pytest.raises(DependencyUnavailable) as raised:
+        operation(store)
+    table = "job_counters" if name == "counts" else "jobs"
+    assert raised.value.detail == f"embedded store: {what} failed: no such table: {table}"
+
+
+def test_counters_that_cannot_be_seeded_leave_the_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    SqliteJobStore(SqliteDatabase(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DELETE FROM job_counters")  # as made before the counters existed
+    other.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON job_counters"
+        " BEGIN SELECT RAISE(ABORT, 'disk refused'); END"
+    )
+    other.close()
+    with pytest.raises(DependencyUnavailable) as raised:
+        SqliteJobStore(SqliteDatabase(path))
+    assert raised.value.detail == "embedded store: seed counters failed: disk refused"
+
+
+def test_counters_that_cannot_be_read_leave_the_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE VIEW job_counters AS SELECT 0 AS active")  # not the counters
+    other.close()
+    with pytest.raises(DependencyUnavailable) as raised:
+        SqliteJobStore(SqliteDatabase(path))
+    assert raised.value.detail == "embedded store: seed counters failed: no such column: scope"
