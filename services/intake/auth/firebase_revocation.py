@@ -84,7 +84,7 @@ class IdentityToolkitLookup:
 def _account_of(answer: Any) -> Account | None:
     users = answer.get("users") or []
     if not isinstance(users, list):
-        raise TypeError("users is not a list")
+        raise TypeError  # caught by `account`: the lookup failed
     if not users:
         return None
     user = users[0]
