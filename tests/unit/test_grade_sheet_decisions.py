@@ -27,7 +27,7 @@ def test_the_cells_stop_at_the_rubric_s_count() -> None:
 
 
 def test_a_job_that_is_not_succeeded_shows_no_verdict_even_with_a_result_held() -> None:
-    # A regrade in flight keeps the earlier result on the job: not a final grade.
+    # Whatever result a job that has not succeeded carries, it is not a final grade.
     running = job(JobStatus.RUNNING, GRADED)
     assert criteria_cells(running, 3) == ["", "", ""]
     assert criteria_cells(job(JobStatus.FAILED), 2) == ["", ""]
