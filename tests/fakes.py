@@ -53,6 +53,8 @@ class FakeTaskQueue:
         self.gone.update(t.name for t in self.tasks if t.queue == queue)
 
     def is_paused(self, queue: str | None) -> bool:
+        if not self.available:  # both real queues answer from the service
+            raise DependencyUnavailable("queue down")
         return queue in self.paused
 
     def finish_all(self) -> None:

@@ -11,7 +11,7 @@ import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -19,6 +19,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.admission import ActiveCounts, AdmissionLimits
+from shared.domain.authorization import Action, Principal, authorize
 from shared.domain.errors import BacklogFull, TooManyActiveJobs, ValidationFailed
 from shared.domain.ids import job_id_for, task_name_for
 from shared.domain.job import GradingRequest, Job
@@ -283,3 +284,21 @@ def test_a_page_that_holds_exactly_the_rest_has_no_next_cursor(i: Intake) -> Non
         i.clock.advance(timedelta(seconds=1))
     page = service.list("a", 2)
     assert len(page.jobs) == 2 and page.next_cursor is None
+
+
+def test_a_cancel_is_authorized_as_a_cancel_not_as_a_read(
+    i: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Today every role that may read a job may cancel it; the cancel still asks the
+    # policy for its own action, so a role that may only read is refused.
+    asked: list[Action] = []
+
+    def recording(principal: Principal, action: Action, *args: Any, **kwargs: Any) -> None:
+        asked.append(action)
+        authorize(principal, action, *args, **kwargs)
+
+    service = i.service()
+    job = service.submit("a", "k", REQUEST).job
+    monkeypatch.setattr("shared.service_layer.intake.authorize", recording)
+    service.cancel("a", job.id)
+    assert asked == [Action.JOB_CANCEL]

@@ -3,7 +3,8 @@ the purge's reason, which jobs it cancels, what it tells and what it reports."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -201,3 +202,66 @@ def test_a_scan_reads_whole_pages_until_it_read_max_scan_jobs_of_a_status(
     assert service.purge("bulk", "alice").cancelled == [
         job_id_for("client-a", f"b{i}") for i in range(6)
     ]
+
+
+def test_the_figures_count_the_jobs_stored_up_to_their_instant_not_after(lanes: Lanes) -> None:
+    now = lanes.clock.now()
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    for key, at in (("now", now), ("later", now + timedelta(microseconds=1))):
+        job = Job.new(job_id_for("client-a", key), "client-a", request, "fp", at, lane="bulk")
+        lanes.adapters.store.create(job)
+    [_, _, bulk] = lanes.service.figures()
+    assert (bulk["backlog"], bulk["oldest_age_s"]) == (1, 0.0)
+
+
+def test_jobs_of_a_retired_lane_are_left_out_without_stopping_the_count(lanes: Lanes) -> None:
+    # The retired lane's jobs come first in the scan and in the completed sample.
+    _graded(lanes, "gone-graded", "retired", 2)
+    seed(lanes.adapters, lanes.clock, "gone", "retired")
+    _graded(lanes, "e1", "exam", 3)
+    for i in range(2):
+        seed(lanes.adapters, lanes.clock, f"b{i}", "bulk")
+    [exam, _, bulk] = lanes.service.figures()
+    assert exam["queue_wait_ms"] == {"p50": 3000, "p99": 3000, "completed": 1}
+    assert bulk["backlog"] == 2
+
+
+def test_a_lane_without_an_age_objective_shows_none_and_never_breaches(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    queues = load_queues()
+    bulk = queues["bulk"]
+    queues["bulk"] = replace(bulk, lane=replace(bulk.lane, oldest_age_objective=None))
+    service = LaneService(
+        adapters.store, adapters.queue, adapters.publisher, clock, queues, "grading"
+    )
+    seed(adapters, clock, "b", "bulk")
+    clock.advance(timedelta(days=30))
+    [_, _, row] = service.figures()
+    assert row["oldest_age_objective_s"] is None and row["objective_breached"] is False
+    assert row["oldest_age_s"] == pytest.approx(30 * 86400 + 1)
+
+
+def test_the_p99_wait_is_the_nearest_rank_not_the_longest(lanes: Lanes) -> None:
+    for waited in range(1, 102):  # 101 waits of 1 s .. 101 s
+        _graded(lanes, f"e{waited}", "exam", waited)
+    lanes.clock.advance(timedelta(seconds=1))  # the window ends before its instant
+    [exam, _, _] = lanes.service.figures(window=timedelta(days=1))
+    assert exam["queue_wait_ms"] == {"p50": 51_000, "p99": 100_000, "completed": 101}
+
+
+def test_the_figures_sample_at_most_a_thousand_completed_jobs_by_default(
+    lanes: Lanes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = lanes.adapters.store
+    asked: list[int] = []
+    completed_between = store.completed_between
+
+    def recording(since: datetime, until: datetime, limit: int) -> list[Job]:
+        asked.append(limit)
+        return completed_between(since, until, limit)
+
+    monkeypatch.setattr(store, "completed_between", recording)
+    lanes.service.figures()
+    lanes.service.figures(sample=7)
+    assert asked == [1000, 7]

@@ -1,0 +1,101 @@
+"""The drain's hand-back, decision by decision, on a clock the test drives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.clock import SystemClock
+from shared.domain.errors import DependencyUnavailable, GradeqError, LeaseLost
+from shared.domain.job import Job
+from shared.domain.status import JobStatus
+from shared.ports import JobStore
+from shared.service_layer.heartbeat import WORKER_SHUTDOWN, Attempt, AttemptState, Heartbeat
+from tests.unit.test_heartbeat_lease import budget, seed
+
+
+class DownStore:
+    """A job store whose writes fail as an outage does."""
+
+    def __init__(self, inner: JobStore) -> None:
+        self.inner = inner
+
+    def get(self, job_id: str) -> Job | None:
+        return self.inner.get(job_id)
+
+    def update_each(
+        self, mutations: Mapping[str, Callable[[Job], Job]]
+    ) -> dict[str, Job | GradeqError]:
+        raise DependencyUnavailable("the job store is down")
+
+
+@pytest.fixture
+def inner(tmp_path: Path) -> JobStore:
+    return SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
+
+
+def claimed(inner: JobStore, heartbeat: Heartbeat, keys: list[str]) -> list[Attempt]:
+    clock = SystemClock()
+    attempts = []
+    for key in keys:
+        job_id = seed(inner, key)
+        owner = f"o-{key}"
+
+        def claim(job: Job, owner: str = owner) -> Job:
+            return job.claim(owner, clock.now(), budget().lease)
+
+        inner.update(job_id, claim)
+        attempts.append(heartbeat.begin(job_id, owner))
+    return attempts
+
+
+def heartbeat_on(store: object) -> Heartbeat:
+    """A heartbeat without its timer thread: the test calls `tick`."""
+    return Heartbeat(
+        cast(JobStore, store), SystemClock(), budget(), background=False, monotonic=lambda: 100.0
+    )
+
+
+def test_a_lost_hand_back_loses_that_attempt_and_still_hands_back_the_next(
+    inner: JobStore,
+) -> None:
+    heartbeat = heartbeat_on(inner)
+    first, second = claimed(inner, heartbeat, ["a", "b"])
+    # Another delivery took the first job over after its lease ran out.
+    later = SystemClock().now() + timedelta(hours=1)
+    inner.update(first.job_id, lambda j: j.claim("thief", later, budget().lease))
+    assert heartbeat.drain(0.0)
+    heartbeat.tick()
+
+    assert first.state is AttemptState.LOST and first.settled.is_set()
+    assert first.lost is not None and first.lost.slug == LeaseLost.slug
+    assert first.released is None
+    taken = inner.get(first.job_id)
+    assert taken is not None and taken.lease_owner == "thief"
+
+    assert second.state is AttemptState.RELEASED and second.settled.is_set()
+    handed_back = inner.get(second.job_id)
+    assert handed_back is not None and second.released == handed_back
+    assert handed_back.status is JobStatus.RETRYING and handed_back.lease_owner is None
+    assert handed_back.error is not None and handed_back.error.type == WORKER_SHUTDOWN
+
+
+def test_a_hand_back_the_store_cannot_take_still_lets_every_delivery_answer(
+    inner: JobStore,
+) -> None:
+    heartbeat = heartbeat_on(DownStore(inner))
+    attempts = claimed(inner, heartbeat, ["a", "b"])
+    assert heartbeat.drain(0.0)
+    heartbeat.tick()
+    # The leases run out on their own; the deliveries answer without waiting for them.
+    for attempt in attempts:
+        assert attempt.state is AttemptState.RELEASED and attempt.settled.is_set()
+        assert attempt.released is None and attempt.lost is None
+        job = inner.get(attempt.job_id)
+        assert job is not None and job.lease_owner == attempt.owner
