@@ -256,6 +256,9 @@ def test_the_last_outcomes_survive_a_failed_commit_at_stop(
     target.responder = lambda _request: Reply() if idle.wait(5) else Reply(status=500)
     with started(bus):
         target.wait_for(1, timeout=5)
+        # The stop comes only once the pump sleeps: a stop before its second turn ends
+        # it without sleeping, and the push would wait in vain.
+        assert idle.wait(5), "the pump never went to sleep"
     assert failed == [threading.current_thread().name]  # the stop's recording
     assert bus.store.pending() == 0
     assert bus.store.dead_letters() == []

@@ -120,3 +120,27 @@ def test_a_job_returned_from_a_batch_cannot_enter_another_naming_itself_and_its_
     running = JobStatus.RUNNING
     assert refused.value.detail == f"job job-7 cannot go from {running} to {running}"
     assert (refused.value.current, refused.value.target) == (running, running)
+
+
+def _published(job: Job) -> Job:
+    return job.mark_event_published(T0)
+
+
+def test_a_regrade_of_a_job_returned_from_a_batch_may_go_into_a_batch_again() -> None:
+    back = _in_batch().leave_batch("batch_1", JobError("provider-batch-expired", "x"), T0)
+    done = _published(
+        back.start_attempt("w2", T0, LEASE, 3).succeed("w2", GradeResult(1, 10, "ok"), T0)
+    )
+    assert done.batch_returned
+    regraded = done.regrade(T0, REQUEST)
+    assert not regraded.batch_returned
+    gathered = regraded.start_attempt("w3", T0, LEASE, 3).enter_batch("w3", "openai", T0, LEASE)
+    assert gathered.waits_in_batch
+
+
+def test_the_model_grades_leave_out_a_generation_that_failed_before_its_regrade() -> None:
+    failed = _published(_new().start_attempt("w", T0, LEASE, 3).fail("w", JobError("e", "x"), T0))
+    regraded = failed.regrade(T0, REQUEST)
+    grade = GradeResult(7, 10, "ok")
+    done = regraded.start_attempt("w2", T0, LEASE, 3).succeed("w2", grade, T0)
+    assert done.model_grades() == [(1, None, grade)]

@@ -16,6 +16,8 @@ from tests.unit.test_push_auth import (  # noqa: F401
     AUDIENCE,
     TASKS_SA,
     FakeCertsTransport,
+    claims_verifier,
+    forwarded,
     signing,
     token,
     verifier,
@@ -81,3 +83,27 @@ def test_a_token_stripped_by_cloud_run_is_refused_naming_the_setting() -> None:
         "the ID token's signature was removed by Cloud Run: behind Cloud Run IAM "
         "set GRADEQ_PUSH_VERIFY_SIGNATURE=false"
     )
+
+
+# --- a token forwarded by Cloud Run (its signature stripped at the front) --------------
+
+
+@pytest.mark.parametrize("token", ["not-a-jwt", "a.b", "a.b.c.d"])
+def test_a_forwarded_token_not_in_three_parts_is_refused_as_malformed(token: str) -> None:
+    with pytest.raises(Unauthenticated) as caught:
+        claims_verifier().verify(token)
+    assert caught.value.detail == "malformed ID token"
+
+
+def test_a_token_that_kept_its_signature_is_refused_as_not_forwarded() -> None:
+    header, payload, _ = forwarded().split(".")
+    with pytest.raises(Unauthenticated) as caught:
+        claims_verifier().verify(f"{header}.{payload}.c2lnbmF0dXJl")
+    assert caught.value.detail == "ID token was not forwarded by Cloud Run (it is still signed)"
+
+
+def test_a_forwarded_token_whose_claims_fail_is_refused_naming_the_check() -> None:
+    now = int(time.time())
+    with pytest.raises(Unauthenticated) as caught:
+        claims_verifier().verify(forwarded(iat=now - 7200, exp=now - 3600))
+    assert caught.value.detail == "invalid ID token: Signature has expired"
