@@ -4,7 +4,7 @@ how long it lasts, and when a charge passes a soft limit (the alert monitoring c
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -12,10 +12,11 @@ import pytest
 from shared.adapters.embedded.budget_store import SqliteBudgetStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.budgets import Budget, BudgetScope
+from shared.domain.budgets import Budget, BudgetScope, next_month_start
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from shared.service_layer.budgets import SOFT_LIMIT_MESSAGE, BudgetGate
+from tests.unit.test_review_domain_decisions import machine_in_new_york  # noqa: F401
 
 NOW = datetime(2026, 12, 20, 12, tzinfo=UTC)
 
@@ -76,3 +77,44 @@ def test_a_charge_reaching_an_assignment_soft_limit_exactly_alerts_once(
         assert alert.__dict__["key"] == "asg-1" and alert.__dict__["spent_micro_usd"] == 1000
         gate.charge(a_job("job-3"), costing(1))  # 1000 -> 1001: was already there
         assert len(_alerts(caplog)) == 1
+
+
+# --- what a budget may say, and where a hold's month ends ---------------------------------
+
+
+def _refusal(**fields: object) -> str:
+    budget: dict[str, object] = {"scope": BudgetScope.CLIENT, "key": "client-a"}
+    budget.update(fields)
+    with pytest.raises(ValueError) as refused:
+        Budget(**budget)  # type: ignore[arg-type]
+    return str(refused.value)
+
+
+def test_a_budget_without_a_key_or_with_a_negative_hard_limit_is_refused_saying_why() -> None:
+    assert _refusal(key="", hard_micro_usd=100) == "a budget names its client or assignment"
+    assert _refusal(hard_micro_usd=-1) == "a budget's hard limit is not negative"
+    assert Budget(BudgetScope.CLIENT, "client-a", 0).hard_micro_usd == 0
+
+
+def test_a_soft_limit_runs_from_zero_to_the_hard_limit_inclusive() -> None:
+    assert Budget(BudgetScope.CLIENT, "client-a", 100, 0).soft_micro_usd == 0
+    assert Budget(BudgetScope.CLIENT, "client-a", 100, 100).soft_micro_usd == 100
+    message = "a budget's soft limit is between 0 and its hard limit"
+    assert _refusal(hard_micro_usd=100, soft_micro_usd=101) == message
+    assert _refusal(hard_micro_usd=100, soft_micro_usd=-1) == message
+
+
+def test_the_next_month_starts_on_its_first_utc_instant_the_year_turning_after_december() -> None:
+    assert next_month_start(datetime(2026, 1, 15, tzinfo=UTC)) == datetime(2026, 2, 1, tzinfo=UTC)
+    assert next_month_start(NOW) == datetime(2027, 1, 1, tzinfo=UTC)
+    ahead = timezone(timedelta(hours=2))  # 01:00 on 1 March there is still February in UTC
+    assert next_month_start(datetime(2026, 3, 1, 1, tzinfo=ahead)) == datetime(
+        2026, 3, 1, tzinfo=UTC
+    )
+
+
+@pytest.mark.usefixtures("machine_in_new_york")
+def test_the_next_month_follows_the_utc_month_whatever_the_machines_zone() -> None:
+    # 03:00 UTC on 1 January is still 31 December in New York.
+    at = datetime(2027, 1, 1, 3, tzinfo=UTC)
+    assert next_month_start(at) == datetime(2027, 2, 1, tzinfo=UTC)
