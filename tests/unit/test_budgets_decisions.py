@@ -12,7 +12,7 @@ import pytest
 from shared.adapters.embedded.budget_store import SqliteBudgetStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.budgets import Budget, BudgetScope, next_month_start
+from shared.domain.budgets import Budget, BudgetScope, month_of, next_month_start
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from shared.service_layer.budgets import SOFT_LIMIT_MESSAGE, BudgetGate
@@ -118,3 +118,22 @@ def test_the_next_month_follows_the_utc_month_whatever_the_machines_zone() -> No
     # 03:00 UTC on 1 January is still 31 December in New York.
     at = datetime(2027, 1, 1, 3, tzinfo=UTC)
     assert next_month_start(at) == datetime(2027, 2, 1, tzinfo=UTC)
+
+
+@pytest.mark.usefixtures("machine_in_new_york")
+def test_a_spend_counts_in_its_utc_month_whatever_the_machines_zone() -> None:
+    assert month_of(datetime(2027, 1, 1, 3, tzinfo=UTC)) == "2027-01"
+
+
+def test_a_budget_set_meanwhile_is_applied_only_after_the_refresh(
+    store: SqliteBudgetStore,
+) -> None:
+    clock = FrozenClock(NOW)
+    gate = BudgetGate(store, clock, refresh=timedelta(minutes=1))
+    assert gate.standings("client-a", None) == []  # the budgets are read now
+    store.set_budget(Budget(BudgetScope.CLIENT, "client-a", 100))
+    clock.advance(timedelta(seconds=59))
+    assert gate.standings("client-a", None) == []  # read less than a refresh ago
+    clock.advance(timedelta(seconds=1))
+    [standing] = gate.standings("client-a", None)
+    assert standing.budget == Budget(BudgetScope.CLIENT, "client-a", 100)
