@@ -8,6 +8,7 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.admission import AdmissionLimits
-from shared.domain.authorization import Forbidden, Principal, Role
+from shared.domain.authorization import Action, Forbidden, Principal, Role, authorize
 from shared.domain.errors import (
     AssignmentNotFound,
     DependencyUnavailable,
@@ -285,3 +286,21 @@ def test_each_accepted_answers_task_is_made_now_under_its_jobs_name(
     refused = service.submit_batch("c", assignment.id, [Answer(f"t{i}", "a") for i in range(2)])
     assert [r.status for r in refused] == [ItemStatus.REFUSED] * 2
     assert all(isinstance(r.problem, DependencyUnavailable) for r in refused)
+
+
+def test_the_grades_are_authorized_as_the_grades_not_as_a_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Today every role that may read an assignment may list its grades; the listing still
+    # asks the policy for its own action, so a role that may only read is refused.
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    asked: list[tuple[Action, Action]] = []
+
+    def recording(principal: Principal, action: Action, *args: Any) -> None:
+        asked.append((action, args[2]))
+        authorize(principal, action, *args)
+
+    monkeypatch.setattr("shared.service_layer.assignments.authorize", recording)
+    assert world.service.grades(REVIEWER, assignment.id, 2).jobs == []
+    assert asked == [(Action.ASSIGNMENT_GRADES, Action.ASSIGNMENT_READ)]

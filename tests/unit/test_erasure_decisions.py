@@ -17,12 +17,14 @@ from shared.domain.errors import JobNotFound
 from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
 from shared.domain.job import GradingRequest, Job
+from shared.domain.uploads import FileRef
 from shared.service_layer.erasure import (
     ErasureConflict,
     ErasureService,
     Retention,
     bigquery_statement,
 )
+from tests.unit.test_grader_files import MemoryBlobs
 
 
 @pytest.mark.parametrize(
@@ -141,3 +143,50 @@ def test_a_job_that_keeps_changing_is_tried_five_times_then_refused(
         e.service().erase_job("client-a", job_id)
     assert refused.value.detail == f"grading job {job_id} kept changing; nothing more was erased"
     assert tries == [job_id] * 5 and e.store.get(job_id) is not None
+
+
+#: A job's files: one stored in the blob store, one never stored (no object yet).
+FILES = (
+    FileRef("u1", "image/png", 12, "page.png", "uploads/client-a/u1"),
+    FileRef("u2", "image/png", 12, "draft.png"),
+)
+
+
+def test_a_jobs_stored_files_are_reported_even_without_a_blob_store(e: Erasure) -> None:
+    job_id = job_id_for("client-a", "k")
+    request = GradingRequest(submission_id="s", answer="", rubric="r", files=FILES)
+    e.store.create(Job.new(job_id, "client-a", request, "fp", e.clock.now()))
+    report = e.service().erase_job("client-a", job_id)
+    assert (report.jobs, report.uploads) == ([job_id], ["uploads/client-a/u1"])
+    assert e.store.get(job_id) is None
+
+
+class DeletingBlobs(MemoryBlobs):
+    """Records each delete the erasure asks of the blob store."""
+
+    def __init__(self) -> None:
+        super().__init__(cloud=False)
+        self.deleted: list[list[str]] = []
+
+    def delete(self, names: list[str]) -> None:
+        self.deleted.append(list(names))
+        super().delete(names)
+
+    def delete_under(self, prefix: str) -> list[str]:
+        names = sorted(n for n in self.objects if n.startswith(prefix))
+        self.delete(names)
+        return names
+
+
+def test_the_blob_store_is_asked_to_delete_a_jobs_stored_files_only(e: Erasure) -> None:
+    blobs = DeletingBlobs()
+    blobs.objects["uploads/client-a/u1"] = (b"png", "image/png")
+    with_files = job_id_for("client-a", "files")
+    request = GradingRequest(submission_id="s", answer="", rubric="r", files=FILES)
+    e.store.create(Job.new(with_files, "client-a", request, "fp", e.clock.now()))
+    without = e.seed("text")
+    service = ErasureService(e.store, e.eraser, blobs, e.clock)
+    assert service.erase_job("client-a", without).uploads == []
+    assert blobs.deleted == []  # nothing to delete: no call
+    assert service.erase_job("client-a", with_files).uploads == ["uploads/client-a/u1"]
+    assert blobs.deleted == [["uploads/client-a/u1"]] and blobs.objects == {}

@@ -99,3 +99,11 @@ def test_a_hand_back_the_store_cannot_take_still_lets_every_delivery_answer(
         assert attempt.released is None and attempt.lost is None
         job = inner.get(attempt.job_id)
         assert job is not None and job.lease_owner == attempt.owner
+
+
+def test_only_the_first_drain_starts_draining(inner: JobStore) -> None:
+    heartbeat = heartbeat_on(inner)
+    assert not heartbeat.draining
+    assert heartbeat.drain(5.0) is True
+    assert heartbeat.drain(5.0) is False  # already draining: the first grace stands
+    assert heartbeat.draining

@@ -265,3 +265,47 @@ def test_the_figures_sample_at_most_a_thousand_completed_jobs_by_default(
     lanes.service.figures()
     lanes.service.figures(sample=7)
     assert asked == [1000, 7]
+
+
+def _paging(adapters: Adapters, clock: FrozenClock, batch: int, max_scan: int) -> LaneService:
+    return LaneService(
+        adapters.store,
+        adapters.queue,
+        adapters.publisher,
+        clock,
+        load_queues(),
+        "grading",
+        batch=batch,
+        max_scan=max_scan,
+    )
+
+
+def test_a_scan_that_read_max_scan_jobs_on_a_page_boundary_reads_no_further_page(
+    adapters: Adapters, clock: FrozenClock
+) -> None:
+    for i in range(7):
+        seed(adapters, clock, f"b{i}", "bulk")
+    service = _paging(adapters, clock, batch=2, max_scan=4)
+    assert service.purge("bulk", "alice").cancelled == [
+        job_id_for("client-a", f"b{i}") for i in range(4)
+    ]
+
+
+@pytest.mark.parametrize(
+    "apart", [timedelta(seconds=1), timedelta(0)], ids=["a-second-apart", "at-one-instant"]
+)
+def test_each_page_of_a_scan_starts_after_the_last_job_of_the_page_before(
+    adapters: Adapters, clock: FrozenClock, apart: timedelta
+) -> None:
+    # Pages of three over five jobs stored a second apart, or all at one instant (then
+    # ordered by id): each job is counted once.
+    request = GradingRequest(submission_id="s", answer="a", rubric="r")
+    start = clock.now()
+    for i in range(5):
+        job = Job.new(
+            job_id_for("client-a", f"b{i}"), "client-a", request, "fp", start + i * apart, "bulk"
+        )
+        adapters.store.create(job)
+    clock.advance(timedelta(seconds=10))
+    [_, _, bulk] = _paging(adapters, clock, batch=3, max_scan=100).figures()
+    assert (bulk["backlog"], bulk["oldest_age_s"]) == (5, 10.0)
