@@ -170,3 +170,17 @@ def test_a_students_job_names_the_students_own_upload_first(tmp_path: Path) -> N
     assert checked.object == name == object_name("school-a", upload_id, "stu-1")
     with pytest.raises(UploadNotFound):
         u.service.verify("school-a", (FileRef(upload_id, "image/png", len(PNG)),))
+
+
+def test_a_refusal_in_the_days_last_second_asks_for_one_second_not_zero(tmp_path: Path) -> None:
+    u = Uploads(tmp_path)
+    quota = SqliteUploadQuota(SqliteDatabase(tmp_path / "quota.sqlite3"))
+    service = UploadService(
+        u.blobs, u.clock, UploadLimits(max_bytes_per_day=10), u.references, quota
+    )
+    day = u.clock.now().date()
+    u.clock.advance(timedelta(days=1, microseconds=-500_000))  # 23:59:59.5 UTC
+    assert u.clock.now().date() == day
+    with pytest.raises(UploadQuotaExceeded) as refused:
+        service.create("school-a", "image/png", 11)
+    assert refused.value.retry_after_s == 1
