@@ -5,16 +5,20 @@ to a recording server on loopback."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
+from urllib3.connection import HTTPConnection
 
 from shared.http.callback_guard import (
     CachedResolver,
     CallbackGuard,
     CallbackRefused,
     GuardedAdapter,
+    RefusedConnection,
     TooManyCallbackHosts,
     guarded_session,
     refused_by_guard,
@@ -25,14 +29,16 @@ from tests.unit.test_callback_dns import CountingResolver, Timer
 
 
 class AskedResolver:
-    """Answers every name with one public address, recording the host and port asked."""
+    """Answers every name with one address (a public one unless told), recording the host
+    and port asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "93.184.216.34") -> None:
+        self.address = address
         self.asked: list[tuple[str, int]] = []
 
     def __call__(self, host: str, port: int) -> list[str]:
         self.asked.append((host, port))
-        return ["93.184.216.34"]
+        return [self.address]
 
 
 # --- how many hosts a request names ---------------------------------------------------
@@ -131,6 +137,67 @@ def test_the_session_ignores_proxy_variables(
     refusal = refused_by_guard(caught.value)
     assert refusal is not None
     assert "private address (10.1.2.3)" in refusal.detail
+    assert target.requests == []
+
+
+def connection_class(guard: CallbackGuard) -> Any:
+    """The guarded session's own class of plain-http connection."""
+    return GuardedAdapter(guard).poolmanager.pool_classes_by_scheme["http"].ConnectionCls
+
+
+def port_of(target: RecordingTarget) -> int:
+    return int(target.url.rsplit(":", 1)[1])
+
+
+def test_a_connection_vets_its_host_for_the_port_it_connects_to(target: RecordingTarget) -> None:
+    dns = AskedResolver("127.0.0.1")
+    conn: HTTPConnection = connection_class(CallbackGuard(dns, allow_loopback=True))(
+        "hooks.test", port_of(target)
+    )
+    conn.connect()
+    try:
+        assert conn.sock is not None
+        assert conn.sock.getpeername() == ("127.0.0.1", port_of(target))
+        assert dns.asked == [("hooks.test", port_of(target))]
+    finally:
+        conn.close()
+
+
+def test_a_connection_keeps_its_timeout_source_address_and_socket_options(
+    target: RecordingTarget,
+) -> None:
+    # 127.0.0.2 is loopback too: binding to it shows the source address was used.
+    guard = CallbackGuard(AskedResolver("127.0.0.1"), allow_loopback=True)
+    keepalive = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    conn: HTTPConnection = connection_class(guard)(
+        "hooks.test",
+        port_of(target),
+        timeout=2.5,
+        source_address=("127.0.0.2", 0),
+        socket_options=keepalive,
+    )
+    conn.connect()
+    try:
+        sock = conn.sock
+        assert sock is not None
+        assert sock.gettimeout() == 2.5
+        assert sock.getsockname()[0] == "127.0.0.2"
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    finally:
+        conn.close()
+
+
+def test_a_refused_connection_names_the_connection_and_the_guard_s_reason(
+    target: RecordingTarget,
+) -> None:
+    conn: HTTPConnection = connection_class(CallbackGuard(AskedResolver()))(
+        "127.0.0.1", port_of(target)
+    )
+    with pytest.raises(RefusedConnection) as caught:
+        conn.connect()
+    reason = "the callback host 127.0.0.1 resolves to a loopback address (127.0.0.1)"
+    assert caught.value.conn is conn
+    assert str(caught.value) == f"{conn}: {reason}"
     assert target.requests == []
 
 
