@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,46 @@ def test_counters_that_cannot_be_read_leave_the_store_unavailable(tmp_path: Path
     with pytest.raises(DependencyUnavailable) as raised:
         SqliteJobStore(SqliteDatabase(path))
     assert raised.value.detail == "embedded store: seed counters failed: no such column: scope"
+
+
+def _stored_a_second_apart(store: SqliteJobStore, n: int) -> list[Job]:
+    clock = FrozenClock(CLOCK.now())
+    jobs = []
+    for i in range(n):
+        job = Job.new(f"job-{i}", "client-a", REQUEST, "fp", clock.now())
+        store.create(job)
+        jobs.append(job)
+        clock.advance(timedelta(seconds=1))
+    return jobs
+
+
+def test_a_scan_after_a_moment_alone_skips_every_job_of_that_moment(tmp_path: Path) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    jobs = _stored_a_second_apart(store, 3)
+    end = jobs[-1].updated_at + timedelta(seconds=1)
+    after = store.find(JobStatus.PENDING, end, 10, updated_after=jobs[0].updated_at)
+    assert [j.id for j in after] == ["job-1", "job-2"]
+
+
+def test_a_scan_given_an_id_without_a_moment_ignores_the_id(tmp_path: Path) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    jobs = _stored_a_second_apart(store, 2)
+    end = jobs[-1].updated_at + timedelta(seconds=1)
+    found = store.find(JobStatus.PENDING, end, 10, after_id="job-0")
+    assert [j.id for j in found] == ["job-0", "job-1"]
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_scan_of_a_table_without_ids_names_the_missing_column(
+    tmp_path: Path, paged: bool
+) -> None:
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DROP TABLE jobs")
+    other.execute("CREATE TABLE jobs (record TEXT, status TEXT, updated_at TEXT)")
+    other.close()
+    page = {"updated_after": LATER, "after_id": "job-0"} if paged else {}
+    with pytest.raises(DependencyUnavailable) as raised:
+        store.find(JobStatus.PENDING, LATER, 10, **page)  # type: ignore[arg-type]
+    assert raised.value.detail == "embedded store: find jobs failed: no such column: id"
