@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, LeaseLost
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
-from shared.domain.job import GradingRequest, Job, JobError
+from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobError, ReplayRecord
 from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -144,3 +145,48 @@ def test_the_model_grades_leave_out_a_generation_that_failed_before_its_regrade(
     grade = GradeResult(7, 10, "ok")
     done = regraded.start_attempt("w2", T0, LEASE, 3).succeed("w2", grade, T0)
     assert done.model_grades() == [(1, None, grade)]
+
+
+def test_a_job_not_yet_final_refuses_a_regrade_naming_itself_and_both_statuses() -> None:
+    with pytest.raises(IllegalTransition) as refused:
+        _new().regrade(T0, REQUEST)
+    pending = JobStatus.PENDING
+    assert refused.value.detail == f"job job-7 cannot go from {pending} to {pending}"
+    assert (refused.value.current, refused.value.target) == (pending, pending)
+
+
+def test_a_regrade_waits_for_the_final_event_until_the_announce_lease_ends() -> None:
+    done = _new().start_attempt("w", T0, LEASE, 3).succeed("w", GradeResult(1, 10, "ok"), T0)
+    with pytest.raises(JobLocked) as refused:
+        done.regrade(T0 + timedelta(seconds=1), REQUEST)
+    until = T0 + ANNOUNCE_LEASE
+    assert refused.value.until == until
+    assert refused.value.detail == f"job job-7 is leased until {until.isoformat()}"
+
+
+def test_a_regrade_of_an_unannounced_job_without_a_lease_waits_from_now() -> None:
+    done = _new().start_attempt("w", T0, LEASE, 3).succeed("w", GradeResult(1, 10, "ok"), T0)
+    unleased = dataclasses.replace(done, lease_owner=None, lease_expires_at=None)
+    later = T0 + timedelta(seconds=5)
+    with pytest.raises(JobLocked) as refused:
+        unleased.regrade(later, REQUEST)
+    assert refused.value.until == later
+    assert refused.value.detail == f"job job-7 is leased until {later.isoformat()}"
+
+
+def test_a_regrade_of_a_failed_job_records_why_it_had_failed() -> None:
+    error = JobError("grading-failed", "no answer")
+    failed = _published(_new().start_attempt("w", T0, LEASE, 3).fail("w", error, T0))
+    later = T0 + timedelta(seconds=9)
+    regraded = failed.regrade(later, REQUEST, by="teacher-1")
+    assert regraded.replays == (ReplayRecord(later, "teacher-1", 1, error, 1, None, None),)
+    assert regraded.error is None and regraded.status is JobStatus.PENDING
+
+
+def test_a_regrade_stays_in_the_jobs_lane_unless_it_names_another() -> None:
+    job = Job.new("job-7", "c", REQUEST, "fp", T0, lane="bulk")
+    done = _published(
+        job.start_attempt("w", T0, LEASE, 3).succeed("w", GradeResult(1, 10, "ok"), T0)
+    )
+    assert done.regrade(T0, REQUEST).lane == "bulk"
+    assert done.regrade(T0, REQUEST, lane="interactive").lane == "interactive"
