@@ -4,12 +4,16 @@ remembered."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from flask import Flask
 
 from shared.http.errors import Unauthenticated
 from shared.http.push_auth import (
+    LEEWAY_S,
     SERVERLESS_AUTHORIZATION,
+    _AcceptedTokens,
     _validated_header,
     require_push_token,
 )
@@ -109,3 +113,14 @@ def test_a_token_whose_expiry_is_not_a_number_is_checked_in_full_each_time(
     for _ in range(3):
         verifier.verify(remembered)
     assert decodes.calls == 4
+
+
+def test_a_remembered_token_is_accepted_until_its_expiry_plus_the_leeway() -> None:
+    accepted = _AcceptedTokens()
+    now = time.time()
+    accepted.remember("fresh", {"exp": now + LEEWAY_S / 2})
+    accepted.remember("just-expired", {"exp": now - LEEWAY_S / 2})
+    accepted.remember("long-expired", {"exp": now - 2 * LEEWAY_S})
+    assert accepted.accepts("fresh") and accepted.accepts("just-expired")
+    assert not accepted.accepts("long-expired")
+    assert not accepted.accepts("never-seen")

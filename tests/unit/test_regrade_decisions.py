@@ -462,6 +462,49 @@ def test_a_regrade_moves_its_jobs_in_parallel_only_when_asked(
     assert moves.threads
 
 
+class OverlappingMoves:
+    """The job store as the regrader sees it: each move waits a little for more moves to
+    run beside it, and the most that ever ran at once is noted."""
+
+    def __init__(self, jobs: SqliteJobStore, wait_for: int) -> None:
+        self._jobs = jobs
+        self._wait_for = wait_for
+        self._changed = threading.Condition()
+        self._running = 0
+        self.most = 0
+
+    def update(self, job_id: str, change: Callable[[Job], Job]) -> Job:
+        with self._changed:
+            self._running += 1
+            self.most = max(self.most, self._running)
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self._running >= self._wait_for, timeout=0.2)
+        try:
+            return self._jobs.update(job_id, change)
+        finally:
+            with self._changed:
+                self._running -= 1
+
+
+def test_a_parallel_regrade_moves_at_most_its_parallelism_of_jobs_at_once(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    assignment, ids = world.graded_class(5)
+    moves = OverlappingMoves(world.jobs, wait_for=3)
+    regrader = Regrader(
+        world.service,
+        world.store,
+        moves,  # type: ignore[arg-type]
+        world.queue,
+        world.clock,
+        parallelism=2,
+    )
+    regrader.regrade("c", assignment.id, rubric="y")
+    assert world.in_round(assignment, 1) == sorted(ids)
+    assert moves.most == 2
+
+
 @pytest.mark.parametrize("limits", [None, TWO_AT_ONCE])
 def test_a_job_still_announcing_is_waited_for_a_little_then_left_for_the_next_ask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: AdmissionLimits | None
