@@ -11,6 +11,14 @@ from shared.domain.errors import IllegalTransition, JobAlreadyFinal, JobLocked, 
 from shared.domain.grade import GradeResult
 from shared.domain.ids import task_name_for
 from shared.domain.job import ANNOUNCE_LEASE, GradingRequest, Job, JobError, ReplayRecord
+from shared.domain.review import (
+    HoldReason,
+    Release,
+    Review,
+    ReviewDecision,
+    ReviewState,
+    ReviewStatus,
+)
 from shared.domain.status import JobStatus
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -190,3 +198,44 @@ def test_a_regrade_stays_in_the_jobs_lane_unless_it_names_another() -> None:
     )
     assert done.regrade(T0, REQUEST).lane == "bulk"
     assert done.regrade(T0, REQUEST, lane="interactive").lane == "interactive"
+
+
+HELD = ReviewState(ReviewStatus.HELD, (HoldReason.SAMPLED,), Release.IMMEDIATELY, T0, 0)
+ACCEPTED = Review(1, "teacher-1", T0, ReviewDecision.ACCEPT, "fine", GradeResult(1, 10, "ok"))
+
+
+def _succeeded() -> Job:
+    return _new().start_attempt("w", T0, LEASE, 3).succeed("w", GradeResult(1, 10, "ok"), T0)
+
+
+def test_a_job_not_yet_graded_refuses_a_hold_naming_itself_and_its_status() -> None:
+    with pytest.raises(IllegalTransition) as refused:
+        _new().hold(HELD)
+    pending = JobStatus.PENDING
+    assert refused.value.detail == f"job job-7 cannot go from {pending} to {pending}"
+    assert (refused.value.current, refused.value.target) == (pending, pending)
+
+
+def test_a_job_not_yet_graded_refuses_a_review_naming_itself_and_its_status() -> None:
+    with pytest.raises(IllegalTransition) as refused:
+        _new().record_review(ACCEPTED, T0)
+    pending = JobStatus.PENDING
+    assert refused.value.detail == f"job job-7 cannot go from {pending} to {pending}"
+    assert (refused.value.current, refused.value.target) == (pending, pending)
+
+
+def test_a_graded_job_never_held_refuses_a_review_naming_itself_and_its_status() -> None:
+    with pytest.raises(IllegalTransition) as refused:
+        _succeeded().record_review(ACCEPTED, T0)
+    done = JobStatus.SUCCEEDED
+    assert refused.value.detail == f"job job-7 cannot go from {done} to {done}"
+    assert (refused.value.current, refused.value.target) == (done, done)
+
+
+def test_a_held_grade_records_the_review_and_stamps_the_job_as_updated() -> None:
+    later = T0 + timedelta(seconds=4)
+    reviewed = _succeeded().hold(HELD).record_review(ACCEPTED, later)
+    assert reviewed.review == dataclasses.replace(
+        HELD, status=ReviewStatus.REVIEWED, reviews=(ACCEPTED,), announced=False
+    )
+    assert reviewed.updated_at == later and reviewed.status is JobStatus.SUCCEEDED
