@@ -37,13 +37,22 @@ from shared.domain.errors import (
 from shared.domain.events import GradingCompleted
 from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id, job_id_for, task_name_for
-from shared.domain.job import ANNOUNCE_LEASE, ATTEMPTS_EXHAUSTED, GradingRequest, Job, JobError
+from shared.domain.job import (
+    ANNOUNCE_LEASE,
+    ATTEMPTS_EXHAUSTED,
+    AttemptOutcome,
+    GradingRequest,
+    Job,
+    JobError,
+)
 from shared.domain.review import HoldReason, Release, ReviewPolicy, ReviewState, ReviewStatus
 from shared.domain.status import JobStatus
 from shared.logs import job_id_var
 from shared.ports import JobStore, TaskQueue, TaskSpec
 from shared.service_layer.heartbeat import BatchJobUpdates
+from shared.service_layer.provider_batches import BatchPolicy, BatchService
 from shared.service_layer.worker import (
+    QUOTA_WAIT_S,
     WORKER_SHUTDOWN,
     DeliveryResult,
     TaskDelivery,
@@ -52,6 +61,7 @@ from shared.service_layer.worker import (
 )
 from tests.fakes import FakePublisher, FakeTaskQueue, GraderCall, ScriptedGrader
 from tests.support.worker_time import Beats, TestTime, install, manual_heartbeat
+from tests.unit.test_provider_batches import ScriptedBatches
 
 REQUEST = GradingRequest(submission_id="s", answer="a", rubric="r", max_score=10)
 RESULT = GradeResult(7.0, 10, "scripted feedback", grader="scripted")
@@ -876,3 +886,114 @@ def test_a_batch_answer_is_held_by_the_jobs_review_rules_as_of_its_storing(
     )
     assert done.review == held and h.job(job.id).review == held
     assert done.status is JobStatus.SUCCEEDED and done.result == RESULT
+
+
+# --- no provider quota: the job handed on to a new task --------------------------------
+
+
+def test_no_provider_quota_with_a_queue_defers_the_job_to_a_new_task_due_after_the_wait(
+    h: Harness,
+) -> None:
+    queue = FakeTaskQueue()
+    quota = ProviderQuotaExhausted("no room in this minute's quota", retry_after_s=30)
+    service = h.service(quota, queue=queue)
+    job_id = h.seed()
+    claimed = h.snapshot_on(0, job_id)
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    job = h.job(job_id)
+    assert result == DeliveryResult(Verdict.DEFERRED, job, 30, reason=quota)
+    # Given back uncounted, not held for a budget: the next task carries it on.
+    [attempt] = claimed
+    assert attempt.lease_owner is not None
+    assert job == attempt.defer(attempt.lease_owner, h.t0)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 1
+    assert job.history[-1].outcome is AttemptOutcome.RELEASED and job.held_since is None
+    assert job.task_name == task_name_for(job_id, 0, 1)
+    assert queue.tasks == [TaskSpec(job.task_name, job_id, schedule_time=h.t0 + seconds(30))]
+    assert h.publisher.events == []
+
+
+@pytest.mark.parametrize(
+    ("hint", "wait"), [(None, QUOTA_WAIT_S), (0.2, 1.0), (1.0, 1.0), (42.5, 42.5)]
+)
+def test_no_provider_quota_waits_for_its_hint_a_quota_window_without_one_a_second_at_least(
+    h: Harness, hint: float | None, wait: float
+) -> None:
+    assert QUOTA_WAIT_S == 60.0
+    queue = FakeTaskQueue()
+    quota = ProviderQuotaExhausted("no room", retry_after_s=hint)
+    service = h.service(quota, queue=queue)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    assert result == DeliveryResult(Verdict.DEFERRED, h.job(job_id), wait, reason=quota)
+    [task] = queue.tasks
+    assert task.schedule_time == h.t0 + seconds(wait)
+
+
+def test_a_new_task_the_queue_cannot_take_leaves_the_job_deferred_and_answers_throttled(
+    h: Harness,
+) -> None:
+    queue = FakeTaskQueue(available=False)
+    quota = ProviderQuotaExhausted("no room", retry_after_s=30)
+    service = h.service(quota, queue=queue)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    job = h.job(job_id)
+    # The queue retries this task, which the job's next claim still accepts.
+    assert result == DeliveryResult(Verdict.THROTTLED, job, 30, reason=quota)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 1
+    assert queue.tasks == [] and h.publisher.events == []
+
+
+# --- a duplicate delivery of a job waiting in a provider batch -------------------------
+
+
+def _batches(h: Harness, service: WorkerService) -> BatchService:
+    policy = BatchPolicy(lanes=frozenset({"bulk"}))
+    store = cast(JobStore, h.store)
+    batches = BatchService(
+        store, FakeTaskQueue(), h.clock, ScriptedBatches(), policy, service.record_batch_answer
+    )
+    service.batches = batches
+    return batches
+
+
+def test_a_delivery_of_a_job_waiting_in_a_provider_batch_is_acknowledged_untouched(
+    h: Harness,
+) -> None:
+    service = h.service()
+    _batches(h, service)
+    waiting = _waiting_in_batch(h, h.seed())
+    result = service.handle(TaskDelivery(waiting.id, "t", 1))
+    assert result == DeliveryResult(Verdict.DONE, None)
+    assert h.time.sleeps == [] and h.job(waiting.id) == waiting and h.grader.calls == 0
+
+
+def test_without_batch_mode_a_job_waiting_in_a_batch_is_a_lease_to_wait_for(
+    h: Harness,
+) -> None:
+    service = h.service()
+    waiting = _waiting_in_batch(h, h.seed())
+    result = service.handle(TaskDelivery(waiting.id, "t", 1))
+    assert h.time.sleeps == pytest.approx([1.5] * 8)  # the takeover wait is one lease
+    assert result.verdict is Verdict.LOCKED and result.job == waiting
+    assert h.grader.calls == 0
+
+
+def test_in_batch_mode_a_live_lease_of_a_job_in_no_batch_is_waited_out_and_taken_over(
+    h: Harness,
+) -> None:
+    service = h.service()
+    _batches(h, service)
+    job_id = h.seed()
+    h.put(job_id, lambda j: j.claim("dead", h.t0 - seconds(LEASE - 1), seconds(LEASE)))
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 1))
+    assert h.time.sleeps == pytest.approx([1.01])
+    job = h.job(job_id)
+    assert result == DeliveryResult(Verdict.DONE, job)
+    assert job.status is JobStatus.SUCCEEDED and job.result == RESULT and job.attempts == 2
+    assert h.grader.received == [GraderCall(REQUEST, 2, TIMEOUT)]
