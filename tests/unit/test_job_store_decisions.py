@@ -17,7 +17,7 @@ from shared.domain.admission import AdmissionLimits
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
-from shared.ports import JobFilter, JobQuery
+from shared.ports import JobCursor, JobFilter, JobQuery
 
 CLOCK = FrozenClock()
 REQUEST = GradingRequest("s", "an answer", ("c1",), 1)
@@ -156,3 +156,42 @@ def test_a_scan_of_a_table_without_ids_names_the_missing_column(
     with pytest.raises(DependencyUnavailable) as raised:
         store.find(JobStatus.PENDING, LATER, 10, **page)  # type: ignore[arg-type]
     assert raised.value.detail == "embedded store: find jobs failed: no such column: id"
+
+
+@pytest.mark.parametrize(
+    ("where", "after", "missing"),
+    [
+        (JobFilter(status=JobStatus.PENDING), None, "status"),
+        (JobFilter(client_id="client-a"), None, "client_id"),
+        (JobFilter(assignment_id="asg-1"), None, "assignment_id"),
+        (JobFilter(created_from=LATER), None, "created_at"),
+        (JobFilter(created_to=LATER), None, "created_at"),
+        (JobFilter(), JobCursor(LATER, "job-1"), "created_at"),
+        (JobFilter(), None, "created_at"),
+    ],
+)
+def test_a_listing_of_a_table_without_its_columns_names_the_first_missing(
+    tmp_path: Path, where: JobFilter, after: JobCursor | None, missing: str
+) -> None:
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DROP TABLE jobs")
+    other.execute("CREATE TABLE jobs (record TEXT)")
+    other.close()
+    with pytest.raises(DependencyUnavailable) as raised:
+        store.find_jobs(where, 10, after)
+    assert raised.value.detail == f"embedded store: list jobs failed: no such column: {missing}"
+
+
+def test_a_listing_of_a_table_without_ids_names_the_id_column(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    store = SqliteJobStore(SqliteDatabase(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DROP TABLE jobs")
+    other.execute("CREATE TABLE jobs (record TEXT, created_at TEXT)")
+    other.close()
+    for after in (None, JobCursor(LATER, "job-1")):
+        with pytest.raises(DependencyUnavailable) as raised:
+            store.find_jobs(JobFilter(), 10, after)
+        assert raised.value.detail == "embedded store: list jobs failed: no such column: id"
