@@ -300,3 +300,19 @@ def test_a_file_is_read_for_its_head_only_and_an_archive_up_to_its_declared_size
     blobs = ReadCountingBlobs(tmp_path / "uploads", u.clock)
     UploadService(blobs, u.clock, UploadLimits()).verify("school-a", (image, archive))
     assert blobs.asked == [SNIFF_BYTES, archive.size]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="verify judges an upload by where it is stored (the school's: the server's), "
+    "not by the author its object records: a narrowed teacher's own upload is refused",
+)
+def test_a_teacher_narrowed_to_their_own_objects_attaches_an_upload_they_made(
+    tmp_path: Path,
+) -> None:
+    u = Uploads(tmp_path)
+    name = u.upload("school-a", "t-1")  # as the intake stores a teacher's upload
+    ref = FileRef(name.rsplit("/", 1)[-1], "image/png", len(PNG))
+    teacher = Principal("school-a", "t-1", Role.TEACHER, only_own=True)
+    [checked] = u.service.verify("school-a", (ref,), None, teacher)
+    assert checked.object == name
