@@ -1,14 +1,24 @@
 """The callback guard's checks, pinned refusal by refusal: which kind of address each one
 is refused as (the reason the logs and the notifier's records carry), what makes a URL
 not an absolute http(s) one or its port invalid, which port the lookup is asked for, and
-how a host is read as an address or resolved. The guard is called directly with an
-injected resolver: nothing is resolved by DNS and nothing is connected to."""
+how a host is read as an address or resolved, and which pools and connections the
+guarded adapter builds. The guard is called directly with an injected resolver: nothing
+is resolved by DNS and nothing is connected to."""
 
 from __future__ import annotations
 
 import pytest
+import requests
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from shared.http.callback_guard import CallbackGuard, CallbackRefused
+from shared.http.callback_guard import (
+    CallbackGuard,
+    CallbackRefused,
+    GuardedAdapter,
+    _Pinned,
+    guarded_session,
+)
 from tests.unit.test_callback_dns import CountingResolver
 
 PUBLIC_V4 = "93.184.216.34"
@@ -186,4 +196,44 @@ def test_a_name_that_resolves_to_no_address_is_refused_as_not_resolving() -> Non
     guard = CallbackGuard(CountingResolver({"empty.test": []}))
     assert refusal_of(guard, "https://empty.test/h") == (
         "the callback host empty.test does not resolve"
+    )
+
+
+# --- the pools the guarded adapter builds --------------------------------------------
+
+
+def test_the_guarded_adapter_pools_each_scheme_with_connections_that_carry_its_guard() -> None:
+    guard = CallbackGuard(CountingResolver({}))
+    manager = GuardedAdapter(guard).poolmanager
+    assert manager.connection_pool_kw == {"maxsize": 10, "block": False}
+    pools = manager.pool_classes_by_scheme
+    assert sorted(pools) == ["http", "https"]
+    expected = {
+        "http": ("GuardedHTTPPool", HTTPConnectionPool, "GuardedHTTPConnection", HTTPConnection),
+        "https": (
+            "GuardedHTTPSPool",
+            HTTPSConnectionPool,
+            "GuardedHTTPSConnection",
+            HTTPSConnection,
+        ),
+    }
+    for scheme, (pool_name, pool_base, conn_name, conn_base) in expected.items():
+        pool = pools[scheme]
+        assert (pool.__name__, pool.__bases__) == (pool_name, (pool_base,))
+        conn = pool.ConnectionCls
+        assert (conn.__name__, conn.__bases__) == (conn_name, (_Pinned, conn_base))
+        assert conn.guard is guard
+
+
+@pytest.mark.parametrize(("scheme", "kind"), [("http", "HTTP"), ("https", "HTTPS")])
+def test_a_refused_request_names_the_guarded_pool_and_connection(scheme: str, kind: str) -> None:
+    # Refused before any connection is made: loopback is not allowed.
+    session = guarded_session(CallbackGuard(CountingResolver({})))
+    with pytest.raises(requests.ConnectionError) as caught:
+        session.get(f"{scheme}://127.0.0.1:9/x", timeout=2)
+    host = "host='127.0.0.1', port=9"
+    assert str(caught.value) == (
+        f"Guarded{kind}Pool({host}): Max retries exceeded with url: /x (Caused by "
+        f'RefusedConnection("Guarded{kind}Connection({host}): the callback host 127.0.0.1 '
+        'resolves to a loopback address (127.0.0.1)"))'
     )

@@ -13,12 +13,15 @@ from shared.http.errors import Unauthenticated
 from shared.http.push_auth import (
     LEEWAY_S,
     SERVERLESS_AUTHORIZATION,
+    ForwardedTokenVerifier,
+    OidcVerifier,
     _AcceptedTokens,
     _validated_header,
     require_push_token,
 )
 from tests.unit.test_push_auth import (
     AUDIENCE,
+    TASKS_SA,
     CountedDecode,
     _now,
     claims_verifier,
@@ -124,3 +127,22 @@ def test_a_remembered_token_is_accepted_until_its_expiry_plus_the_leeway() -> No
     assert accepted.accepts("fresh") and accepted.accepts("just-expired")
     assert not accepted.accepts("long-expired")
     assert not accepted.accepts("never-seen")
+
+
+# --- the settings the verifiers need --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("audience", "accounts"),
+    [("", frozenset({TASKS_SA})), (AUDIENCE, frozenset()), ("", frozenset())],
+)
+def test_a_verifier_without_its_audience_or_accounts_names_both_settings(
+    audience: str, accounts: frozenset[str]
+) -> None:
+    for verifier in (ForwardedTokenVerifier, OidcVerifier):
+        with pytest.raises(ValueError) as caught:
+            verifier(audience, accounts)
+        assert str(caught.value) == (
+            "GRADEQ_PUSH_AUDIENCE and GRADEQ_PUSH_SERVICE_ACCOUNTS are required "
+            "with GRADEQ_PUSH_AUTH=oidc"
+        )
