@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.domain.assignment import Tally
-from shared.domain.events import AssignmentGraded, GradeReviewed
+from shared.domain.events import AssignmentGraded, GradePosted, GradeReviewed
 from shared.domain.grade import GradeResult
 from shared.domain.ids import assignment_graded_event_id, grade_reviewed_event_id
 from shared.domain.job import GradingRequest, Job
@@ -162,3 +162,10 @@ def test_a_review_without_the_models_result_cannot_be_announced() -> None:
     reviewed = _graded().hold(HELD).record_review(TEACHERS, T1)
     with pytest.raises(ValueError, match=r"^job job-9 has no review$"):
         GradeReviewed.from_job(dataclasses.replace(reviewed, result=None))
+
+
+def test_a_job_of_an_assignment_never_posted_has_no_posted_grade_to_announce() -> None:
+    job = _graded()
+    assert job.request.assignment_id is not None and job.posted is None
+    with pytest.raises(ValueError, match=r"^job job-9 has no posted grade$"):
+        GradePosted.from_job(job)

@@ -28,3 +28,13 @@ def test_a_probe_refused_again_keeps_the_gate_closed_on_the_new_refusal() -> Non
     assert gate.retry_after_s() == 20
     clock.advance(timedelta(seconds=19))
     assert gate.check() is again and probes == [1]  # closed, and no probe before the wait
+    clock.advance(timedelta(milliseconds=500))  # half a second before the next probe
+    assert gate.retry_after_s() == 1.0  # asked to wait a second at the least
+
+
+def test_a_gate_whose_probe_is_due_asks_for_a_second() -> None:
+    clock = FrozenClock()
+    gate = GraderGate(lambda: None, clock.now, first_wait_s=10, max_wait_s=60)
+    gate.trip(GraderMisconfigured("openai answered HTTP 401: invalid key"))
+    clock.advance(timedelta(seconds=30))  # past the probe time, nothing asked yet
+    assert gate.retry_after_s() == 1.0

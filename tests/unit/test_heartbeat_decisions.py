@@ -12,7 +12,7 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import SystemClock
-from shared.domain.errors import DependencyUnavailable, GradeqError, LeaseLost
+from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound, LeaseLost
 from shared.domain.job import Job
 from shared.domain.status import JobStatus
 from shared.ports import JobStore
@@ -55,17 +55,36 @@ def claimed(inner: JobStore, heartbeat: Heartbeat, keys: list[str]) -> list[Atte
     return attempts
 
 
-def heartbeat_on(store: object) -> Heartbeat:
-    """A heartbeat without its timer thread: the test calls `tick`."""
+class OneByOneStore:
+    """A job store that writes one job at a time (no batched updates), as the heartbeat
+    sees one; a job in `gone` is no longer there."""
+
+    def __init__(self, inner: JobStore) -> None:
+        self.inner = inner
+        self.gone: set[str] = set()
+
+    def get(self, job_id: str) -> Job | None:
+        return self.inner.get(job_id)
+
+    def update(self, job_id: str, mutate: Callable[[Job], Job]) -> Job:
+        if job_id in self.gone:
+            raise JobNotFound(f"no grading job {job_id}")
+        return self.inner.update(job_id, mutate)
+
+
+def heartbeat_on(store: object, now: list[float] | None = None) -> Heartbeat:
+    """A heartbeat without its timer thread: the test calls `tick` (at `now[0]`)."""
+    at = now if now is not None else [100.0]
     return Heartbeat(
-        cast(JobStore, store), SystemClock(), budget(), background=False, monotonic=lambda: 100.0
+        cast(JobStore, store), SystemClock(), budget(), background=False, monotonic=lambda: at[0]
     )
 
 
+@pytest.mark.parametrize("one_by_one", [False, True])
 def test_a_lost_hand_back_loses_that_attempt_and_still_hands_back_the_next(
-    inner: JobStore,
+    inner: JobStore, one_by_one: bool
 ) -> None:
-    heartbeat = heartbeat_on(inner)
+    heartbeat = heartbeat_on(OneByOneStore(inner) if one_by_one else inner)
     first, second = claimed(inner, heartbeat, ["a", "b"])
     # Another delivery took the first job over after its lease ran out.
     later = SystemClock().now() + timedelta(hours=1)
@@ -107,3 +126,37 @@ def test_only_the_first_drain_starts_draining(inner: JobStore) -> None:
     assert heartbeat.drain(5.0) is True
     assert heartbeat.drain(5.0) is False  # already draining: the first grace stands
     assert heartbeat.draining
+
+
+def test_renewals_written_one_by_one_renew_the_held_and_lose_the_taken(inner: JobStore) -> None:
+    now = [100.0]
+    store = OneByOneStore(inner)
+    heartbeat = heartbeat_on(store, now)
+    held, taken, gone = claimed(inner, heartbeat, ["a", "b", "c"])
+    later = SystemClock().now() + timedelta(hours=1)
+    inner.update(taken.job_id, lambda j: j.claim("thief", later, budget().lease))
+    store.gone.add(gone.job_id)
+    now[0] += budget().heartbeat_s
+    heartbeat.tick()
+
+    assert held.state is AttemptState.LIVE and held.renewed_at == now[0]
+    renewed = inner.get(held.job_id)
+    assert renewed is not None and renewed.lease_owner == held.owner
+    for lost in (taken, gone):
+        assert lost.state is AttemptState.LOST and lost.settled.is_set()
+        assert isinstance(lost.lost, LeaseLost)
+        assert lost.lost.detail == f"attempt {lost.owner} no longer owns job {lost.job_id}"
+
+
+def test_an_attempt_is_let_go_once_it_reaches_the_dispatch_deadline(inner: JobStore) -> None:
+    now = [100.0]
+    heartbeat = heartbeat_on(inner, now)
+    [attempt] = claimed(inner, heartbeat, ["a"])
+    deadline = budget().queue.dispatch_deadline.total_seconds()
+    now[0] = 100.0 + deadline - budget().heartbeat_s
+    heartbeat.tick()
+    assert attempt.state is AttemptState.LIVE  # renewed just before the deadline
+    now[0] = 100.0 + deadline
+    heartbeat.tick()
+    assert attempt.state is AttemptState.LOST and attempt.lost is not None
+    assert attempt.lost.detail == f"attempt {attempt.owner} no longer owns job {attempt.job_id}"

@@ -239,3 +239,12 @@ def test_a_held_grade_records_the_review_and_stamps_the_job_as_updated() -> None
         HELD, status=ReviewStatus.REVIEWED, reviews=(ACCEPTED,), announced=False
     )
     assert reviewed.updated_at == later and reviewed.status is JobStatus.SUCCEEDED
+
+
+def test_a_cancel_with_a_reason_closes_the_open_attempt_with_it() -> None:
+    reason = JobError("lane-purged", "lane bulk purged by alice")
+    running = _new().start_attempt("w", T0, LEASE, 3)
+    cancelled = running.cancel(T0 + timedelta(seconds=2), reason)
+    last = cancelled.history[-1]
+    assert (last.ended_at, last.error) == (T0 + timedelta(seconds=2), reason)
+    assert cancelled.error == reason
