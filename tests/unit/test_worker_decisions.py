@@ -21,12 +21,14 @@ import pytest
 
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
+from shared.adapters.embedded.unit_of_work import SqliteUnitOfWork
 from shared.clock import FrozenClock
 from shared.config.budget import Budget
 from shared.config.queues import RetryConfig, load_queues
 from shared.domain.errors import (
     DependencyUnavailable,
     GradeqError,
+    GraderMisconfigured,
     JobLocked,
     JobNotFound,
     LeaseLost,
@@ -48,7 +50,7 @@ from shared.domain.job import (
 from shared.domain.review import HoldReason, Release, ReviewPolicy, ReviewState, ReviewStatus
 from shared.domain.status import JobStatus
 from shared.logs import job_id_var
-from shared.ports import JobStore, TaskQueue, TaskSpec
+from shared.ports import JobStore, TaskQueue, TaskSpec, UnitOfWork
 from shared.service_layer.heartbeat import BatchJobUpdates
 from shared.service_layer.provider_batches import BatchPolicy, BatchService
 from shared.service_layer.worker import (
@@ -140,7 +142,8 @@ class Harness:
         self.beats = Beats(self.time)
         self.gate: threading.Event = self.beats
         install(monkeypatch, self.time, self.beats)
-        self.store = ControlledStore(SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3")))
+        self.db = SqliteDatabase(tmp_path / "jobs.sqlite3")
+        self.store = ControlledStore(SqliteJobStore(self.db))
         self.publisher = FakePublisher()
         self.grader = ScriptedGrader(gate=self.gate)
 
@@ -150,6 +153,8 @@ class Harness:
         retry: RetryConfig | None = None,
         queue: TaskQueue | None = None,
         review_policy: Callable[[Job], ReviewPolicy | None] | None = None,
+        uow: UnitOfWork | None = None,
+        on_final: Callable[[Job], None] | None = None,
         **changes: float,
     ) -> WorkerService:
         self.grader = ScriptedGrader(*errors, gate=self.gate)
@@ -162,7 +167,9 @@ class Harness:
             self.clock,
             retry or budget.queue.retry_config,
             budget,
+            uow=uow,
             queue=queue,
+            on_final=on_final,
             review_policy=review_policy,
             heartbeat=manual_heartbeat(store, self.clock, budget, self.time, self.beats),
         )
@@ -997,3 +1004,99 @@ def test_in_batch_mode_a_live_lease_of_a_job_in_no_batch_is_waited_out_and_taken
     assert result == DeliveryResult(Verdict.DONE, job)
     assert job.status is JobStatus.SUCCEEDED and job.result == RESULT and job.attempts == 2
     assert h.grader.received == [GraderCall(REQUEST, 2, TIMEOUT)]
+
+
+# --- one commit for the outcome and its event -------------------------------------------
+
+
+def test_in_one_commit_a_graded_job_is_stored_announced_and_handed_to_on_final(
+    h: Harness,
+) -> None:
+    finals: list[Job] = []
+    service = h.service(uow=SqliteUnitOfWork(h.db), on_final=finals.append)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    job = h.job(job_id)
+    assert result == DeliveryResult(Verdict.DONE, job)
+    assert job.status is JobStatus.SUCCEEDED and job.result == RESULT and job.attempts == 1
+    assert job.event_published and job.lease_owner is None
+    [event] = h.publisher.events
+    assert isinstance(event, GradingCompleted) and event.outcome == "succeeded"
+    assert event.event_id == completion_event_id(job_id)
+    # The assignment hears of the job as graded, before it was marked announced.
+    [final] = finals
+    assert final.id == job_id and final.status is JobStatus.SUCCEEDED
+    assert final.result == RESULT and not final.event_published
+
+
+# --- the provider refuses the grader's configuration ------------------------------------
+
+REFUSED = "openai-compatible answered HTTP 401"
+
+
+def test_a_refused_configuration_gives_the_job_back_uncounted_and_suspends_the_queue(
+    h: Harness,
+) -> None:
+    queue = FakeTaskQueue()
+    refused = GraderMisconfigured(REFUSED)
+    # The queue's last delivery but one: the queue retries this task later.
+    service = h.service(refused, queue=queue)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", LAST_RETRY - 1))
+    job = h.job(job_id)
+    # Retry once the gate's first probe is due (30 s after the refusal).
+    assert result == DeliveryResult(Verdict.SUSPENDED, job, 30.0, reason=refused)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 0
+    assert job.error is None and job.lease_owner is None and job.lease_expires_at is None
+    assert job.history[-1].outcome is AttemptOutcome.RELEASED
+    assert service.gate.fault is refused
+    assert queue.tasks == [] and h.publisher.events == []
+
+
+def test_a_refused_configuration_on_the_queues_last_delivery_hands_the_job_to_a_new_task(
+    h: Harness,
+) -> None:
+    queue = FakeTaskQueue()
+    refused = GraderMisconfigured(REFUSED)
+    service = h.service(refused, queue=queue)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", LAST_RETRY))
+    job = h.job(job_id)
+    assert result == DeliveryResult(Verdict.DEFERRED, job, 30.0, reason=refused)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 1
+    assert queue.tasks == [TaskSpec(job.task_name, job_id, schedule_time=h.t0 + seconds(30))]
+
+
+def test_a_refused_configuration_on_the_last_delivery_without_a_queue_answers_suspended(
+    h: Harness,
+) -> None:
+    refused = GraderMisconfigured(REFUSED)
+    service = h.service(refused)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", LAST_RETRY))
+    job = h.job(job_id)
+    # Only given back: the queue retries this task once grading resumes.
+    assert result == DeliveryResult(Verdict.SUSPENDED, job, 30.0, reason=refused)
+    assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 0
+    assert h.publisher.events == []
+
+
+def test_a_queue_of_zero_max_attempts_may_drop_any_delivery_so_a_refusal_hands_the_job_on(
+    h: Harness,
+) -> None:
+    grading = load_queues()["grading"].retry_config
+    queue = FakeTaskQueue()
+    refused = GraderMisconfigured(REFUSED)
+    retry = dataclasses.replace(grading, max_attempts=0)
+    service = h.service(refused, queue=queue, retry=retry)
+    job_id = h.seed()
+    h.beats.finish_on = 0
+    result = service.handle(TaskDelivery(job_id, "t", 0))
+    job = h.job(job_id)
+    assert result == DeliveryResult(Verdict.DEFERRED, job, 30.0, reason=refused)
+    assert job.attempts == 0 and job.deferrals == 1
+    assert queue.tasks == [TaskSpec(job.task_name, job_id, schedule_time=h.t0 + seconds(30))]
