@@ -4,6 +4,7 @@ assignments ends with, and what a batch accepts, finds again or refuses."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 from datetime import UTC, datetime, timedelta
@@ -30,9 +31,10 @@ from shared.domain.errors import (
     ValidationFailed,
 )
 from shared.domain.ids import task_name_for
+from shared.domain.job import Job
 from shared.domain.status import JobStatus
 from shared.domain.uploads import FileRef
-from shared.ports import TaskSpec
+from shared.ports import JobCursor, JobFilter, TaskSpec
 from shared.service_layer.assignments import (
     MAX_BATCH,
     Answer,
@@ -304,3 +306,49 @@ def test_the_grades_are_authorized_as_the_grades_not_as_a_read(
     monkeypatch.setattr("shared.service_layer.assignments.authorize", recording)
     assert world.service.grades(REVIEWER, assignment.id, 2).jobs == []
     assert asked == [(Action.ASSIGNMENT_GRADES, Action.ASSIGNMENT_READ)]
+
+
+def test_a_page_of_grades_holding_the_last_job_has_no_cursor(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer("s0", "a"), Answer("s1", "b")])
+    page = world.service.grades("c", assignment.id, 2)
+    assert (len(page.jobs), page.next_cursor) == (2, None)
+    assert [j.id for j in world.service.all_grades(assignment, page=2)] == [j.id for j in page.jobs]
+
+
+def test_the_grades_hold_only_the_assignment_owners_jobs(tmp_path: Path) -> None:
+    # A job of another client naming the same assignment id is none of its grades.
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    [mine] = world.service.submit_batch("c", assignment.id, [Answer("s0", "a")])
+    assert mine.job is not None
+    world.clock.advance(timedelta(seconds=1))
+    foreign = dataclasses.replace(
+        mine.job, id="j-foreign", client_id="other", created_at=world.clock.now()
+    )
+    world.jobs.create(foreign)
+    assert world.jobs.get("j-foreign") is not None
+    page = world.service.grades("c", assignment.id, 5)
+    assert ([j.id for j in page.jobs], page.next_cursor) == ([mine.job.id], None)
+    assert [j.id for j in world.service.all_grades(assignment)] == [mine.job.id]
+
+
+def test_a_page_of_grades_reads_one_job_past_it_and_all_grades_pages_by_200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The one extra job tells whether another page follows; no more is read.
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer("s0", "a")])
+    limits: list[int] = []
+    find_jobs = world.jobs.find_jobs
+
+    def recording(where: JobFilter, limit: int, after: JobCursor | None = None) -> list[Job]:
+        limits.append(limit)
+        return find_jobs(where, limit, after)
+
+    monkeypatch.setattr(world.jobs, "find_jobs", recording)
+    assert len(world.service.grades("c", assignment.id, 3).jobs) == 1
+    assert len(list(world.service.all_grades(assignment))) == 1
+    assert limits == [4, 201]
