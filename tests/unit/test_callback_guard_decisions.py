@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import requests
 from urllib3.connection import HTTPConnection
+from urllib3.exceptions import NewConnectionError
 
 from shared.http.callback_guard import (
     CachedResolver,
@@ -199,6 +200,25 @@ def test_a_refused_connection_names_the_connection_and_the_guard_s_reason(
     assert caught.value.conn is conn
     assert str(caught.value) == f"{conn}: {reason}"
     assert target.requests == []
+
+
+def _closed_loopback_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_an_allowed_address_that_refuses_names_the_connection_and_the_last_error() -> None:
+    guard = CallbackGuard(AskedResolver("127.0.0.1"), allow_loopback=True)
+    conn: HTTPConnection = connection_class(guard)("hooks.test", _closed_loopback_port())
+    with pytest.raises(NewConnectionError) as caught:
+        conn.connect()
+    assert caught.value.conn is conn
+    message = str(caught.value)
+    assert message.startswith(f"{conn}: Failed to establish a new connection: [Errno ")
+    assert message.endswith("Connection refused")
 
 
 # --- finding the guard's refusal behind a requests error ------------------------------
