@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -208,28 +209,28 @@ def _succeeded() -> Job:
     return _new().start_attempt("w", T0, LEASE, 3).succeed("w", GradeResult(1, 10, "ok"), T0)
 
 
-def test_a_job_not_yet_graded_refuses_a_hold_naming_itself_and_its_status() -> None:
+@pytest.mark.parametrize(
+    ("job", "step", "status"),
+    [
+        pytest.param(_new, lambda j: j.hold(HELD), JobStatus.PENDING, id="hold-pending"),
+        pytest.param(
+            _new, lambda j: j.record_review(ACCEPTED, T0), JobStatus.PENDING, id="review-pending"
+        ),
+        pytest.param(
+            _succeeded,
+            lambda j: j.record_review(ACCEPTED, T0),
+            JobStatus.SUCCEEDED,
+            id="review-never-held",
+        ),
+    ],
+)
+def test_a_hold_or_review_out_of_turn_is_refused_naming_the_job_and_its_status(
+    job: Callable[[], Job], step: Callable[[Job], Job], status: JobStatus
+) -> None:
     with pytest.raises(IllegalTransition) as refused:
-        _new().hold(HELD)
-    pending = JobStatus.PENDING
-    assert refused.value.detail == f"job job-7 cannot go from {pending} to {pending}"
-    assert (refused.value.current, refused.value.target) == (pending, pending)
-
-
-def test_a_job_not_yet_graded_refuses_a_review_naming_itself_and_its_status() -> None:
-    with pytest.raises(IllegalTransition) as refused:
-        _new().record_review(ACCEPTED, T0)
-    pending = JobStatus.PENDING
-    assert refused.value.detail == f"job job-7 cannot go from {pending} to {pending}"
-    assert (refused.value.current, refused.value.target) == (pending, pending)
-
-
-def test_a_graded_job_never_held_refuses_a_review_naming_itself_and_its_status() -> None:
-    with pytest.raises(IllegalTransition) as refused:
-        _succeeded().record_review(ACCEPTED, T0)
-    done = JobStatus.SUCCEEDED
-    assert refused.value.detail == f"job job-7 cannot go from {done} to {done}"
-    assert (refused.value.current, refused.value.target) == (done, done)
+        step(job())
+    assert refused.value.detail == f"job job-7 cannot go from {status} to {status}"
+    assert (refused.value.current, refused.value.target) == (status, status)
 
 
 def test_a_held_grade_records_the_review_and_stamps_the_job_as_updated() -> None:

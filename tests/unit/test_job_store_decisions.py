@@ -142,16 +142,22 @@ def test_a_scan_given_an_id_without_a_moment_ignores_the_id(tmp_path: Path) -> N
     assert [j.id for j in found] == ["job-0", "job-1"]
 
 
-@pytest.mark.parametrize("paged", [False, True])
-def test_a_scan_of_a_table_without_ids_names_the_missing_column(
-    tmp_path: Path, paged: bool
-) -> None:
+def with_jobs_table(tmp_path: Path, columns: str) -> SqliteJobStore:
+    """A store whose jobs table another process replaced by one of only `columns`."""
     path = tmp_path / "j.db"
     store = SqliteJobStore(SqliteDatabase(path))
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("DROP TABLE jobs")
-    other.execute("CREATE TABLE jobs (record TEXT, status TEXT, updated_at TEXT)")
+    other.execute(f"CREATE TABLE jobs ({columns})")
     other.close()
+    return store
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_scan_of_a_table_without_ids_names_the_missing_column(
+    tmp_path: Path, paged: bool
+) -> None:
+    store = with_jobs_table(tmp_path, "record TEXT, status TEXT, updated_at TEXT")
     page = {"updated_after": LATER, "after_id": "job-0"} if paged else {}
     with pytest.raises(DependencyUnavailable) as raised:
         store.find(JobStatus.PENDING, LATER, 10, **page)  # type: ignore[arg-type]
@@ -173,24 +179,14 @@ def test_a_scan_of_a_table_without_ids_names_the_missing_column(
 def test_a_listing_of_a_table_without_its_columns_names_the_first_missing(
     tmp_path: Path, where: JobFilter, after: JobCursor | None, missing: str
 ) -> None:
-    path = tmp_path / "j.db"
-    store = SqliteJobStore(SqliteDatabase(path))
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DROP TABLE jobs")
-    other.execute("CREATE TABLE jobs (record TEXT)")
-    other.close()
+    store = with_jobs_table(tmp_path, "record TEXT")
     with pytest.raises(DependencyUnavailable) as raised:
         store.find_jobs(where, 10, after)
     assert raised.value.detail == f"embedded store: list jobs failed: no such column: {missing}"
 
 
 def test_a_listing_of_a_table_without_ids_names_the_id_column(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
-    store = SqliteJobStore(SqliteDatabase(path))
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DROP TABLE jobs")
-    other.execute("CREATE TABLE jobs (record TEXT, created_at TEXT)")
-    other.close()
+    store = with_jobs_table(tmp_path, "record TEXT, created_at TEXT")
     for after in (None, JobCursor(LATER, "job-1")):
         with pytest.raises(DependencyUnavailable) as raised:
             store.find_jobs(JobFilter(), 10, after)
