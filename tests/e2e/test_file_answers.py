@@ -17,7 +17,7 @@ import requests
 from localcloud.emulators import missing_reason
 from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS, LocalStack, StackConfig
 from tests.e2e.fast_stack import fast_env
-from tests.e2e.test_pipeline import api, submit, wait_final
+from tests.e2e.test_pipeline import REQUEST_TIMEOUT_S, api, submit, wait_final
 from tests.support import files
 from tests.support.fake_openai import FILE_PART_TOKENS, FakeOpenAIServer
 
@@ -67,13 +67,17 @@ def stack(
 def _upload(stack: LocalStack, data: bytes, content_type: str) -> dict[str, Any]:
     intake = stack.config.url("intake")
     declared = {"content_type": content_type, "size": len(data)}
-    answer = requests.post(intake + "/v1/uploads", json=declared, headers=api(stack), timeout=10)
+    answer = requests.post(
+        intake + "/v1/uploads", json=declared, headers=api(stack), timeout=REQUEST_TIMEOUT_S
+    )
     assert answer.status_code == 201, answer.text
     body = answer.json()
     # On the emulators, a V4 URL of Cloud Storage's own form; locally, the intake's.
     signed = "X-Goog-Signature=" if stack.config.backend == GOOGLE_EMULATORS else "signature="
     assert signed in body["upload_url"]
-    put = requests.put(body["upload_url"], data=data, headers=body["headers"], timeout=10)
+    put = requests.put(
+        body["upload_url"], data=data, headers=body["headers"], timeout=REQUEST_TIMEOUT_S
+    )
     assert put.status_code == 200, put.text
     return {"upload_id": body["upload_id"], "name": "page-1.png", **declared}
 
@@ -110,7 +114,10 @@ def test_an_executable_dressed_as_a_photo_is_refused_before_any_job(
 def test_a_pdf_over_the_limit_gets_no_upload_url(stack: LocalStack) -> None:
     declared = {"content_type": "application/pdf", "size": 10 * 1024 * 1024 + 1}
     answer = requests.post(
-        stack.config.url("intake") + "/v1/uploads", json=declared, headers=api(stack), timeout=10
+        stack.config.url("intake") + "/v1/uploads",
+        json=declared,
+        headers=api(stack),
+        timeout=REQUEST_TIMEOUT_S,
     )
     assert answer.status_code == 413
     assert answer.json()["type"].endswith("/upload-too-large")
