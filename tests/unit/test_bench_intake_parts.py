@@ -6,8 +6,10 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from flask.testing import FlaskClient
 
+from bench import intake_parts
 from bench.intake_parts import BENCH_SCHOOL, VARIANTS, cpu_ms_per_post, gradeq_client
 from bench.load import body_bytes
 from bench.settings import SUBMIT_PATH
@@ -20,7 +22,7 @@ def post(variant: str, tmp_path: Path) -> tuple[int, dict[str, object], int, str
         answer = client.post(
             SUBMIT_PATH, data=body_bytes(), headers=headers, content_type="application/json"
         )
-        assert cpu_ms_per_post(client, key, 3) > 0
+        cpu_ms_per_post(client, key, 3)  # three more POSTs; one not answered 202 raises
         listed = client.get(SUBMIT_PATH, headers=headers).get_json()
         return answer.status_code, json.loads(answer.data), len(listed["jobs"]), answer.location
 
@@ -46,6 +48,26 @@ def test_no_response_body_stores_the_job_and_answers_an_empty_object(tmp_path: P
 def test_routing_only_stores_nothing(tmp_path: Path) -> None:
     status, body, stored, _ = post("routing only", tmp_path)
     assert (status, body, stored) == (202, {}, 0)
+
+
+def test_the_cpu_per_post_is_the_process_time_of_the_posts_over_their_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in clock: the process clock is coarse where a CPU limit is set (mutation runs).
+    readings = iter([2.0, 2.6])
+    monkeypatch.setattr(intake_parts.time, "process_time", lambda: next(readings))
+    with gradeq_client(tmp_path, VARIANTS["whole"]) as (client, key):
+        assert cpu_ms_per_post(client, key, 3) == pytest.approx(200.0)
+        listed = client.get(SUBMIT_PATH, headers={"Authorization": f"Bearer {key}"}).get_json()
+    assert len(listed["jobs"]) == 3
+
+
+def test_a_post_not_answered_202_is_no_measurement(tmp_path: Path) -> None:
+    with (
+        gradeq_client(tmp_path, VARIANTS["whole"]) as (client, _),
+        pytest.raises(RuntimeError, match="POST answered 401"),
+    ):
+        cpu_ms_per_post(client, "gq_not_a_key", 1)
 
 
 def test_the_environment_and_the_response_are_put_back(tmp_path: Path) -> None:
