@@ -13,6 +13,7 @@ from shared.adapters.embedded.budget_store import SqliteBudgetStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.budgets import Budget, BudgetScope, month_of, next_month_start
+from shared.domain.errors import BudgetExhausted
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from shared.service_layer.budgets import SOFT_LIMIT_MESSAGE, BudgetGate
@@ -58,6 +59,20 @@ def test_a_hold_at_the_month_end_lasts_until_the_new_month_even_under_two_second
     gate.charge(a_job(), costing(100))
     held = gate.hold(a_job("job-2"))
     assert held is not None and held.retry_after_s == 1.5
+
+
+def test_a_refused_job_is_told_which_budget_is_spent_and_to_come_back_in_the_new_month(
+    store: SqliteBudgetStore,
+) -> None:
+    store.set_budget(Budget(BudgetScope.CLIENT, "client-a", 100))
+    # Half a second before the new month: a Retry-After of one second, not more.
+    gate = BudgetGate(store, FrozenClock(datetime(2026, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)))
+    gate.charge(a_job(), costing(100))
+    with pytest.raises(BudgetExhausted) as refused:
+        gate.admit("client-a", "asg-1")
+    assert refused.value.detail == "the client budget of 2026-12 is spent (100 of 100 micro-USD)"
+    assert refused.value.retry_after_s == 1
+    gate.admit("client-b", "asg-2")  # another school's budget is not this one
 
 
 def _alerts(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from services.intake.auth import keys
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
+from shared.clock import FrozenClock
 from shared.config.settings import Settings
 from tests.unit.test_intake_api_keys import store  # noqa: F401
 
@@ -97,3 +99,36 @@ def test_without_a_store_the_command_uses_the_one_the_settings_name(
     assert keys.main(["list"]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(k["key_id"] for k in listed) == ["clienta", "clientb"]
+
+
+@pytest.mark.parametrize(("days", "ahead"), [(0.5, timedelta(hours=12)), (30, timedelta(days=30))])
+def test_a_key_expires_the_given_days_after_it_is_made(
+    store: SqliteApiKeyStore,  # noqa: F811
+    days: float,
+    ahead: timedelta,
+) -> None:
+    # Half a day is a valid expiry: only zero and less are refused.
+    now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    made = keys.create(store, FrozenClock(now), "acme", expires_in_days=days)
+    assert made["created_at"] == now.isoformat()
+    assert made["expires_at"] == (now + ahead).isoformat()
+    [stored] = store.list("acme")
+    assert stored.expires_at == now + ahead
+
+
+@pytest.mark.parametrize(
+    ("days", "said"),
+    [
+        (0, "--expires-in-days must be more than 0 (leave it out: no expiry)"),
+        (1e12, "--expires-in-days is too large"),
+    ],
+)
+def test_an_expiry_refused_says_why_in_the_commands_words(
+    store: SqliteApiKeyStore,  # noqa: F811
+    days: float,
+    said: str,
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        keys.create(store, FrozenClock(datetime(2026, 3, 1, tzinfo=UTC)), "acme", days)
+    assert str(refused.value) == said
+    assert store.list("acme") == []
