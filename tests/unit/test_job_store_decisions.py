@@ -191,3 +191,25 @@ def test_a_listing_of_a_table_without_ids_names_the_id_column(tmp_path: Path) ->
         with pytest.raises(DependencyUnavailable) as raised:
             store.find_jobs(JobFilter(), 10, after)
         assert raised.value.detail == "embedded store: list jobs failed: no such column: id"
+
+
+def test_a_school_lists_its_jobs_stored_under_a_user_scope_and_no_neighbours(
+    tmp_path: Path,
+) -> None:
+    # Jobs stored under `<school>:user:<uid>` are the school's, its user's the author's; a
+    # school whose id only starts like that scope ("acme:userb", "acme:user;x") is another.
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    for job_id, client_id in [
+        ("job-own", "acme"),
+        ("job-alice", "acme:user:alice"),
+        ("job-bob", "acme:user:bob"),
+        ("job-b", "acme:userb"),
+        ("job-semi", "acme:user;x"),
+        ("job-other", "acmf"),
+    ]:
+        store.create(new_job(job_id, client_id))
+    listed = {job.id for job in store.list_jobs(JobQuery("acme", 10))}
+    assert listed == {"job-own", "job-alice", "job-bob"}
+    by_alice = store.list_jobs(JobQuery("acme", 10, author="alice"))
+    assert [job.id for job in by_alice] == ["job-alice"]
+    assert {job.id for job in store.list_jobs(JobQuery("acme:userb", 10))} == {"job-b"}
