@@ -152,3 +152,30 @@ def test_a_budget_set_meanwhile_is_applied_only_after_the_refresh(
     clock.advance(timedelta(seconds=1))
     [standing] = gate.standings("client-a", None)
     assert standing.budget == Budget(BudgetScope.CLIENT, "client-a", 100)
+
+
+@pytest.mark.parametrize(
+    ("refresh", "hold_recheck"),
+    [
+        (timedelta(0), timedelta(minutes=1)),
+        (timedelta(minutes=1), timedelta(0)),
+        (timedelta(seconds=-1), timedelta(minutes=1)),
+    ],
+)
+def test_a_gate_that_would_never_reread_or_recheck_is_refused(
+    store: SqliteBudgetStore, refresh: timedelta, hold_recheck: timedelta
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        BudgetGate(store, FrozenClock(NOW), refresh=refresh, hold_recheck=hold_recheck)
+    assert str(refused.value) == "a budget gate's refresh and hold recheck are positive"
+
+
+def test_a_gate_rereading_every_microsecond_and_rechecking_every_microsecond_is_allowed(
+    store: SqliteBudgetStore,
+) -> None:
+    tick = timedelta(microseconds=1)
+    store.set_budget(Budget(BudgetScope.CLIENT, "client-a", 100))
+    gate = BudgetGate(store, FrozenClock(NOW), refresh=tick, hold_recheck=tick)
+    gate.charge(a_job(), costing(100))
+    held = gate.hold(a_job("job-2"))
+    assert held is not None and held.retry_after_s == 1.0  # never under a second
