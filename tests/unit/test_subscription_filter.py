@@ -258,3 +258,14 @@ def test_a_message_no_subscription_admits_is_not_stored(db: SqliteDatabase) -> N
         sample_event(callback_url=None)
     )
     assert db.connection().execute("SELECT COUNT(*) FROM bus_messages").fetchone()[0] == 0
+
+
+def test_a_refused_filter_names_where_it_left_the_subset_and_what_is_evaluated() -> None:
+    expression = 'attributes:client_id AND hasPrefix(attributes.outcome, "f")'
+    with pytest.raises(UnsupportedFilter) as refused:
+        SubscriptionFilter.parse(expression)
+    assert str(refused.value) == (
+        "unsupported syntax at 'hasPrefix(attributes.outcome, \"f\")' in the filter"
+        f' {expression!r}: the embedded bus evaluates only attributes.KEY = "value",'
+        " attributes:KEY, NOT, and AND or OR"
+    )
