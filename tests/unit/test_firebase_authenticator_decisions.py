@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import pytest
-from google.oauth2 import id_token
 
 from services.intake.auth.firebase import CachingRequest, FirebaseAuthenticator
 from services.intake.auth.firebase_revocation import Account
@@ -19,11 +18,11 @@ from shared.domain.errors import DependencyUnavailable
 from shared.http.errors import Unauthenticated
 from tests.unit.test_firebase_certs_decisions import URL, Answers, Clock, ok
 from tests.unit.test_intake_firebase_auth import (
-    FIREBASE_CERTS_URL,
     PROJECT,
     CertResponse,
     FakeAccounts,
     FakeCertEndpoint,
+    audience_only,  # noqa: F401
     token,
 )
 
@@ -34,22 +33,6 @@ def _authenticator(accounts: FakeAccounts | None = None) -> FirebaseAuthenticato
     return FirebaseAuthenticator(
         PROJECT, "gradeq_client", {}, CachingRequest(FakeCertEndpoint()), accounts=accounts
     )
-
-
-@pytest.fixture
-def audience_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """google-auth before 2.4x checked a Firebase token's signature and audience only."""
-
-    def verify(token: str, request: Any, audience: str, clock_skew_in_seconds: int) -> Any:
-        return id_token.verify_token(
-            token,
-            request,
-            audience=audience,
-            certs_url=FIREBASE_CERTS_URL,
-            clock_skew_in_seconds=clock_skew_in_seconds,
-        )
-
-    monkeypatch.setattr(id_token, "verify_firebase_token", verify)
 
 
 def test_without_a_max_age_certificates_are_kept_for_an_hour_by_default() -> None:

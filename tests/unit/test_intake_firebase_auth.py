@@ -441,11 +441,11 @@ def test_the_identity_toolkit_lookup_asks_for_the_user_in_its_tenant() -> None:
     assert second.json == {"localId": ["u2"]}
 
 
-def test_the_issuer_is_checked_whatever_google_auth_checks(
-    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # google-auth before 2.4x verified a Firebase token's signature and audience only.
-    def audience_only(token: str, request: Any, audience: str, clock_skew_in_seconds: int) -> Any:
+@pytest.fixture
+def audience_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """google-auth before 2.4x verified a Firebase token's signature and audience only."""
+
+    def verify(token: str, request: Any, audience: str, clock_skew_in_seconds: int) -> Any:
         return id_token.verify_token(
             token,
             request,
@@ -454,7 +454,11 @@ def test_the_issuer_is_checked_whatever_google_auth_checks(
             clock_skew_in_seconds=clock_skew_in_seconds,
         )
 
-    monkeypatch.setattr(id_token, "verify_firebase_token", audience_only)
+    monkeypatch.setattr(id_token, "verify_firebase_token", verify)
+
+
+@pytest.mark.usefixtures("audience_only")
+def test_the_issuer_is_checked_whatever_google_auth_checks(client: FlaskClient) -> None:
     assert submit(client, token()).status_code == 202
     for issuer in ("https://accounts.google.com", "https://securetoken.google.com/other"):
         assert_problem(submit(client, token(iss=issuer), key="k-2"), 401, "unauthenticated")
