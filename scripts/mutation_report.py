@@ -45,6 +45,8 @@ NO_TESTS = {5, 33}
 NOT_CHECKED = None
 LOGGERS = {"log", "logger", "logging"}
 ENTRY_KEYS = {"mutant", "before", "after", "reason"}
+#: Where tests/mutation_kills.py writes down, per mutant, the tests that failed on it.
+KILLS_DIR = ".mutmut-kills"
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,8 @@ class Results:
     codes: dict[str, dict[str, int | None]] = field(default_factory=dict)
     sources: dict[str, MutatedFile] = field(default_factory=dict)
     file_of: dict[str, str] = field(default_factory=dict)
+    #: The tests that failed on each mutant, as tests/mutation_kills.py wrote them down.
+    kills: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, mutants: Path) -> Results:
@@ -247,6 +251,8 @@ class Results:
             found.sources[path] = MutatedFile(meta.with_suffix("").read_text())
             for name in codes:
                 found.file_of[name] = path
+        for kills in sorted((mutants / KILLS_DIR).glob("*.txt")):
+            found.kills[kills.stem] = kills.read_text(encoding="utf-8").splitlines()
         return found
 
     def checked(self, path: str) -> bool:
@@ -272,7 +278,8 @@ def stale_equivalents(results: Results, equivalents: list[Equivalent]) -> dict[s
             where = f"; the listed change is now {', '.join(moved)}" if moved else ""
             stale[entry.mutant] = f"now makes another change{where}\n      {now}"
         elif results.codes[path][entry.mutant] in KILLED:
-            stale[entry.mutant] = f"killed, so not equivalent\n      {now}"
+            by = "".join(f"\n      failed: {k}" for k in results.kills.get(entry.mutant, []))
+            stale[entry.mutant] = f"killed, so not equivalent\n      {now}{by}"
     return stale
 
 

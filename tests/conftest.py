@@ -1,3 +1,3 @@
 """Fixtures shared by every test layer."""
 
-pytest_plugins = ["tests.google_fixtures"]
+pytest_plugins = ["tests.google_fixtures", "tests.mutation_kills"]

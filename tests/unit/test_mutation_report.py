@@ -233,3 +233,17 @@ def test_files_left_unchecked_by_a_partial_run_are_not_scored(
     folder = mutants(tmp_path, {"x_ceiling__mutmut_1": None, "x_ceiling__mutmut_2": None})
     assert run(folder) == 2
     assert "no mutation results" in capsys.readouterr().err
+
+
+def test_a_killed_equivalent_names_the_tests_that_failed_on_its_mutant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 1})
+    kills = folder / ".mutmut-kills"
+    kills.mkdir()
+    (kills / "shared.domain.limits.x_ceiling__mutmut_1.txt").write_text(
+        "tests/unit/test_a.py::test_b (call): AssertionError\n", encoding="utf-8"
+    )
+    assert run(folder, equivalents(tmp_path, entry(1, *RAISED))) == 1
+    out = capsys.readouterr().out
+    assert "failed: tests/unit/test_a.py::test_b (call): AssertionError" in out
