@@ -24,12 +24,19 @@ from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from tests.e2e.browser import artifacts_dir
 from tests.unit.conftest import adapters, clock, settings  # noqa: F401 (fixtures)
-from tests.unit.test_intake_firebase_auth import PROJECT, FakeCertEndpoint, token
+from tests.unit.test_intake_firebase_auth import (
+    PROJECT,
+    SESSION_LIFETIME_S,
+    FakeCertEndpoint,
+    token,
+)
 
 pytestmark = pytest.mark.e2e
 
 REVIEWER_KEY = "e2e-request-reviewer-key"
-STUDENT = {"Authorization": f"Bearer {token(gradeq_client='client-a', sub='ada')}"}
+STUDENT = {
+    "Authorization": f"Bearer {token(SESSION_LIFETIME_S, gradeq_client='client-a', sub='ada')}"
+}
 
 
 @pytest.fixture

@@ -23,10 +23,15 @@ from shared.domain.assignment import Assignment
 from shared.domain.grade import GradeResult
 from shared.domain.job import GradingRequest, Job
 from tests.unit.test_cli import as_json
-from tests.unit.test_intake_firebase_auth import PROJECT, FakeCertEndpoint, token
+from tests.unit.test_intake_firebase_auth import (
+    PROJECT,
+    SESSION_LIFETIME_S,
+    FakeCertEndpoint,
+    token,
+)
 
 REVIEWER_KEY = "cli-reviewer-key"
-STUDENT_TOKEN = token(gradeq_client="client-a", sub="ada")
+STUDENT_TOKEN = token(SESSION_LIFETIME_S, gradeq_client="client-a", sub="ada")
 
 
 @pytest.fixture

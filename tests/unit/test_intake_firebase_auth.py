@@ -81,14 +81,22 @@ class FakeCertEndpoint:
         return CertResponse(200, body, {"cache-control": "public, max-age=3600"})
 
 
-def token(**overrides: Any) -> str:
+#: Firebase's ID tokens last an hour.
+TOKEN_LIFETIME_S = 3600
+#: For a token minted once for a whole module (its headers a module constant): it must
+#: outlive any run of the suite, however long after the import its tests run (mutmut, for
+#: one, imports the tests once and runs a mutant's tests up to hours later).
+SESSION_LIFETIME_S = 7 * 24 * 3600
+
+
+def token(lifetime_s: int = TOKEN_LIFETIME_S, **overrides: Any) -> str:
     now = int(time.time())
     claims = {
         "iss": f"https://securetoken.google.com/{PROJECT}",
         "aud": PROJECT,
         "sub": "user-123",
         "iat": now - 10,
-        "exp": now + 3600,
+        "exp": now + lifetime_s,
         "auth_time": now - 10,
         "email": "someone@school.example",
         "email_verified": True,

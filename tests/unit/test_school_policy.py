@@ -8,10 +8,12 @@ batch), and the school unable to erase a student's work.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from google.auth import jwt as google_jwt
 
 from services.intake.app import create_app as create_intake
 from services.intake.auth.firebase import CachingRequest, FirebaseAuthenticator
@@ -24,14 +26,24 @@ from shared.domain.events import GradingCompleted
 from tests.fakes import FakePublisher, FakeTaskQueue
 from tests.unit.conftest import API_KEY
 from tests.unit.test_assignment_flow import deliver_all
-from tests.unit.test_intake_firebase_auth import PROJECT, FakeCertEndpoint, token
+from tests.unit.test_intake_firebase_auth import (
+    PROJECT,
+    SESSION_LIFETIME_S,
+    FakeCertEndpoint,
+    token,
+)
 
 SERVER = {"Authorization": f"Bearer {API_KEY}"}
-STUDENT = {"Authorization": f"Bearer {token(gradeq_client='client-a', sub='ada')}"}
-OTHER_STUDENT = {"Authorization": f"Bearer {token(gradeq_client='client-a', sub='bo')}"}
-TEACHER = {
-    "Authorization": f"Bearer {token(gradeq_client='client-a', sub='ms-t', gradeq_role='teacher')}"
-}
+
+
+def signed_in(**claims: str) -> dict[str, str]:
+    """The headers of a Firebase sign-in minted at import, valid for the whole run."""
+    return {"Authorization": f"Bearer {token(SESSION_LIFETIME_S, **claims)}"}
+
+
+STUDENT = signed_in(gradeq_client="client-a", sub="ada")
+OTHER_STUDENT = signed_in(gradeq_client="client-a", sub="bo")
+TEACHER = signed_in(gradeq_client="client-a", sub="ms-t", gradeq_role="teacher")
 
 
 def intake_of(settings: Settings, adapters: Adapters, clock: FrozenClock) -> FlaskClient:
@@ -328,3 +340,10 @@ def test_an_erasure_record_names_its_school_and_the_author_who_erased(
     assert (erased["school"], erased["author"]) == ("client-a", "ms-t")
     by_server = intake.delete("/v1/students/ada", headers=SERVER).get_json()
     assert (by_server["school"], by_server["author"]) == ("client-a", "server")
+
+
+def test_the_sign_ins_minted_at_import_outlive_a_long_run() -> None:
+    # Their modules may be imported hours before their tests run (mutmut imports once).
+    for headers in (STUDENT, OTHER_STUDENT, TEACHER):
+        claims = google_jwt.decode(headers["Authorization"].removeprefix("Bearer "), verify=False)
+        assert claims["exp"] - time.time() > 24 * 3600
