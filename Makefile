@@ -125,7 +125,8 @@ constraints:
 # but not the editable install, whose import hook would load the unmutated code instead.
 # `mutation` mutates every file [tool.mutmut] names (CI weekly, before a release);
 # `mutation-changed` only those changed since BASE (everyday use). Each mutant runs only
-# the tests that reach its function (mutmut's stats).
+# the tests that reach its function (mutmut's stats). scripts/mutation_run.py is
+# `mutmut run` whose wall-clock deadlines signal only the child they were set for.
 MUTATION_VENV := .venv-mutation
 MUTMUT := mutmut==3.8.1
 BASE ?= main
@@ -138,14 +139,14 @@ $(MUTATION_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 
 mutation: $(MUTATION_VENV)/.installed
 	rm -rf mutants
-	$(MUTATION_VENV)/bin/mutmut run > $(MUTATION_VENV)/run.log 2>&1 || (tail -30 $(MUTATION_VENV)/run.log; exit 1)
+	$(MUTATION_VENV)/bin/python scripts/mutation_run.py run > $(MUTATION_VENV)/run.log 2>&1 || (tail -30 $(MUTATION_VENV)/run.log; exit 1)
 	$(MUTATION_VENV)/bin/python scripts/mutation_report.py
 
 mutation-changed: $(MUTATION_VENV)/.installed
 	rm -rf mutants
 	$(MUTATION_VENV)/bin/python scripts/mutation_changed.py $(BASE) > $(MUTATION_VENV)/changed.txt
 	@if [ ! -s $(MUTATION_VENV)/changed.txt ]; then echo "no mutated file changed since $(BASE)"; exit 0; fi; \
-	xargs -d '\n' $(MUTATION_VENV)/bin/mutmut run < $(MUTATION_VENV)/changed.txt > $(MUTATION_VENV)/run.log 2>&1 \
+	xargs -d '\n' $(MUTATION_VENV)/bin/python scripts/mutation_run.py run < $(MUTATION_VENV)/changed.txt > $(MUTATION_VENV)/run.log 2>&1 \
 		|| { grep -q "nothing matches" $(MUTATION_VENV)/run.log && echo "no mutants in the files changed since $(BASE)" && exit 0; \
 			tail -30 $(MUTATION_VENV)/run.log; exit 1; }; \
 	$(MUTATION_VENV)/bin/python scripts/mutation_report.py

@@ -1,0 +1,96 @@
+"""`mutmut run`, with a wall-clock timeout that signals only the child it was set for.
+
+    python scripts/mutation_run.py run [NAME ...]
+
+mutmut (3.8.1) gives each forked child a wall-clock deadline and, at that deadline, sends
+SIGXCPU to the child's pid, whether or not that child is still alive: a deadline is never
+cancelled. A long run forks thousands of children, each starting threads, and Linux hands
+out pids (and thread ids) again once it reaches `kernel.pid_max` (32,768 by default): a
+stale deadline then hits whichever process, or process of a thread, holds that pid now.
+That is usually another mutant's child, which dies as "timed out", which counts as killed.
+
+This wrapper replaces mutmut's deadline keeper with one that remembers each child by its
+pid and its start time (`/proc/PID/stat`, field 22) and signals the pid only while both
+match. Everything else is mutmut's own command line. Written here because mutmut has no
+option for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def start_time(pid: int) -> str | None:
+    """The pid's start time in clock ticks since boot, or None when no such pid lives."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # Field 2, the command, is in parentheses and may hold spaces: split after it.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class Deadlines:
+    """Sends SIGXCPU to a child at its deadline, if that child is still the one registered."""
+
+    def __init__(self, sig: int = signal.SIGXCPU) -> None:
+        self._sig = sig
+        self._heap: list[tuple[float, int, str]] = []
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.spared = 0  # deadlines that found their pid taken by another process
+
+    def register(self, pid: int, timeout_s: float) -> None:
+        """Called by mutmut right after it forks `pid` (not reaped yet: still ours)."""
+        identity = start_time(pid)
+        if identity is None:
+            return  # already gone and reaped: nothing to time
+        with self._ready:
+            heapq.heappush(self._heap, (time.time() + timeout_s, pid, identity))
+            self._ready.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
+                self._thread.start()
+
+    def expire(self, now: float) -> None:
+        """Signal every child whose deadline passed by `now` and that is still the same."""
+        while self._heap and self._heap[0][0] <= now:
+            _, pid, identity = heapq.heappop(self._heap)
+            current = start_time(pid)
+            if current is None:
+                continue
+            if current != identity:
+                self.spared += 1
+                continue
+            with contextlib.suppress(ProcessLookupError):  # exited since the check
+                os.kill(pid, self._sig)
+
+    def _run(self) -> None:
+        with self._ready:
+            while True:
+                while not self._heap:
+                    self._ready.wait()
+                now = time.time()
+                self.expire(now)
+                if self._heap:
+                    self._ready.wait(timeout=max(0.0, self._heap[0][0] - now))
+
+
+def main() -> None:
+    from mutmut.__main__ import cli
+    from mutmut.workers import isolation
+
+    isolation.register_timeout = Deadlines().register  # what ForkRunner.submit calls
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""scripts/mutation_run.py: a child's deadline signals it only while its pid is still it."""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "mutation_run.py"
+
+
+@pytest.fixture(scope="module")
+def run() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutation_run", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutation_run"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def child() -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(["sleep", "30"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_live_childs_start_time_is_read_and_a_gone_one_is_none(
+    run: ModuleType, child: subprocess.Popen[bytes]
+) -> None:
+    assert run.start_time(child.pid) is not None
+    assert run.start_time(child.pid) == run.start_time(child.pid)
+    child.kill()
+    child.wait()
+    assert run.start_time(child.pid) is None
+
+
+def test_a_child_past_its_deadline_is_signalled(
+    run: ModuleType, child: subprocess.Popen[bytes]
+) -> None:
+    deadlines = run.Deadlines(sig=signal.SIGTERM)
+    deadlines.register(child.pid, 0.0)
+    deadlines.expire(time.time())
+    assert child.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_a_deadline_not_reached_signals_nothing(
+    run: ModuleType, child: subprocess.Popen[bytes]
+) -> None:
+    deadlines = run.Deadlines(sig=signal.SIGTERM)
+    deadlines.register(child.pid, 60.0)
+    deadlines.expire(time.time())
+    assert child.poll() is None
+
+
+def test_a_pid_now_held_by_another_process_is_spared(
+    run: ModuleType, child: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deadlines = run.Deadlines(sig=signal.SIGTERM)
+    deadlines.register(child.pid, 0.0)
+    # The registered child is gone and its pid went to a process started later.
+    monkeypatch.setattr(run, "start_time", lambda pid: "a later start")
+    deadlines.expire(time.time())
+    assert child.poll() is None and deadlines.spared == 1
+
+
+def test_the_keeper_thread_signals_at_the_deadline(
+    run: ModuleType, child: subprocess.Popen[bytes]
+) -> None:
+    deadlines = run.Deadlines(sig=signal.SIGTERM)
+    deadlines.register(child.pid, 0.2)
+    assert child.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
+    run: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stand-ins for the two mutmut modules main() reaches (mutmut lives in .venv-mutation).
+    called: list[str] = []
+    isolation = ModuleType("mutmut.workers.isolation")
+    isolation.register_timeout = lambda pid, timeout_s: None  # type: ignore[attr-defined]
+    entry = ModuleType("mutmut.__main__")
+    entry.cli = lambda: called.append("cli")  # type: ignore[attr-defined]
+    workers = ModuleType("mutmut.workers")
+    workers.isolation = isolation  # type: ignore[attr-defined]
+    for name, module in {
+        "mutmut": ModuleType("mutmut"),
+        "mutmut.__main__": entry,
+        "mutmut.workers": workers,
+        "mutmut.workers.isolation": isolation,
+    }.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    run.main()
+    keeper = isolation.register_timeout  # type: ignore[attr-defined]
+    assert called == ["cli"] and isinstance(keeper.__self__, run.Deadlines)
