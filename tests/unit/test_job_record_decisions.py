@@ -1,6 +1,7 @@
-"""What a job's stored record keeps and what an old record reads as: the request's schedule,
-lane and prompt version survive the round trip; a record from before provider batches and
-manual posting reads as "not returned by a batch" and "its post announced"."""
+"""What a job's stored record keeps and what an old record reads as: the request's
+schedule, lane, prompt version and posting survive the round trip; a record from before
+provider batches and manual posting reads as "not returned by a batch" and "its post
+announced"."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def test_a_requests_schedule_lane_and_prompt_version_survive_its_record() -> Non
         rubric_version="r3",
         prompt_version="grading-v1",
         assignment_round=2,
+        practice=True,
+        post_manually=True,
     )
     read = GradingRequest.from_dict(request.to_dict())
     assert (read.not_before, read.lane, read.prompt_version) == (
@@ -35,6 +38,7 @@ def test_a_requests_schedule_lane_and_prompt_version_survive_its_record() -> Non
         "exams",
         "grading-v1",
     )
+    assert (read.practice, read.post_manually) == (True, True)
     assert read == request
 
 
