@@ -259,6 +259,7 @@ def test_the_grader_runs_on_a_daemon_thread_in_the_deliverys_context_and_is_forg
     assert service.handle(TaskDelivery(job_id, "t", 0)).verdict is Verdict.DONE
     [grader_thread] = h.grader.threads
     assert grader_thread is not threading.current_thread() and grader_thread.daemon
+    assert grader_thread.name == "grader"  # as thread dumps show it
     assert seen_job_ids == [job_id]  # its log lines name the job
     assert service.gradings_in_flight == 0 and service.heartbeat.wait_s() == float("inf")
 
