@@ -6,17 +6,7 @@ announced"."""
 from __future__ import annotations
 
 from shared.domain.job import GradingRequest, Job
-from tests.unit.test_job_transitions import T0
-
-OLD_RECORD = {
-    "id": "j",
-    "client_id": "c",
-    "request": {"submission_id": "s", "answer": "a", "rubric": "one; two"},
-    "fingerprint": "fp",
-    "status": "PENDING",
-    "created_at": T0,
-    "updated_at": T0,
-}
+from tests.unit.test_job_transitions import MINIMAL_RECORD
 
 
 def test_a_requests_schedule_lane_and_prompt_version_survive_its_record() -> None:
@@ -43,13 +33,13 @@ def test_a_requests_schedule_lane_and_prompt_version_survive_its_record() -> Non
 
 
 def test_a_record_from_before_provider_batches_was_not_returned_by_one() -> None:
-    assert Job.from_record(dict(OLD_RECORD)).batch_returned is False
-    returned = Job.from_record({**OLD_RECORD, "batch_returned": True})
+    assert Job.from_record(dict(MINIMAL_RECORD)).batch_returned is False
+    returned = Job.from_record({**MINIMAL_RECORD, "batch_returned": True})
     assert returned.batch_returned is True
 
 
 def test_a_record_from_before_manual_posting_has_its_post_announced() -> None:
     # Nothing was held back before posting existed: there is no post left to announce.
-    assert Job.from_record(dict(OLD_RECORD)).post_announced is True
-    pending = Job.from_record({**OLD_RECORD, "post_announced": False})
+    assert Job.from_record(dict(MINIMAL_RECORD)).post_announced is True
+    pending = Job.from_record({**MINIMAL_RECORD, "post_announced": False})
     assert pending.post_announced is False

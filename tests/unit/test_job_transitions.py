@@ -224,17 +224,20 @@ def test_timings_are_zero_not_negative_and_none_before_they_exist() -> None:
     assert new_job().timings() == {"queue_wait_ms": None, "processing_ms": None, "total_ms": None}
 
 
+#: A job's record as the first version stored it: none of the fields added since.
+MINIMAL_RECORD = {
+    "id": "j",
+    "client_id": "c",
+    "request": {"submission_id": "s", "answer": "a", "rubric": "one; two"},
+    "fingerprint": "fp",
+    "status": "PENDING",
+    "created_at": T0,
+    "updated_at": T0,
+}
+
+
 def test_a_minimal_old_record_reads_with_the_defaults() -> None:
-    record = {
-        "id": "j",
-        "client_id": "c",
-        "request": {"submission_id": "s", "answer": "a", "rubric": "one; two"},
-        "fingerprint": "fp",
-        "status": "PENDING",
-        "created_at": T0,
-        "updated_at": T0,
-    }
-    job = Job.from_record(record)
+    job = Job.from_record(dict(MINIMAL_RECORD))
     assert (job.attempts, job.generation, job.event_published) == (0, 0, False)
     assert job.request.max_score == 10.0
     assert job.request.assignment_id is None and job.request.callback_url is None
