@@ -38,3 +38,21 @@ def test_a_gate_whose_probe_is_due_asks_for_a_second() -> None:
     gate.trip(GraderMisconfigured("openai answered HTTP 401: invalid key"))
     clock.advance(timedelta(seconds=30))  # past the probe time, nothing asked yet
     assert gate.retry_after_s() == 1.0
+
+
+def test_while_one_probe_runs_another_check_gets_the_refusal_and_probes_nothing() -> None:
+    clock = FrozenClock()
+    fault = GraderMisconfigured("openai answered HTTP 401: invalid key")
+    seen_meanwhile: list[GraderMisconfigured | None] = []
+    probes: list[int] = []
+
+    def probe() -> None:  # a delivery checks the gate while the probe is out
+        probes.append(1)
+        if len(probes) == 1:
+            seen_meanwhile.append(gate.check())
+
+    gate = GraderGate(probe, clock.now, first_wait_s=10, max_wait_s=60)
+    gate.trip(fault)
+    clock.advance(timedelta(seconds=10))
+    assert gate.check() is None  # the probe passed: grading goes on
+    assert probes == [1] and seen_meanwhile == [fault]
