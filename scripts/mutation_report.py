@@ -152,7 +152,16 @@ class MutatedFile:
             if line.startswith(("---", "+++", "@@")):
                 continue
             (removed if line.startswith("-") else added).append(line[1:].strip())
-        return Change("\n".join(removed), "\n".join(added))
+        # A changed `def` line is compared under a neutral name; shown under its own.
+        own = f"def {self.function_name(short)}("
+        before, after = ("\n".join(lines) for lines in (removed, added))
+        return Change(before.replace("def _(", own, 1), after.replace("def _(", own, 1))
+
+    @staticmethod
+    def function_name(short: str) -> str:
+        """The mutated function's own name: `x_f__mutmut_1` and `xǁCǁf__mutmut_1` are `f`."""
+        mangled = short.rsplit("__mutmut_", 1)[0]
+        return mangled.rsplit("ǁ", 1)[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
 
     def mutants_of_function(self, name: str) -> list[str]:
         """The names of the other mutants of `name`'s function, in the same module."""

@@ -247,3 +247,18 @@ def test_a_killed_equivalent_names_the_tests_that_failed_on_its_mutant(
     assert run(folder, equivalents(tmp_path, entry(1, *RAISED))) == 1
     out = capsys.readouterr().out
     assert "failed: tests/unit/test_a.py::test_b (call): AssertionError" in out
+
+
+def test_a_changed_def_line_is_shown_under_the_functions_own_name() -> None:
+    source = (
+        "class C:\n"
+        "    def xǁCǁstart__mutmut_orig(self, name=''):\n"
+        "        return name\n"
+        "    def xǁCǁstart__mutmut_1(self, name='XXXX'):\n"
+        "        return name\n"
+    )
+    change = scorer().MutatedFile(source).change("m.xǁCǁstart__mutmut_1")
+    assert (change.before, change.after) == (
+        "def start(self, name=''):",
+        "def start(self, name='XXXX'):",
+    )

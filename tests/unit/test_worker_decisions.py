@@ -1084,6 +1084,12 @@ def test_a_refused_configuration_on_the_last_delivery_without_a_queue_answers_su
     assert result == DeliveryResult(Verdict.SUSPENDED, job, 30.0, reason=refused)
     assert job.status is JobStatus.RETRYING and job.attempts == 0 and job.deferrals == 0
     assert h.publisher.events == []
+    # Grading now suspended: another job's last delivery is given back the same way,
+    # without a grader call, on the refusal that suspended grading.
+    other = h.seed("other")
+    result = service.handle(TaskDelivery(other, "t", LAST_RETRY))
+    assert result == DeliveryResult(Verdict.SUSPENDED, h.job(other), 30.0, reason=refused)
+    assert h.grader.calls == 1
 
 
 def test_a_queue_of_zero_max_attempts_may_drop_any_delivery_so_a_refusal_hands_the_job_on(
