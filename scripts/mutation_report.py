@@ -8,6 +8,11 @@ function, with every `log.<level>(...)` statement removed, is the same as the or
 function with the same removal, only changed what is logged: it is reported apart and left
 out of the score, as are the survivors listed as equivalent in the equivalents file.
 
+A kill is a test failing on the mutant. A mutant whose run failed with no test failing
+(tests/mutation_kills.py wrote down only an error after the tests, or nothing at all) is
+counted as surviving and listed as failed outside any test: something the tests left
+behind failed the run, whatever the mutant changed.
+
 Each equivalent names its mutant, the change it makes (the lines `mutmut show NAME` prints
 as removed and added) and why no input can tell it from the original. An entry whose
 mutant no longer exists, now makes another change (mutmut numbers a function's mutants in
@@ -47,6 +52,10 @@ LOGGERS = {"log", "logger", "logging"}
 ENTRY_KEYS = {"mutant", "before", "after", "reason"}
 #: Where tests/mutation_kills.py writes down, per mutant, the tests that failed on it.
 KILLS_DIR = ".mutmut-kills"
+#: The exit code of a run in which something failed (a test, or the run after them).
+FAILED_RUN = 1
+#: How tests/mutation_kills.py writes down an error raised after the tests.
+AFTER_THE_TESTS = "after the tests: "
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,8 @@ class FileScore:
     counts: Counter[str] = field(default_factory=Counter)
     survivors: list[str] = field(default_factory=list)
     no_tests: list[str] = field(default_factory=list)
+    #: Of the survivors, those whose run failed though no test failed on them.
+    outside_tests: list[str] = field(default_factory=list)
     log_only: list[str] = field(default_factory=list)
     equivalent: list[str] = field(default_factory=list)
 
@@ -215,14 +226,19 @@ def load_equivalents(path: Path) -> list[Equivalent]:
 
 
 def score_file(
-    codes: dict[str, int | None], source: MutatedFile, path: str, equivalent: set[str]
+    codes: dict[str, int | None],
+    source: MutatedFile,
+    path: str,
+    equivalent: set[str],
+    outside_tests: frozenset[str] = frozenset(),
 ) -> FileScore:
-    """Score one file's results; `equivalent` holds the mutants judged (and checked) so."""
+    """Score one file's results; `equivalent` holds the mutants judged (and checked) so,
+    `outside_tests` those whose run failed with no test failing (not killed)."""
     result = FileScore(path)
     for name, code in sorted(codes.items()):
-        if code in KILLED:
+        if code in KILLED and name not in outside_tests:
             result.counts["killed"] += 1
-        elif code in SURVIVED or code in NO_TESTS:
+        elif code in SURVIVED or code in NO_TESTS or name in outside_tests:
             if name in equivalent:
                 result.equivalent.append(name)
             elif source.is_log_only(name):
@@ -231,6 +247,8 @@ def score_file(
                 result.survivors.append(name)
                 if code in NO_TESTS:
                     result.no_tests.append(name)
+                if name in outside_tests:
+                    result.outside_tests.append(name)
         elif code is NOT_CHECKED:
             result.counts["not checked"] += 1
         else:
@@ -247,6 +265,8 @@ class Results:
     file_of: dict[str, str] = field(default_factory=dict)
     #: The tests that failed on each mutant, as tests/mutation_kills.py wrote them down.
     kills: dict[str, list[str]] = field(default_factory=dict)
+    #: Whether the run wrote them down (its tests loaded tests/mutation_kills.py).
+    recorded_kills: bool = False
 
     @classmethod
     def read(cls, mutants: Path) -> Results:
@@ -260,6 +280,7 @@ class Results:
             found.sources[path] = MutatedFile(meta.with_suffix("").read_text())
             for name in codes:
                 found.file_of[name] = path
+        found.recorded_kills = (mutants / KILLS_DIR).is_dir()
         for kills in sorted((mutants / KILLS_DIR).glob("*.txt")):
             found.kills[kills.stem] = kills.read_text(encoding="utf-8").splitlines()
         return found
@@ -267,10 +288,29 @@ class Results:
     def checked(self, path: str) -> bool:
         return any(code is not NOT_CHECKED for code in self.codes[path].values())
 
+    def failed_outside_tests(self) -> frozenset[str]:
+        """The mutants whose run failed though no test failed on them (none without a record).
+
+        Their record holds only errors after the tests, or, for a failed run (exit 1),
+        nothing: a test failing on the mutant is always written down.
+        """
+        if not self.recorded_kills:
+            return frozenset()
+        found = set()
+        for codes in self.codes.values():
+            for name, code in codes.items():
+                lines = self.kills.get(name, [])
+                if code not in KILLED or (not lines and code != FAILED_RUN):
+                    continue
+                if all(line.startswith(AFTER_THE_TESTS) for line in lines):
+                    found.add(name)
+        return frozenset(found)
+
 
 def stale_equivalents(results: Results, equivalents: list[Equivalent]) -> dict[str, str]:
     """Why each stale entry is stale, with the change its mutant makes now, by mutant."""
     stale: dict[str, str] = {}
+    outside_tests = results.failed_outside_tests()
     for entry in equivalents:
         path = results.file_of.get(entry.mutant)
         if path is None:
@@ -286,7 +326,7 @@ def stale_equivalents(results: Results, equivalents: list[Equivalent]) -> dict[s
             ]
             where = f"; the listed change is now {', '.join(moved)}" if moved else ""
             stale[entry.mutant] = f"now makes another change{where}\n      {now}"
-        elif results.codes[path][entry.mutant] in KILLED:
+        elif results.codes[path][entry.mutant] in KILLED and entry.mutant not in outside_tests:
             by = "".join(f"\n      failed: {k}" for k in results.kills.get(entry.mutant, []))
             stale[entry.mutant] = f"killed, so not equivalent\n      {now}{by}"
     return stale
@@ -296,14 +336,20 @@ def report(results: Results, equivalents: list[Equivalent], minimum: float) -> i
     """Print the scores, the survivors and the stale equivalents; return the exit status."""
     stale = stale_equivalents(results, equivalents)
     listed = {e.mutant for e in equivalents} - set(stale)
+    outside_tests = results.failed_outside_tests()
     scores = [
-        score_file(results.codes[path], results.sources[path], path, listed)
+        score_file(results.codes[path], results.sources[path], path, listed, outside_tests)
         for path in sorted(results.codes)
         if results.checked(path)
     ]
     status = 0
     if scores:
         _print_scores(scores)
+        if outside_tests:
+            print("\nruns that failed with no test failing on the mutant (not kills):")
+            for name in sorted(outside_tests):
+                why = "; ".join(results.kills.get(name, [])) or "nothing written down"
+                print(f"  {name}: {why}")
         if equivalents:
             print("\njudged equivalent:")
             for e in sorted(equivalents, key=lambda e: e.mutant):
@@ -346,7 +392,9 @@ def _print_scores(scores: list[FileScore]) -> None:
     print("\nsurviving mutants (`mutmut show NAME` prints the change):")
     for s in scores:
         for name in s.survivors:
-            print(f"  {name}{' (no tests)' if name in s.no_tests else ''}")
+            note = " (no tests)" if name in s.no_tests else ""
+            note += " (failed outside any test)" if name in s.outside_tests else ""
+            print(f"  {name}{note}")
 
 
 def main(argv: list[str] | None = None) -> int:

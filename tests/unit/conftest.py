@@ -1,7 +1,8 @@
 """Apps built through their factories on a temporary SQLite file and recording fakes.
 
 The subscriber apps' tests share `processed`; the dispatcher tests share `db` (a SQLite
-file) and `target` (a recording HTTP server).
+file) and `target` (a recording HTTP server); the tests of OpenAI-compatible graders share
+`openai_clients`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
 from shared.adapters.embedded.api_key_store import SqliteApiKeyStore
@@ -88,3 +91,24 @@ def target() -> Iterator[RecordingTarget]:
     """A recording HTTP target answering 200."""
     with RecordingTarget() as t:
         yield t
+
+
+@pytest.fixture
+def openai_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[openai.OpenAI]]:
+    """Every OpenAI SDK client built during the test, closed when it ends.
+
+    A worker keeps its grader's client for the life of the process; a test's would keep a
+    pooled connection open until the garbage collector finalizes its socket, at a moment no
+    test chooses, where the unclosed socket's ResourceWarning fails whatever runs then.
+    """
+    built: list[openai.OpenAI] = []
+
+    class Closed(openai.OpenAI):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(openai, "OpenAI", Closed)
+    yield built
+    for client in built:
+        client.close()

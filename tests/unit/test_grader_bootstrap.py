@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import openai
 import pytest
 from pydantic import ValidationError
 
@@ -112,7 +113,10 @@ def test_the_instance_share_comes_from_the_project_quota_and_max_instances() -> 
 
 
 def test_openai_compatible_grading_logs_neither_the_answer_nor_the_key(
-    server: FakeOpenAIServer, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    server: FakeOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    openai_clients: list[openai.OpenAI],
 ) -> None:
     settings = Settings(
         data_dir=tmp_path,  # the quota pool's ledger
@@ -123,6 +127,7 @@ def test_openai_compatible_grading_logs_neither_the_answer_nor_the_key(
         log_level="DEBUG",
     )
     grader = grader_for(settings)
+    assert len(openai_clients) == 1  # the grader's, closed after the test
     caplog.set_level(logging.DEBUG)
     request = GradingRequest("s", SECRET_ANSWER + " #malformedx1", ("mentions mitochondria",), 2)
     result = grader.grade(request, attempt=1, timeout_s=10)

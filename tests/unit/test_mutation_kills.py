@@ -34,3 +34,40 @@ def test_outside_a_mutants_run_nothing_is_written(
     monkeypatch.setenv("MUTANT_UNDER_TEST", mutant)
     mutation_kills.pytest_runtest_logreport(report("failed", "AssertionError"))
     assert not (tmp_path / ".mutmut-kills").exists()
+
+
+def end_of_run(error: Exception) -> Exception | None:
+    """Drive the unconfigure wrapper as pytest does when a hook under it raises `error`."""
+    run = mutation_kills.pytest_unconfigure(None)  # type: ignore[arg-type]
+    next(run)
+    try:
+        run.throw(error)
+    except Exception as raised:
+        return raised
+    return None
+
+
+def test_an_error_after_the_tests_is_written_down_apart_and_still_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mutation_kills, "KILLS_DIR", tmp_path / ".mutmut-kills")
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "shared.domain.ids.x__b32__mutmut_2")
+    leaked = pytest.PytestUnraisableExceptionWarning(
+        "Exception ignored in: <socket.socket fd=39>\nEnable tracemalloc to get traceback"
+    )
+    assert end_of_run(leaked) is leaked
+    written = (tmp_path / ".mutmut-kills" / "shared.domain.ids.x__b32__mutmut_2.txt").read_text()
+    assert written == (
+        "after the tests: PytestUnraisableExceptionWarning:"
+        " Exception ignored in: <socket.socket fd=39>\n"
+    )
+
+
+def test_an_error_after_the_tests_outside_a_mutants_run_is_only_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mutation_kills, "KILLS_DIR", tmp_path / ".mutmut-kills")
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "")
+    leaked = ResourceWarning("unclosed")
+    assert end_of_run(leaked) is leaked
+    assert not (tmp_path / ".mutmut-kills").exists()

@@ -249,6 +249,62 @@ def test_a_killed_equivalent_names_the_tests_that_failed_on_its_mutant(
     assert "failed: tests/unit/test_a.py::test_b (call): AssertionError" in out
 
 
+def kills_written(folder: Path, **lines: str) -> None:
+    """What tests/mutation_kills.py wrote down, by mutant (the short name)."""
+    kills = folder / ".mutmut-kills"
+    kills.mkdir()
+    for short, text in lines.items():
+        (kills / f"shared.domain.limits.{short}.txt").write_text(text, encoding="utf-8")
+
+
+def test_a_run_that_failed_with_no_test_failing_is_not_a_kill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(
+        tmp_path,
+        {"x_ceiling__mutmut_1": 1, "x_ceiling__mutmut_2": 1, "x_ceiling__mutmut_3": 1},
+    )
+    after = "after the tests: PytestUnraisableExceptionWarning: Exception ignored in: <socket>\n"
+    test = "tests/unit/test_a.py::test_b (call): AssertionError\n"
+    # 1: a test failed; 2: only the end of the run did; 3: nothing was written down.
+    kills_written(folder, x_ceiling__mutmut_1=test + after, x_ceiling__mutmut_2=after)
+    assert run(folder, minimum=30.0) == 0
+    out = capsys.readouterr().out
+    assert " 33.3%" in out
+    assert "shared.domain.limits.x_ceiling__mutmut_2 (failed outside any test)" in out
+    assert "shared.domain.limits.x_ceiling__mutmut_3 (failed outside any test)" in out
+    assert "x_ceiling__mutmut_1 (failed" not in out
+    assert "x_ceiling__mutmut_2: after the tests: PytestUnraisableExceptionWarning" in out
+    assert "x_ceiling__mutmut_3: nothing written down" in out
+
+
+def test_an_error_raised_out_of_the_run_after_the_tests_is_not_a_kill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # mutmut writes 255 when the test run raises; 36 is a CPU-limit timeout with no record.
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 255, "x_ceiling__mutmut_2": 36})
+    kills_written(folder, x_ceiling__mutmut_1="after the tests: ResourceWarning: unclosed\n")
+    assert run(folder, minimum=50.0) == 0
+    out = capsys.readouterr().out
+    assert " 50.0%" in out
+    assert "shared.domain.limits.x_ceiling__mutmut_1 (failed outside any test)" in out
+    assert "x_ceiling__mutmut_2 (" not in out
+
+
+def test_an_equivalent_whose_run_failed_with_no_test_failing_is_not_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 1, "x_ceiling__mutmut_2": 1})
+    kills_written(
+        folder,
+        x_ceiling__mutmut_1="after the tests: ResourceWarning: unclosed <socket>\n",
+        x_ceiling__mutmut_2="tests/unit/test_a.py::test_b (call): AssertionError\n",
+    )
+    assert run(folder, equivalents(tmp_path, entry(1, *RAISED))) == 0
+    out = capsys.readouterr().out
+    assert "stale" not in out and "100.0%" in out
+
+
 def test_a_changed_def_line_is_shown_under_the_functions_own_name() -> None:
     source = (
         "class C:\n"

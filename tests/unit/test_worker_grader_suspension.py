@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterator
 from datetime import timedelta
 
+import openai
 import pytest
 from flask.testing import FlaskClient
 
@@ -38,7 +39,11 @@ def server() -> Iterator[FakeOpenAIServer]:
 
 @pytest.fixture
 def client(
-    server: FakeOpenAIServer, settings: Settings, adapters: Adapters, clock: FrozenClock
+    server: FakeOpenAIServer,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    openai_clients: list[openai.OpenAI],
 ) -> FlaskClient:
     model = Settings(
         data_dir=settings.data_dir,  # the quota pool's ledger: this test's own
@@ -47,7 +52,9 @@ def client(
         grader_model="fake-grader",
         grader_api_key="sk-e2e-key",  # type: ignore[arg-type]
     )
-    return create_app(settings, adapters, grader_for(model), clock).test_client()
+    worker = create_app(settings, adapters, grader_for(model), clock).test_client()
+    assert len(openai_clients) == 1  # the grader's, closed after the test
+    return worker
 
 
 def seed_answer(adapters: Adapters, clock: FrozenClock, key: str) -> str:

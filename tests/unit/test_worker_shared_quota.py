@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import openai
 import pytest
 from flask.testing import FlaskClient
 
@@ -75,11 +76,16 @@ def seed(adapters: Adapters, clock: FrozenClock, key: str) -> str:
 
 
 def test_instances_share_one_pool_and_a_refused_job_waits_uncounted(
-    server: FakeOpenAIServer, settings: Settings, adapters: Adapters, clock: FrozenClock
+    server: FakeOpenAIServer,
+    settings: Settings,
+    adapters: Adapters,
+    clock: FrozenClock,
+    openai_clients: list[openai.OpenAI],
 ) -> None:
     wall = WallClock()
     a = instance(settings, adapters, clock, wall, server.url)
     b = instance(settings, adapters, clock, wall, server.url)
+    assert len(openai_clients) == 2  # one per instance, closed after the test
     first, second, third = (seed(adapters, clock, k) for k in ("1", "2", "3"))
 
     assert deliver(a, first).status_code == 200
