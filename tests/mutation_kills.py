@@ -24,7 +24,7 @@ import pytest
 KILLS_DIR = Path(".mutmut-kills").absolute()
 #: Values mutmut gives MUTANT_UNDER_TEST for its own passes, not for a mutant.
 NOT_A_MUTANT = {"", "fail", "stats", "list_all_tests", "mutant_generation"}
-#: How an error raised once the tests have run (at pytest's unconfigure) is written down.
+#: How an error raised once the tests have run (as the session ends) is written down.
 AFTER_THE_TESTS = "after the tests"
 
 
@@ -46,7 +46,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_unconfigure(config: pytest.Config) -> Generator[None, None, None]:
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, object, object]:
+    # The session turns what fails in a test into an exit status; what escapes it was
+    # raised as the session ended (its unconfigure and cleanups: unraisables, threads).
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     try:
         return (yield)

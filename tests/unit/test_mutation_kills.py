@@ -37,8 +37,8 @@ def test_outside_a_mutants_run_nothing_is_written(
 
 
 def end_of_run(error: Exception) -> Exception | None:
-    """Drive the unconfigure wrapper as pytest does when a hook under it raises `error`."""
-    run = mutation_kills.pytest_unconfigure(None)  # type: ignore[arg-type]
+    """Drive the session's wrapper as pytest does when the session ends raising `error`."""
+    run = mutation_kills.pytest_cmdline_main(None)  # type: ignore[arg-type]
     next(run)
     try:
         run.throw(error)
