@@ -7,6 +7,8 @@ runs ("no tests") counts as surviving: nothing would notice the change. A surviv
 function, with every `log.<level>(...)` statement removed, is the same as the original
 function with the same removal, only changed what is logged: it is reported apart and left
 out of the score, as are the survivors listed as equivalent in the equivalents file.
+scripts/mutation_run.py does not run such mutants at all (mutmut's "skipped"); one
+skipped for another reason counts as surviving.
 
 A kill is a test failing on the mutant. A mutant whose run failed with no test failing
 (tests/mutation_kills.py wrote down only an error after the tests, or nothing at all) is
@@ -47,6 +49,8 @@ TIMED_OUT = {36, 255, 24, -24, 152}
 KILLED = {1, 3, 37} | TIMED_OUT
 SURVIVED = {0}
 NO_TESTS = {5, 33}
+#: Left unrun by scripts/mutation_run.py as only changing a log line ("skipped").
+SKIPPED = {34}
 NOT_CHECKED = None
 LOGGERS = {"log", "logger", "logging"}
 ENTRY_KEYS = {"mutant", "before", "after", "reason"}
@@ -238,7 +242,9 @@ def score_file(
     for name, code in sorted(codes.items()):
         if code in KILLED and name not in outside_tests:
             result.counts["killed"] += 1
-        elif code in SURVIVED or code in NO_TESTS or name in outside_tests:
+        elif code in SKIPPED and source.is_log_only(name):
+            result.log_only.append(name)
+        elif code in SURVIVED or code in NO_TESTS or code in SKIPPED or name in outside_tests:
             if name in equivalent:
                 result.equivalent.append(name)
             elif source.is_log_only(name):

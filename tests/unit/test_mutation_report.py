@@ -318,3 +318,14 @@ def test_a_changed_def_line_is_shown_under_the_functions_own_name() -> None:
         "def start(self, name=''):",
         "def start(self, name='XXXX'):",
     )
+
+
+def test_a_skipped_mutant_is_log_only_when_it_changes_a_log_line_and_surviving_otherwise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(tmp_path, {"x_note__mutmut_1": 34, "x_ceiling__mutmut_1": 34})
+    assert run(folder, minimum=0.0) == 0
+    out = capsys.readouterr().out
+    assert "shared/domain/limits.py" in out and "  0.0%" in out
+    survivors = out.split("surviving mutants")[1]
+    assert "x_ceiling__mutmut_1" in survivors and "x_note__mutmut_1" not in survivors

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import pytest
 
@@ -85,9 +86,13 @@ def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
     run: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Stand-ins for the two mutmut modules main() reaches (mutmut lives in .venv-mutation).
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # where mutation_report.py is
     called: list[str] = []
     isolation = ModuleType("mutmut.workers.isolation")
     isolation.register_timeout = lambda pid, timeout_s: None  # type: ignore[attr-defined]
+    isolation.ForkRunner = type("ForkRunner", (Runner,), {})  # type: ignore[attr-defined]
+    isolation.ForkServerRunner = type("ForkServerRunner", (Runner,), {})  # type: ignore[attr-defined]
+    isolation.MutantResult = Result  # type: ignore[attr-defined]
     entry = ModuleType("mutmut.__main__")
     entry.cli = lambda: called.append("cli")  # type: ignore[attr-defined]
     workers = ModuleType("mutmut.workers")
@@ -102,3 +107,66 @@ def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
     run.main()
     keeper = isolation.register_timeout  # type: ignore[attr-defined]
     assert called == ["cli"] and isinstance(keeper.__self__, run.Deadlines)
+    for runner in (isolation.ForkRunner, isolation.ForkServerRunner):  # type: ignore[attr-defined]
+        assert runner.submit is not Runner.submit
+
+
+class Result(NamedTuple):
+    """mutmut's MutantResult, positionally."""
+
+    mutant_name: str
+    exit_code: int
+    duration: float
+
+
+class Runner:
+    """A mutmut runner's submit: what it was given to run, and what it settled itself."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self._no_tests_results: list[Result] = []
+
+    def submit(self, mutant_name: str, tests: list[str], limit: int, estimated: float) -> None:
+        self.ran.append(mutant_name)
+
+
+MUTATED = """\
+def x_note__mutmut_orig(count):
+    log.info("counted %d", count)
+    return count
+
+
+def x_note__mutmut_1(count):
+    log.info("XXcounted %dXX", count)
+    return count
+
+
+def x_note__mutmut_2(count):
+    log.info("counted %d", count)
+    return None
+"""
+
+
+def test_a_mutant_that_only_changes_a_log_line_is_skipped_and_the_others_run(
+    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # where mutation_report.py is
+    mutated = tmp_path / "shared" / "domain" / "notes.py"
+    mutated.parent.mkdir(parents=True)
+    mutated.write_text(MUTATED)
+    runner = type("ForkRunner", (Runner,), {})
+    monkeypatch.setitem(sys.modules, "mutmut", ModuleType("mutmut"))
+    monkeypatch.setitem(sys.modules, "mutmut.workers", ModuleType("mutmut.workers"))
+    isolation = ModuleType("mutmut.workers.isolation")
+    isolation.MutantResult = Result  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "mutmut.workers.isolation", isolation)
+    run.skip_log_only(runner, run.LogOnly(tmp_path))
+    submitted = runner()
+    for number in (1, 2):
+        submitted.submit(f"shared.domain.notes.x_note__mutmut_{number}", ["t"], 10, 1.0)
+    submitted.submit("shared.domain.gone.x_f__mutmut_1", ["t"], 10, 1.0)  # no such file: run
+    assert submitted.ran == [
+        "shared.domain.notes.x_note__mutmut_2",
+        "shared.domain.gone.x_f__mutmut_1",
+    ]
+    assert submitted._no_tests_results == [Result("shared.domain.notes.x_note__mutmut_1", 34, 0.0)]
