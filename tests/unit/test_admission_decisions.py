@@ -18,7 +18,6 @@ def test_a_refusal_asked_for_counts_with_room_names_them_and_the_ceilings() -> N
     )
 
 
-
 @pytest.mark.parametrize(
     ("client", "total", "room"),
     [(0, 0, 10), (1, 7, 3), (2, 9, 1), (0, 10, 0), (3, 12, 0)],
