@@ -39,6 +39,7 @@ import sys
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 #: mutmut's exit codes per mutant (mutmut/stats.py): 1 and 3 are kills (37: refused by
@@ -49,8 +50,9 @@ TIMED_OUT = {36, 255, 24, -24, 152}
 KILLED = {1, 3, 37} | TIMED_OUT
 SURVIVED = {0}
 NO_TESTS = {5, 33}
-#: Left unrun by scripts/mutation_run.py as only changing a log line ("skipped").
-SKIPPED = {34}
+#: mutmut's "skipped": left unrun by scripts/mutation_run.py as only changing a log line.
+SKIPPED_RUN = 34
+SKIPPED = {SKIPPED_RUN}
 NOT_CHECKED = None
 LOGGERS = {"log", "logger", "logging"}
 ENTRY_KEYS = {"mutant", "before", "after", "reason"}
@@ -242,8 +244,6 @@ def score_file(
     for name, code in sorted(codes.items()):
         if code in KILLED and name not in outside_tests:
             result.counts["killed"] += 1
-        elif code in SKIPPED and source.is_log_only(name):
-            result.log_only.append(name)
         elif code in SURVIVED or code in NO_TESTS or code in SKIPPED or name in outside_tests:
             if name in equivalent:
                 result.equivalent.append(name)
@@ -294,6 +294,7 @@ class Results:
     def checked(self, path: str) -> bool:
         return any(code is not NOT_CHECKED for code in self.codes[path].values())
 
+    @cached_property
     def failed_outside_tests(self) -> frozenset[str]:
         """The mutants whose run failed though no test failed on them (none without a record).
 
@@ -316,7 +317,7 @@ class Results:
 def stale_equivalents(results: Results, equivalents: list[Equivalent]) -> dict[str, str]:
     """Why each stale entry is stale, with the change its mutant makes now, by mutant."""
     stale: dict[str, str] = {}
-    outside_tests = results.failed_outside_tests()
+    outside_tests = results.failed_outside_tests
     for entry in equivalents:
         path = results.file_of.get(entry.mutant)
         if path is None:
@@ -342,7 +343,7 @@ def report(results: Results, equivalents: list[Equivalent], minimum: float) -> i
     """Print the scores, the survivors and the stale equivalents; return the exit status."""
     stale = stale_equivalents(results, equivalents)
     listed = {e.mutant for e in equivalents} - set(stale)
-    outside_tests = results.failed_outside_tests()
+    outside_tests = results.failed_outside_tests
     scores = [
         score_file(results.codes[path], results.sources[path], path, listed, outside_tests)
         for path in sorted(results.codes)

@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 PROC = Path("/proc")
-#: mutmut's exit code for a mutant it did not run ("skipped").
-SKIPPED = 34
 
 
 def start_time(pid: int) -> str | None:
@@ -117,6 +115,7 @@ class LogOnly:
 
 def skip_log_only(runner: type[Any], log_only: Container[str]) -> None:
     """Make `runner.submit` record a log-only mutant as skipped instead of running it."""
+    from mutation_report import SKIPPED_RUN
     from mutmut.workers.isolation import MutantResult
 
     submit = runner.submit
@@ -126,7 +125,7 @@ def skip_log_only(runner: type[Any], log_only: Container[str]) -> None:
     ) -> None:
         if mutant_name in log_only:
             # Where mutmut puts the results it settles without a child ("no tests").
-            self._no_tests_results.append(MutantResult(mutant_name, SKIPPED, 0.0))
+            self._no_tests_results.append(MutantResult(mutant_name, SKIPPED_RUN, 0.0))
             return
         submit(self, mutant_name, tests, cpu_time_limit, estimated)
 

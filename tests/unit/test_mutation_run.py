@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import pytest
 
+from tests.unit.test_mutation_report import MUTATED
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "mutation_run.py"
 
 
@@ -130,30 +132,13 @@ class Runner:
         self.ran.append(mutant_name)
 
 
-MUTATED = """\
-def x_note__mutmut_orig(count):
-    log.info("counted %d", count)
-    return count
-
-
-def x_note__mutmut_1(count):
-    log.info("XXcounted %dXX", count)
-    return count
-
-
-def x_note__mutmut_2(count):
-    log.info("counted %d", count)
-    return None
-"""
-
-
 def test_a_mutant_that_only_changes_a_log_line_is_skipped_and_the_others_run(
     run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # where mutation_report.py is
-    mutated = tmp_path / "shared" / "domain" / "notes.py"
+    mutated = tmp_path / "shared" / "domain" / "limits.py"
     mutated.parent.mkdir(parents=True)
-    mutated.write_text(MUTATED)
+    mutated.write_text(MUTATED)  # x_note__mutmut_1 changes a log line, x_ceiling__mutmut_1 not
     runner = type("ForkRunner", (Runner,), {})
     monkeypatch.setitem(sys.modules, "mutmut", ModuleType("mutmut"))
     monkeypatch.setitem(sys.modules, "mutmut.workers", ModuleType("mutmut.workers"))
@@ -162,11 +147,11 @@ def test_a_mutant_that_only_changes_a_log_line_is_skipped_and_the_others_run(
     monkeypatch.setitem(sys.modules, "mutmut.workers.isolation", isolation)
     run.skip_log_only(runner, run.LogOnly(tmp_path))
     submitted = runner()
-    for number in (1, 2):
-        submitted.submit(f"shared.domain.notes.x_note__mutmut_{number}", ["t"], 10, 1.0)
+    for mutant in ("x_note__mutmut_1", "x_ceiling__mutmut_1"):
+        submitted.submit(f"shared.domain.limits.{mutant}", ["t"], 10, 1.0)
     submitted.submit("shared.domain.gone.x_f__mutmut_1", ["t"], 10, 1.0)  # no such file: run
     assert submitted.ran == [
-        "shared.domain.notes.x_note__mutmut_2",
+        "shared.domain.limits.x_ceiling__mutmut_1",
         "shared.domain.gone.x_f__mutmut_1",
     ]
-    assert submitted._no_tests_results == [Result("shared.domain.notes.x_note__mutmut_1", 34, 0.0)]
+    assert submitted._no_tests_results == [Result("shared.domain.limits.x_note__mutmut_1", 34, 0.0)]
