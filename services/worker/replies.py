@@ -27,6 +27,13 @@ STATUS = {
     Verdict.SUSPENDED: 503,
 }
 
+#: The verdicts answered with the problem that stopped the delivery, and the detail they
+#: say instead of the error's own (None: its own). Like every 503, a suspension's is
+#: generic: the provider's words are in the worker's log.
+_PROBLEMS: dict[Verdict, str | None] = {
+    Verdict.LOCKED: None,
+    Verdict.SUSPENDED: "grading is suspended until the provider accepts the grader's configuration",
+}
 #: The verdicts whose reply passes on a Retry-After.
 _RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED, Verdict.SUSPENDED})
 
@@ -34,16 +41,17 @@ _RETRY_AFTER = frozenset({Verdict.RETRY, Verdict.THROTTLED, Verdict.SUSPENDED})
 def reply(job_id: str | None, result: DeliveryResult) -> Response:
     """Render `result` as the HTTP answer the queue acts on."""
     status = STATUS[result.verdict]
-    if result.verdict is Verdict.LOCKED and result.reason is not None:
-        return problem_for(result.reason, status)
-    body: dict[str, object] = {
-        "job_id": job_id,
-        "status": result.job.status.value if result.job else None,
-    }
-    if result.verdict is Verdict.DROPPED and result.reason is not None:
-        body["dropped"] = result.reason.detail
-    response = jsonify(body)
-    response.status_code = status
+    if result.verdict in _PROBLEMS and result.reason is not None:
+        response = problem_for(result.reason, status, detail=_PROBLEMS[result.verdict])
+    else:
+        body: dict[str, object] = {
+            "job_id": job_id,
+            "status": result.job.status.value if result.job else None,
+        }
+        if result.verdict is Verdict.DROPPED and result.reason is not None:
+            body["dropped"] = result.reason.detail
+        response = jsonify(body)
+        response.status_code = status
     if result.verdict in _RETRY_AFTER and result.retry_after_s is not None:
         # Passes on the provider's hint (e.g. an LLM API's 429 Retry-After).
         response.headers["Retry-After"] = str(max(1, round(result.retry_after_s)))

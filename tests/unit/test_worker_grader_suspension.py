@@ -13,6 +13,7 @@ from datetime import timedelta
 import openai
 import pytest
 from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
 
 from services.worker.app import create_app
 from shared.bootstrap import Adapters
@@ -64,6 +65,15 @@ def seed_answer(adapters: Adapters, clock: FrozenClock, key: str) -> str:
     return job_id
 
 
+def assert_refusal(response: TestResponse) -> None:
+    """A 503 whose problem document is the provider's refusal."""
+    assert response.status_code == 503
+    assert response.content_type == "application/problem+json"
+    assert response.json is not None
+    assert response.json["type"] == GraderMisconfigured("").type_uri
+    assert "HTTP" not in response.json["detail"]  # the provider's words stay in the log
+
+
 @pytest.mark.parametrize("refusal", [REVOKED_KEY, UNKNOWN_MODEL], ids=["401-key", "404-model"])
 def test_grading_stops_without_spending_a_job_and_resumes_after_a_probe(
     refusal: object,
@@ -81,6 +91,7 @@ def test_grading_stops_without_spending_a_job_and_resumes_after_a_probe(
     # The whole queue backs off until the next probe: every job would be refused alike.
     assert response.status_code == 503
     assert int(response.headers["Retry-After"]) >= 1
+    assert_refusal(response)
     job = adapters.store.get(first)
     assert job is not None and job.status is JobStatus.RETRYING
     assert job.attempts == 0 and job.error is None
@@ -89,7 +100,7 @@ def test_grading_stops_without_spending_a_job_and_resumes_after_a_probe(
 
     # While suspended, deliveries touch neither the provider nor the job.
     asked = len(server.served)
-    assert deliver(client, second).status_code == 503
+    assert_refusal(deliver(client, second))
     assert len(server.served) == asked
     job = adapters.store.get(second)
     assert job is not None and job.status is JobStatus.PENDING and job.attempts == 0
