@@ -7,6 +7,10 @@ import base64
 import dataclasses
 import hashlib
 import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,14 +56,26 @@ TEACHER = Principal("c", "t1", Role.TEACHER)
 
 
 class World:
-    def __init__(self, tmp_path: Path, limits: AdmissionLimits | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        limits: AdmissionLimits | None = None,
+        queue: Any = None,
+        **options: Any,
+    ) -> None:
         db = SqliteDatabase(tmp_path / "g.sqlite3")
         self.jobs = SqliteJobStore(db, on_write=SqliteTally(db).record)
         self.store = SqliteAssignmentStore(db)
-        self.queue = FakeTaskQueue()
+        self.queue = queue or FakeTaskQueue()
         self.clock = FrozenClock(T0)
         self.service = AssignmentService(
-            self.store, self.jobs, SqliteJobBatch(db, self.jobs), self.queue, self.clock, limits
+            self.store,
+            self.jobs,
+            SqliteJobBatch(db, self.jobs),
+            self.queue,
+            self.clock,
+            limits,
+            **options,
         )
 
 
@@ -352,3 +368,166 @@ def test_a_page_of_grades_reads_one_job_past_it_and_all_grades_pages_by_200(
     assert len(world.service.grades("c", assignment.id, 3).jobs) == 1
     assert len(list(world.service.all_grades(assignment))) == 1
     assert limits == [4, 201]
+
+
+def test_an_assignment_is_its_authors_and_each_school_keys_its_own(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    mine, _ = world.service.create(TEACHER, "k", "t", "x", 10.0, "v1")
+    theirs, created = world.service.create("other", "k", "t", "x", 10.0, "v1")
+    assert mine.author == TEACHER.author
+    assert created and theirs.id != mine.id  # the same key in another school is new
+    assert world.service.get(TEACHER, mine.id) == mine
+
+
+def test_a_missing_assignment_is_refused_naming_the_id_asked_for(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    with pytest.raises(AssignmentNotFound) as refused:
+        world.service.get("c", "a-missing")
+    assert refused.value.detail == "no assignment a-missing"
+
+
+def test_an_answer_is_graded_out_of_the_assignments_score_in_its_round(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 20.0, "v1")
+    later = dataclasses.replace(assignment, round=2)
+    request = world.service.request_for(later, Answer("s1", "light"))
+    assert (request.max_score, request.assignment_round) == (20.0, 2)
+
+
+def test_an_answer_after_a_repeated_one_is_still_accepted(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    answers = [Answer("s1", "a"), Answer("s1", "b"), Answer("s2", "c")]
+    results = world.service.submit_batch("c", assignment.id, answers)
+    assert [(r.submission_id, r.status) for r in results] == [
+        ("s1", ItemStatus.ACCEPTED),
+        ("s1", ItemStatus.REFUSED),
+        ("s2", ItemStatus.ACCEPTED),
+    ]
+
+
+def test_an_answer_refused_past_the_ceiling_names_its_submission(tmp_path: Path) -> None:
+    world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
+    assert [(r.submission_id, r.status) for r in results] == [
+        ("s1", ItemStatus.ACCEPTED),
+        ("s2", ItemStatus.REFUSED),
+    ]
+
+
+def test_an_answer_whose_task_was_not_made_names_its_submission(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.queue.available = False
+    results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
+    assert [(r.submission_id, r.status) for r in results] == [
+        ("s1", ItemStatus.REFUSED),
+        ("s2", ItemStatus.REFUSED),
+    ]
+
+
+def test_two_students_submitting_the_same_id_get_a_job_each(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    jobs = []
+    for student in ("ada", "bo"):
+        [result] = world.service.submit_batch(
+            Principal("c", student, Role.STUDENT),
+            assignment.id,
+            [Answer("s1", f"{student}'s answer")],
+            Action.JOB_SUBMIT,
+        )
+        assert result.status is ItemStatus.ACCEPTED and result.job is not None
+        jobs.append(result.job)
+    assert jobs[0].id != jobs[1].id
+    assert [j.author for j in jobs] == ["ada", "bo"]
+
+
+class _Budgets:
+    """A budget gate that admits everything and writes down whom it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str | None]] = []
+
+    def admit(self, client_id: str, assignment_id: str | None) -> None:
+        self.asked.append((client_id, assignment_id))
+
+
+def test_a_batch_is_admitted_against_the_schools_and_the_assignments_budget(
+    tmp_path: Path,
+) -> None:
+    budgets = _Budgets()
+    world = World(tmp_path, budgets=budgets)
+    assignment, _ = world.service.create(TEACHER, "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch(TEACHER, assignment.id, [Answer("s1", "a")])
+    assert budgets.asked == [("c", assignment.id)]
+
+
+class _Commit:
+    """A unit of work that writes down whether a block is open."""
+
+    commits_together = True
+
+    def __init__(self) -> None:
+        self.open = False
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        self.open = True
+        try:
+            yield
+        finally:
+            self.open = False
+
+
+class _WatchedQueue:
+    """A task queue that writes down, for each task, whether the commit was open and the
+    thread that made it."""
+
+    def __init__(self, commit: _Commit) -> None:
+        self._commit = commit
+        self.made_in: list[tuple[bool, str]] = []
+
+    def enqueue(self, spec: TaskSpec) -> bool:
+        self.made_in.append((self._commit.open, threading.current_thread().name))
+        return True
+
+
+def test_a_batch_makes_its_tasks_inside_the_commit_that_stores_its_jobs(tmp_path: Path) -> None:
+    commit = _Commit()
+    queue = _WatchedQueue(commit)
+    world = World(tmp_path, queue=queue, uow=commit)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
+    assert [inside for inside, _ in queue.made_in] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "answers", "pooled"),
+    [(1, 3, False), (2, 1, False), (4, 1, False), (2, 2, True), (4, 2, True), (4, 3, True)],
+)
+def test_tasks_are_made_on_a_pool_only_for_two_or_more_with_room_for_two(
+    tmp_path: Path, parallelism: int, answers: int, pooled: bool
+) -> None:
+    queue = _WatchedQueue(_Commit())
+    world = World(tmp_path, queue=queue, enqueue_parallelism=parallelism)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(answers)])
+    caller = threading.current_thread().name
+    assert len(queue.made_in) == answers
+    assert all((thread != caller) is pooled for _, thread in queue.made_in)
+
+
+def test_a_batchs_log_line_counts_the_answers_it_accepted_and_no_other(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = World(tmp_path)
+    assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
+    world.service.submit_batch("c", assignment.id, [Answer("s1", "a")])
+    caplog.set_level(logging.INFO, logger="shared.service_layer.assignments")
+    caplog.clear()  # only the next batch's line
+    answers = [Answer("s1", "a"), *(Answer(f"s{i}", "b") for i in (2, 3, 4)), Answer("s2", "d")]
+    world.service.submit_batch("c", assignment.id, answers)  # found, 3 new, a repeat
+    [line] = [r for r in caplog.records if r.getMessage() == "batch accepted"]
+    assert (line.answers, line.accepted) == (5, 3)  # type: ignore[attr-defined]

@@ -53,6 +53,15 @@ def test_another_schools_object_is_missing_whatever_the_role() -> None:
             )
 
 
+def test_a_hidden_object_is_refused_in_the_words_of_a_missing_one() -> None:
+    details = []
+    for owner in (None, Owner("school-a", "bo"), Owner("school-b", SERVER)):
+        with pytest.raises(JobNotFound) as refused:
+            authorize(STUDENT, Action.JOB_READ, owner, missing, Action.JOB_READ)
+        details.append(refused.value.detail)
+    assert details == ["not found"] * 3  # nothing tells a hidden object from a missing one
+
+
 def test_no_role_but_the_operator_reaches_another_school() -> None:
     for role, actions in POLICY.items():
         for action, relations in actions.items():

@@ -1,12 +1,17 @@
 """The memory of unknown key ids: nothing is kept without a TTL, any positive TTL keeps,
-and a key id added again counts as the newest when the oldest is let go."""
+and a key id added again counts as the newest when the oldest is let go. A credential not
+shaped like a key costs no store read."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from shared.clock import FrozenClock
-from shared.http.client_keys import UnknownKeyIds
+from shared.domain.api_keys import ApiKey
+from shared.http.client_keys import ApiKeyAuthenticator, UnknownKeyIds
+from shared.http.errors import Unauthenticated
 
 
 def test_without_a_ttl_nothing_is_remembered(clock: FrozenClock) -> None:
@@ -37,3 +42,36 @@ def test_a_key_id_added_again_is_the_newest_and_outlives_older_ones(clock: Froze
     assert "id2" not in remembered
     clock.advance(timedelta(seconds=59))
     assert "id1" in remembered  # its TTL runs from the second add
+
+
+def test_only_a_key_id_is_ever_remembered(clock: FrozenClock) -> None:
+    remembered = UnknownKeyIds(ttl_s=60, max_size=10, clock=clock)
+    remembered.add("id1")
+    assert None not in remembered
+    assert 1 not in remembered
+
+
+class _CountedKeys:
+    """A key store that knows no key and writes down every key id it is asked for."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def get(self, key_id: str) -> ApiKey | None:
+        self.reads.append(key_id)
+        return None
+
+
+def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
+    clock: FrozenClock,
+) -> None:
+    keys = _CountedKeys()
+    authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
+
+    with pytest.raises(Unauthenticated):
+        authenticator.client_for("not-a-key")
+    assert keys.reads == []
+
+    with pytest.raises(Unauthenticated):
+        authenticator.client_for("gq_abc123_" + "s" * 20)
+    assert keys.reads == ["abc123"]

@@ -56,3 +56,34 @@ def test_while_one_probe_runs_another_check_gets_the_refusal_and_probes_nothing(
     clock.advance(timedelta(seconds=10))
     assert gate.check() is None  # the probe passed: grading goes on
     assert probes == [1] and seen_meanwhile == [fault]
+
+
+def test_by_default_the_wait_starts_at_half_a_minute_and_doubles_up_to_ten() -> None:
+    clock = FrozenClock()
+
+    def probe() -> None:
+        raise GraderMisconfigured("openai answered HTTP 404: unknown model")
+
+    gate = GraderGate(probe, clock.now)
+    gate.trip(GraderMisconfigured("openai answered HTTP 401: invalid key"))
+    waits = [gate.retry_after_s()]
+    for _ in range(6):
+        clock.advance(timedelta(seconds=waits[-1]))
+        assert gate.check() is not None
+        waits.append(gate.retry_after_s())
+    assert waits == [30, 60, 120, 240, 480, 600, 600]
+
+
+def test_a_reopened_gate_probes_no_more_and_a_new_refusal_starts_the_waits_afresh() -> None:
+    clock = FrozenClock()
+    probes: list[int] = []
+    gate = GraderGate(lambda: probes.append(1), clock.now, first_wait_s=10, max_wait_s=60)
+    gate.trip(GraderMisconfigured("openai answered HTTP 401: invalid key"))
+    clock.advance(timedelta(seconds=10))
+    assert gate.check() is None and gate.fault is None
+    assert gate.check() is None and probes == [1]  # open: nothing left to probe
+
+    gate.trip(GraderMisconfigured("openai answered HTTP 401: invalid key"))
+    assert gate.retry_after_s() == 10
+    clock.advance(timedelta(seconds=10))
+    assert gate.check() is None and probes == [1, 1]  # the new refusal's probe ran

@@ -249,3 +249,18 @@ def test_a_cancel_with_a_reason_closes_the_open_attempt_with_it() -> None:
     last = cancelled.history[-1]
     assert (last.ended_at, last.error) == (T0 + timedelta(seconds=2), reason)
     assert cancelled.error == reason
+
+
+def test_the_completions_announcement_announces_the_grade_posted_with_it() -> None:
+    request = dataclasses.replace(REQUEST, max_score=10.0, assignment_id="a-1", rubric_version=1)
+    graded = (
+        Job.new("job-7", "c", request, "fp", T0)
+        .claim("w", T0, LEASE)
+        .succeed("w", GradeResult(7, 10, "ok"), T0)
+        .post_if_automatic(T0)
+    )
+    assert graded.posted is not None and not graded.post_announced
+
+    announced = graded.mark_event_published(T0)
+
+    assert announced.event_published and announced.post_announced
