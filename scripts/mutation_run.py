@@ -93,24 +93,36 @@ class Deadlines:
 
 
 class LogOnly:
-    """Whether a mutant only changes a log line, read from its mutated file under `root`."""
+    """Whether a mutant only changes a log line, read from its mutated file under `root`.
+
+    Each file is read once, when its first mutant is asked about, and only the names of
+    its log-only mutants are kept: every mutant's child is forked from this process, and
+    a child's garbage collector touches every object the parent holds, copying each page
+    of them (the parsed trees of all mutated files would make each fork copy hundreds of
+    megabytes).
+    """
 
     def __init__(self, root: Path = Path("mutants")) -> None:
-        from mutation_report import MutatedFile
-
         self._root = root
-        self._read = MutatedFile
-        self._files: dict[str, MutatedFile | None] = {}
+        self._names: dict[str, frozenset[str]] = {}
 
     def __contains__(self, mutant: object) -> bool:
         if not isinstance(mutant, str):
             return False
         module = mutant.rsplit(".", 1)[0]
-        if module not in self._files:
-            path = self._root / (module.replace(".", "/") + ".py")
-            self._files[module] = self._read(path.read_text()) if path.is_file() else None
-        source = self._files[module]
-        return source is not None and source.is_log_only(mutant)
+        if module not in self._names:
+            self._names[module] = self._log_only_of(module)
+        return mutant in self._names[module]
+
+    def _log_only_of(self, module: str) -> frozenset[str]:
+        from mutation_report import MutatedFile
+
+        path = self._root / (module.replace(".", "/") + ".py")
+        if not path.is_file():
+            return frozenset()
+        source = MutatedFile(path.read_text())
+        names = (f"{module}.{short}" for short in source.functions if not short.endswith("_orig"))
+        return frozenset(name for name in names if source.is_log_only(name))
 
 
 def skip_log_only(runner: type[Any], log_only: Container[str]) -> None:

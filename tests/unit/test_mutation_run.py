@@ -145,7 +145,9 @@ def test_a_mutant_that_only_changes_a_log_line_is_skipped_and_the_others_run(
     isolation = ModuleType("mutmut.workers.isolation")
     isolation.MutantResult = Result  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "mutmut.workers.isolation", isolation)
-    run.skip_log_only(runner, run.LogOnly(tmp_path))
+    log_only = run.LogOnly(tmp_path)
+    assert "shared.domain.limits.x_note__mutmut_orig" not in log_only  # no mutant
+    run.skip_log_only(runner, log_only)
     submitted = runner()
     for mutant in ("x_note__mutmut_1", "x_ceiling__mutmut_1"):
         submitted.submit(f"shared.domain.limits.{mutant}", ["t"], 10, 1.0)
