@@ -4,12 +4,14 @@ shaped like a key costs no store read."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
 from shared.clock import FrozenClock
 from shared.domain.api_keys import ApiKey
+from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.http.client_keys import ApiKeyAuthenticator, UnknownKeyIds
 from shared.http.errors import Unauthenticated
 
@@ -75,3 +77,39 @@ def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
     with pytest.raises(Unauthenticated):
         authenticator.client_for("gq_abc123_" + "s" * 20)
     assert keys.reads == ["abc123"]
+
+
+class _Keys:
+    """A key store holding the given records."""
+
+    def __init__(self, *stored: ApiKey) -> None:
+        self._stored = {key.key_id: key for key in stored}
+
+    def get(self, key_id: str) -> ApiKey | None:
+        return self._stored.get(key_id)
+
+
+def test_every_unusable_key_is_refused_in_the_same_words(clock: FrozenClock) -> None:
+    now = clock.now()
+    good, kept = ApiKey.issue("school-a", now, key_id="good")
+    revoked_key, revoked = ApiKey.issue("school-a", now, key_id="revoked")
+    expired_key, expired = ApiKey.issue("school-a", now, now, key_id="expired")
+    scoped_key, scoped = ApiKey.issue("school-a", now, key_id="scoped")
+    keys = _Keys(
+        kept,
+        revoked.revoke(now),
+        expired,
+        dataclasses.replace(scoped, client_id=f"school-a{USER_SCOPE_MARK}ada"),
+    )
+    authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
+    assert authenticator.client_for(good) == "school-a"
+
+    unknown = "gq_unknown_" + "s" * 20
+    wrong = good.rsplit("_", 1)[0] + "_" + "w" * 20
+    details = []
+    for key in (unknown, wrong, revoked_key, expired_key, scoped_key):
+        with pytest.raises(Unauthenticated) as refused:
+            authenticator.client_for(key)
+        details.append(refused.value.detail)
+    # Nothing to probe: which of them a key is, the answer does not tell.
+    assert details == ["unknown, revoked or expired API key"] * 5
