@@ -13,7 +13,7 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
-from shared.domain.admission import AdmissionLimits
+from shared.domain.admission import ActiveCounts, AdmissionLimits
 from shared.domain.errors import DependencyUnavailable
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
@@ -36,6 +36,17 @@ def test_the_active_jobs_of_a_client_are_its_own(tmp_path: Path) -> None:
     assert store.active_jobs_of("client-a") == 2
     assert store.active_jobs_of("client-b") == 1
     assert store.active_jobs_of("client-c") == 0
+
+
+def test_the_counts_hold_the_clients_and_the_whole_backlog_zero_before_any_job(
+    tmp_path: Path,
+) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    assert store.active_counts("client-a") == ActiveCounts(0, 0)
+    store.create(new_job("job-1", "client-a"))
+    store.create(new_job("job-2", "client-b"))
+    assert store.active_counts("client-a") == ActiveCounts(1, 2)
+    assert store.active_counts("client-c") == ActiveCounts(0, 2)
 
 
 def test_a_ping_of_an_unreadable_store_is_unavailable_and_says_so(tmp_path: Path) -> None:
