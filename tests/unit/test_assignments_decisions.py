@@ -43,6 +43,7 @@ from shared.service_layer.assignments import (
     MAX_BATCH,
     Answer,
     AssignmentService,
+    ItemResult,
     ItemStatus,
 )
 from shared.service_layer.intake import decode_cursor
@@ -77,6 +78,11 @@ class World:
             limits,
             **options,
         )
+
+
+def answered(results: list[ItemResult]) -> list[tuple[str, ItemStatus]]:
+    """Each item of a batch's answer: its submission id and status."""
+    return [(r.submission_id, r.status) for r in results]
 
 
 def test_a_reviewer_may_read_an_assignment_but_not_change_it(tmp_path: Path) -> None:
@@ -175,11 +181,11 @@ def test_a_batch_accepts_new_answers_and_finds_retried_ones(tmp_path: Path) -> N
     world = World(tmp_path)
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
     first = world.service.submit_batch("c", assignment.id, [Answer("s1", "a1")])
-    assert [(r.submission_id, r.status) for r in first] == [("s1", ItemStatus.ACCEPTED)]
+    assert answered(first) == [("s1", ItemStatus.ACCEPTED)]
     results = world.service.submit_batch(
         "c", assignment.id, [Answer("s1", "a1"), Answer("s2", "a2"), Answer("s2", "again")]
     )
-    assert [(r.submission_id, r.status) for r in results] == [
+    assert answered(results) == [
         ("s1", ItemStatus.EXISTING),
         ("s2", ItemStatus.ACCEPTED),
         ("s2", ItemStatus.REFUSED),
@@ -399,7 +405,7 @@ def test_an_answer_after_a_repeated_one_is_still_accepted(tmp_path: Path) -> Non
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
     answers = [Answer("s1", "a"), Answer("s1", "b"), Answer("s2", "c")]
     results = world.service.submit_batch("c", assignment.id, answers)
-    assert [(r.submission_id, r.status) for r in results] == [
+    assert answered(results) == [
         ("s1", ItemStatus.ACCEPTED),
         ("s1", ItemStatus.REFUSED),
         ("s2", ItemStatus.ACCEPTED),
@@ -410,7 +416,7 @@ def test_an_answer_refused_past_the_ceiling_names_its_submission(tmp_path: Path)
     world = World(tmp_path, AdmissionLimits(per_client=1, backlog=100, retry_after_s=7))
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
     results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
-    assert [(r.submission_id, r.status) for r in results] == [
+    assert answered(results) == [
         ("s1", ItemStatus.ACCEPTED),
         ("s2", ItemStatus.REFUSED),
     ]
@@ -421,7 +427,7 @@ def test_an_answer_whose_task_was_not_made_names_its_submission(tmp_path: Path) 
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
     world.queue.available = False
     results = world.service.submit_batch("c", assignment.id, [Answer("s1", "a"), Answer("s2", "b")])
-    assert [(r.submission_id, r.status) for r in results] == [
+    assert answered(results) == [
         ("s1", ItemStatus.REFUSED),
         ("s2", ItemStatus.REFUSED),
     ]

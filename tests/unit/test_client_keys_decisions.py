@@ -53,21 +53,22 @@ def test_only_a_key_id_is_ever_remembered(clock: FrozenClock) -> None:
     assert 1 not in remembered
 
 
-class _CountedKeys:
-    """A key store that knows no key and writes down every key id it is asked for."""
+class _Keys:
+    """A key store holding the given records, writing down every key id it is asked for."""
 
-    def __init__(self) -> None:
+    def __init__(self, *stored: ApiKey) -> None:
+        self._stored = {key.key_id: key for key in stored}
         self.reads: list[str] = []
 
     def get(self, key_id: str) -> ApiKey | None:
         self.reads.append(key_id)
-        return None
+        return self._stored.get(key_id)
 
 
 def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
     clock: FrozenClock,
 ) -> None:
-    keys = _CountedKeys()
+    keys = _Keys()
     authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
 
     with pytest.raises(Unauthenticated):
@@ -77,16 +78,6 @@ def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
     with pytest.raises(Unauthenticated):
         authenticator.client_for("gq_abc123_" + "s" * 20)
     assert keys.reads == ["abc123"]
-
-
-class _Keys:
-    """A key store holding the given records."""
-
-    def __init__(self, *stored: ApiKey) -> None:
-        self._stored = {key.key_id: key for key in stored}
-
-    def get(self, key_id: str) -> ApiKey | None:
-        return self._stored.get(key_id)
 
 
 def test_every_unusable_key_is_refused_in_the_same_words(clock: FrozenClock) -> None:

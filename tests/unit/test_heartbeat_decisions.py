@@ -12,6 +12,7 @@ import pytest
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import SystemClock
+from shared.config.budget import Budget
 from shared.domain.errors import DependencyUnavailable, GradeqError, JobNotFound, LeaseLost
 from shared.domain.job import Job
 from shared.domain.status import JobStatus
@@ -40,15 +41,18 @@ def inner(tmp_path: Path) -> JobStore:
     return SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
 
 
-def claimed(inner: JobStore, heartbeat: Heartbeat, keys: list[str]) -> list[Attempt]:
+def claimed(
+    inner: JobStore, heartbeat: Heartbeat, keys: list[str], with_budget: Budget | None = None
+) -> list[Attempt]:
     clock = SystemClock()
+    lease = (with_budget or budget()).lease
     attempts = []
     for key in keys:
         job_id = seed(inner, key)
         owner = f"o-{key}"
 
         def claim(job: Job, owner: str = owner) -> Job:
-            return job.claim(owner, clock.now(), budget().lease)
+            return job.claim(owner, clock.now(), lease)
 
         inner.update(job_id, claim)
         attempts.append(heartbeat.begin(job_id, owner))
@@ -72,11 +76,17 @@ class OneByOneStore:
         return self.inner.update(job_id, mutate)
 
 
-def heartbeat_on(store: object, now: list[float] | None = None) -> Heartbeat:
+def heartbeat_on(
+    store: object, now: list[float] | None = None, with_budget: Budget | None = None
+) -> Heartbeat:
     """A heartbeat without its timer thread: the test calls `tick` (at `now[0]`)."""
     at = now if now is not None else [100.0]
     return Heartbeat(
-        cast(JobStore, store), SystemClock(), budget(), background=False, monotonic=lambda: at[0]
+        cast(JobStore, store),
+        SystemClock(),
+        with_budget or budget(),
+        background=False,
+        monotonic=lambda: at[0],
     )
 
 

@@ -7,63 +7,51 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from datetime import timedelta
-from pathlib import Path
-from typing import cast
-
-import pytest
 
 from shared.adapters.embedded.job_store import SqliteJobStore
-from shared.adapters.embedded.sqlite import SqliteDatabase
-from shared.clock import SystemClock
 from shared.domain.errors import GradeqError
 from shared.domain.job import Job
 from shared.ports import JobStore
 from shared.service_layer.heartbeat import Attempt, AttemptState, Heartbeat
-from tests.unit.test_heartbeat_lease import budget, seed
+from tests.unit import test_heartbeat_decisions
+from tests.unit.test_heartbeat_decisions import claimed, heartbeat_on
+from tests.unit.test_heartbeat_lease import budget
 
-#: A heartbeat of four seconds: its coalescing window is one second.
+inner = test_heartbeat_decisions.inner  # the job store fixture, shared
+
+#: A heartbeat of four seconds (its coalescing window is one second) and a lease of a
+#: minute: no renewal is late however slow the machine.
 BUDGET = budget(lease_s=60.0, heartbeat_s=4.0)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteJobStore:
-    return SqliteJobStore(SqliteDatabase(tmp_path / "jobs.sqlite3"))
-
-
 def heartbeat_at(store: object, now: list[float]) -> Heartbeat:
-    """A heartbeat without its timer thread: the test calls `tick` (at `now[0]`)."""
-    return Heartbeat(
-        cast(JobStore, store), SystemClock(), BUDGET, background=False, monotonic=lambda: now[0]
-    )
+    return heartbeat_on(store, now, BUDGET)
 
 
-def begin(store: SqliteJobStore, heartbeat: Heartbeat, key: str) -> Attempt:
-    job_id, owner = seed(store, key), f"o-{key}"
-    lease = timedelta(seconds=BUDGET.lease_s)
-    store.update(job_id, lambda job: job.claim(owner, SystemClock().now(), lease))
-    return heartbeat.begin(job_id, owner)
+def begin(store: JobStore, heartbeat: Heartbeat, key: str) -> Attempt:
+    [attempt] = claimed(store, heartbeat, [key], BUDGET)
+    return attempt
 
 
 def test_a_pass_before_any_renewal_is_due_writes_nothing_and_waits_out_the_window(
-    store: SqliteJobStore,
+    inner: JobStore,
 ) -> None:
     now = [100.0]
-    heartbeat = heartbeat_at(store, now)
-    attempt = begin(store, heartbeat, "a")  # due at 104
+    heartbeat = heartbeat_at(inner, now)
+    attempt = begin(inner, heartbeat, "a")  # due at 104
     now[0] = 103.5  # due within the window, not yet due
     assert heartbeat.tick() == 1.0  # the next pass: one window after this one, not at 104
     assert attempt.renewed_at == 100.0
 
 
 def test_a_renewal_due_at_the_windows_edge_is_written_with_the_one_due_now(
-    store: SqliteJobStore,
+    inner: JobStore,
 ) -> None:
     now = [100.0]
-    heartbeat = heartbeat_at(store, now)
-    first = begin(store, heartbeat, "a")  # due at 104
+    heartbeat = heartbeat_at(inner, now)
+    first = begin(inner, heartbeat, "a")  # due at 104
     now[0] = 101.0
-    second = begin(store, heartbeat, "b")  # due at 105: one window later
+    second = begin(inner, heartbeat, "b")  # due at 105: one window later
     now[0] = 104.0
     heartbeat.tick()
     assert (first.renewed_at, second.renewed_at) == (104.0, 104.0)
@@ -71,9 +59,9 @@ def test_a_renewal_due_at_the_windows_edge_is_written_with_the_one_due_now(
 
 
 def test_a_drain_with_nothing_in_flight_gives_the_timer_nothing_to_wake_for(
-    store: SqliteJobStore,
+    inner: JobStore,
 ) -> None:
-    heartbeat = heartbeat_at(store, [100.0])
+    heartbeat = heartbeat_at(inner, [100.0])
     assert heartbeat.draining is False
     assert heartbeat.drain(5.0)
     assert heartbeat.wait_s() == float("inf")
@@ -98,11 +86,11 @@ class HeldStore:
         return self.inner.update_each(mutations)
 
 
-def test_ending_an_attempt_waits_for_its_renewal_being_written(store: SqliteJobStore) -> None:
+def test_ending_an_attempt_waits_for_its_renewal_being_written(inner: SqliteJobStore) -> None:
     now = [100.0]
-    held = HeldStore(store)
+    held = HeldStore(inner)
     heartbeat = heartbeat_at(held, now)
-    attempt = begin(store, heartbeat, "a")
+    attempt = begin(inner, heartbeat, "a")
     now[0] = 104.0
     timer = threading.Thread(target=heartbeat.tick)
     timer.start()
