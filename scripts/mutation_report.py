@@ -7,8 +7,8 @@ runs ("no tests") counts as surviving: nothing would notice the change. A surviv
 function, with every `log.<level>(...)` statement removed, is the same as the original
 function with the same removal, only changed what is logged: it is reported apart and left
 out of the score, as are the survivors listed as equivalent in the equivalents file.
-scripts/mutation_run.py does not run such mutants at all (mutmut's "skipped"); one
-skipped for another reason counts as surviving.
+scripts/mutation_run.py does not run either kind at all (mutmut's "skipped"); one skipped
+for another reason counts as surviving.
 
 A kill is a test failing on the mutant. A mutant whose run failed with no test failing
 (tests/mutation_kills.py wrote down only an error after the tests, or nothing at all) is
@@ -58,6 +58,8 @@ LOGGERS = {"log", "logger", "logging"}
 ENTRY_KEYS = {"mutant", "before", "after", "reason"}
 #: Where tests/mutation_kills.py writes down, per mutant, the tests that failed on it.
 KILLS_DIR = ".mutmut-kills"
+#: The equivalents file, from the project's root.
+EQUIVALENTS = Path("tests/mutation_equivalents.toml")
 #: The exit code of a run in which something failed (a test, or the run after them).
 FAILED_RUN = 1
 #: How tests/mutation_kills.py writes down an error raised after the tests.
@@ -407,7 +409,7 @@ def _print_scores(scores: list[FileScore]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("mutants"))
-    parser.add_argument("--equivalents", type=Path, default=Path("tests/mutation_equivalents.toml"))
+    parser.add_argument("--equivalents", type=Path, default=EQUIVALENTS)
     parser.add_argument("--min", type=float, default=95.0, help="lowest acceptable score")
     args = parser.parse_args(argv)
     try:

@@ -13,11 +13,14 @@ This wrapper replaces mutmut's deadline keeper with one that remembers each chil
 pid and its start time (`/proc/PID/stat`, field 22) and signals the pid only while both
 match. Written here because mutmut has no option for it.
 
-It also leaves unrun the mutants that only change a log line (as
-`scripts/mutation_report.py` judges them, from the mutated tree): the report leaves them
-out of the score, and each such survivor ran every test that reaches its function (in the
-run of 2026-12-03, 493 of them took 67 of the 205 minutes of tests its first 10,870
-mutants ran; docs/testing.md). They are recorded as mutmut's "skipped" (exit code 34).
+It also leaves unrun the mutants no test can kill, as `scripts/mutation_report.py` judges
+them from the mutated tree: those that only change a log line, and those
+`tests/mutation_equivalents.toml` lists with the change they make now (an entry whose
+mutant now makes another change is run, and the report fails on it). The report leaves
+both out of the score, and each ran every test that reaches its function to survive (in
+the run of 2026-12-03, 493 log-only survivors took 67 of the 205 minutes of tests its
+first 10,870 mutants ran; docs/testing.md). They are recorded as mutmut's "skipped" (exit
+code 34).
 Everything else is mutmut's own command line.
 """
 
@@ -29,7 +32,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -92,18 +95,20 @@ class Deadlines:
                     self._ready.wait(timeout=max(0.0, self._heap[0][0] - now))
 
 
-class LogOnly:
-    """Whether a mutant only changes a log line, read from its mutated file under `root`.
+class Unrun:
+    """Whether to leave a mutant unrun, read from its mutated file under `root`.
 
-    Each file is read once, when its first mutant is asked about, and only the names of
-    its log-only mutants are kept: every mutant's child is forked from this process, and
-    a child's garbage collector touches every object the parent holds, copying each page
-    of them (the parsed trees of all mutated files would make each fork copy hundreds of
-    megabytes).
+    Unrun: a mutant that only changes a log line, and one `equivalents` lists with the
+    change it makes now. Each file is read once, when its first mutant is asked about, and
+    only the names left unrun are kept: every mutant's child is forked from this process,
+    and a child's garbage collector touches every object the parent holds, copying each
+    page of them (the parsed trees of all mutated files would make each fork copy hundreds
+    of megabytes).
     """
 
-    def __init__(self, root: Path = Path("mutants")) -> None:
+    def __init__(self, root: Path = Path("mutants"), equivalents: Iterable[Any] = ()) -> None:
         self._root = root
+        self._judged = {entry.mutant: entry.change for entry in equivalents}
         self._names: dict[str, frozenset[str]] = {}
 
     def __contains__(self, mutant: object) -> bool:
@@ -111,10 +116,10 @@ class LogOnly:
             return False
         module = mutant.rsplit(".", 1)[0]
         if module not in self._names:
-            self._names[module] = self._log_only_of(module)
+            self._names[module] = self._unrun_of(module)
         return mutant in self._names[module]
 
-    def _log_only_of(self, module: str) -> frozenset[str]:
+    def _unrun_of(self, module: str) -> frozenset[str]:
         from mutation_report import MutatedFile
 
         path = self._root / (module.replace(".", "/") + ".py")
@@ -122,36 +127,42 @@ class LogOnly:
             return frozenset()
         source = MutatedFile(path.read_text())
         names = (f"{module}.{short}" for short in source.functions if not short.endswith("_orig"))
-        return frozenset(name for name in names if source.is_log_only(name))
+        return frozenset(
+            name
+            for name in names
+            if source.is_log_only(name)
+            or (name in self._judged and source.change(name) == self._judged[name])
+        )
 
 
-def skip_log_only(runner: type[Any], log_only: Container[str]) -> None:
-    """Make `runner.submit` record a log-only mutant as skipped instead of running it."""
+def skip_unrun(runner: type[Any], unrun: Container[str]) -> None:
+    """Make `runner.submit` record a mutant in `unrun` as skipped instead of running it."""
     from mutation_report import SKIPPED_RUN
     from mutmut.workers.isolation import MutantResult
 
     submit = runner.submit
 
-    def submit_unless_log_only(
+    def submit_unless_unrun(
         self: Any, mutant_name: str, tests: list[str], cpu_time_limit: int, estimated: float
     ) -> None:
-        if mutant_name in log_only:
+        if mutant_name in unrun:
             # Where mutmut puts the results it settles without a child ("no tests").
             self._no_tests_results.append(MutantResult(mutant_name, SKIPPED_RUN, 0.0))
             return
         submit(self, mutant_name, tests, cpu_time_limit, estimated)
 
-    runner.submit = submit_unless_log_only
+    runner.submit = submit_unless_unrun
 
 
 def main() -> None:
+    from mutation_report import EQUIVALENTS, load_equivalents
     from mutmut.__main__ import cli
     from mutmut.workers import isolation
 
     isolation.register_timeout = Deadlines().register  # what ForkRunner.submit calls
-    log_only = LogOnly()
+    unrun = Unrun(equivalents=load_equivalents(EQUIVALENTS))
     for runner in (isolation.ForkRunner, isolation.ForkServerRunner):
-        skip_log_only(runner, log_only)
+        skip_unrun(runner, unrun)
     cli()
 
 

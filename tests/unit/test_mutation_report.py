@@ -145,10 +145,11 @@ def test_a_mutant_whose_tests_ran_past_their_cpu_limit_counts_as_killed(
     assert " 50.0%" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("code", [0, 34], ids=["survived", "left unrun"])
 def test_a_listed_equivalent_is_left_out_of_the_score(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], code: int
 ) -> None:
-    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 0, "x_ceiling__mutmut_2": 1})
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": code, "x_ceiling__mutmut_2": 1})
     listed = equivalents(tmp_path, entry(1, *RAISED, reason="count never equals limit"))
     status = run(folder, listed)
     out = capsys.readouterr().out

@@ -132,28 +132,49 @@ class Runner:
         self.ran.append(mutant_name)
 
 
-def test_a_mutant_that_only_changes_a_log_line_is_skipped_and_the_others_run(
+def test_a_mutant_no_test_can_kill_is_skipped_and_the_others_run(
     run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # where mutation_report.py is
+    from mutation_report import Change, Equivalent
+
     mutated = tmp_path / "shared" / "domain" / "limits.py"
     mutated.parent.mkdir(parents=True)
-    mutated.write_text(MUTATED)  # x_note__mutmut_1 changes a log line, x_ceiling__mutmut_1 not
+    mutated.write_text(MUTATED)  # x_note__mutmut_1 changes a log line, the others not
     runner = type("ForkRunner", (Runner,), {})
     monkeypatch.setitem(sys.modules, "mutmut", ModuleType("mutmut"))
     monkeypatch.setitem(sys.modules, "mutmut.workers", ModuleType("mutmut.workers"))
     isolation = ModuleType("mutmut.workers.isolation")
     isolation.MutantResult = Result  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "mutmut.workers.isolation", isolation)
-    log_only = run.LogOnly(tmp_path)
-    assert "shared.domain.limits.x_note__mutmut_orig" not in log_only  # no mutant
-    run.skip_log_only(runner, log_only)
+    judged = [
+        # Listed with the change it makes: left unrun.
+        Equivalent(
+            "shared.domain.limits.x_ceiling__mutmut_2",
+            Change('return "refused"', 'return "XXrefusedXX"'),
+            "a reason",
+        ),
+        # Listed with a change it no longer makes: run, for the report to name it.
+        Equivalent(
+            "shared.domain.limits.x_ceiling__mutmut_3",
+            Change('return "refused"', 'return "XXrefusedXX"'),
+            "a reason",
+        ),
+    ]
+    unrun = run.Unrun(tmp_path, equivalents=judged)
+    assert "shared.domain.limits.x_note__mutmut_orig" not in unrun  # no mutant
+    run.skip_unrun(runner, unrun)
     submitted = runner()
-    for mutant in ("x_note__mutmut_1", "x_ceiling__mutmut_1"):
-        submitted.submit(f"shared.domain.limits.{mutant}", ["t"], 10, 1.0)
+    for number in ("x_note__mutmut_1", "x_ceiling__mutmut_1", "x_ceiling__mutmut_2"):
+        submitted.submit(f"shared.domain.limits.{number}", ["t"], 10, 1.0)
+    submitted.submit("shared.domain.limits.x_ceiling__mutmut_3", ["t"], 10, 1.0)
     submitted.submit("shared.domain.gone.x_f__mutmut_1", ["t"], 10, 1.0)  # no such file: run
     assert submitted.ran == [
         "shared.domain.limits.x_ceiling__mutmut_1",
+        "shared.domain.limits.x_ceiling__mutmut_3",
         "shared.domain.gone.x_f__mutmut_1",
     ]
-    assert submitted._no_tests_results == [Result("shared.domain.limits.x_note__mutmut_1", 34, 0.0)]
+    assert submitted._no_tests_results == [
+        Result("shared.domain.limits.x_note__mutmut_1", 34, 0.0),
+        Result("shared.domain.limits.x_ceiling__mutmut_2", 34, 0.0),
+    ]
