@@ -107,7 +107,12 @@ class Unrun:
     """
 
     def __init__(self, root: Path = Path("mutants"), equivalents: Iterable[Any] = ()) -> None:
+        from mutation_report import MutatedFile
+
         self._root = root
+        # Bound now: the stats run's tests load scripts/mutation_report.py again under the
+        # same module name, and a change from that copy would be of another class.
+        self._read = MutatedFile
         self._judged = {entry.mutant: entry.change for entry in equivalents}
         self._names: dict[str, frozenset[str]] = {}
 
@@ -120,12 +125,10 @@ class Unrun:
         return mutant in self._names[module]
 
     def _unrun_of(self, module: str) -> frozenset[str]:
-        from mutation_report import MutatedFile
-
         path = self._root / (module.replace(".", "/") + ".py")
         if not path.is_file():
             return frozenset()
-        source = MutatedFile(path.read_text())
+        source = self._read(path.read_text())
         names = (f"{module}.{short}" for short in source.functions if not short.endswith("_orig"))
         return frozenset(
             name
