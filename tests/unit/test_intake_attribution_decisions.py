@@ -1,12 +1,17 @@
 """Whose failure a refused credential is: a token-shaped one is its own only where tokens
-are signed in (Firebase or LTI); otherwise its failures count against its address."""
+are signed in (Firebase or LTI); otherwise its failures count against its address. And the
+caller is authenticated once per request, with or without a limit on failures."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
+from flask import Flask
+
 from services.intake.auth.clients import ClientAuthenticator
 from shared.clock import FrozenClock
+from shared.domain.api_keys import ApiKey
+from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator
 
 TOKEN = "header.payload.signature"
@@ -21,3 +26,32 @@ def test_a_token_shaped_credential_is_its_own_only_where_tokens_are_signed_in(
     assert ClientAuthenticator(keys, lti=signs_in)._attributable(TOKEN)
     assert ClientAuthenticator(keys, firebase=signs_in)._attributable(TOKEN)
     assert not ClientAuthenticator(keys, lti=signs_in)._attributable("not-a-token")
+
+
+class _Keys:
+    """A key store holding one record, writing down every key id it is asked for."""
+
+    def __init__(self, stored: ApiKey) -> None:
+        self._stored = stored
+        self.reads: list[str] = []
+
+    def get(self, key_id: str) -> ApiKey | None:
+        self.reads.append(key_id)
+        return self._stored if key_id == self._stored.key_id else None
+
+
+def test_the_caller_is_authenticated_once_per_request_without_a_failure_limit(
+    clock: FrozenClock,
+) -> None:
+    key, stored = ApiKey.issue("school-a", clock.now(), key_id="k1")
+    keys = _Keys(stored)
+    authenticator = ClientAuthenticator(ApiKeyAuthenticator(cast(Any, keys), clock))
+    caller = Principal("school-a", SERVER, Role.SERVER)
+    app = Flask(__name__)
+    with app.test_request_context(headers={"Authorization": f"Bearer {key}"}):
+        assert authenticator.principal() == caller
+        assert authenticator.principal() == caller  # asked again by the same request
+    assert keys.reads == ["k1"]
+    with app.test_request_context(headers={"Authorization": f"Bearer {key}"}):
+        assert authenticator.principal() == caller  # a new request looks the key up again
+    assert keys.reads == ["k1", "k1"]
