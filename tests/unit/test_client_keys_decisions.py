@@ -8,11 +8,12 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
+from flask import Flask
 
 from shared.clock import FrozenClock
 from shared.domain.api_keys import ApiKey
 from shared.domain.client_ids import USER_SCOPE_MARK
-from shared.http.client_keys import ApiKeyAuthenticator, UnknownKeyIds
+from shared.http.client_keys import ApiKeyAuthenticator, UnknownKeyIds, bearer_credential
 from shared.http.errors import Unauthenticated
 
 
@@ -104,3 +105,10 @@ def test_every_unusable_key_is_refused_in_the_same_words(clock: FrozenClock) -> 
         details.append(refused.value.detail)
     # Nothing to probe: which of them a key is, the answer does not tell.
     assert details == ["unknown, revoked or expired API key"] * 5
+
+
+@pytest.mark.parametrize("header", ["Bearer tok", "bearer  tok", "BEARER tok "])
+def test_the_credential_is_read_after_the_scheme_and_the_spaces_around_it(header: str) -> None:
+    # RFC 9110 allows one space or more after the scheme.
+    with Flask(__name__).test_request_context(headers={"Authorization": header}):
+        assert bearer_credential() == "tok"

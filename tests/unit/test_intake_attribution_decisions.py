@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
 from flask import Flask
 
 from services.intake.auth.clients import ClientAuthenticator
@@ -13,6 +14,7 @@ from shared.clock import FrozenClock
 from shared.domain.api_keys import ApiKey
 from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator
+from shared.http.errors import Unauthenticated
 
 TOKEN = "header.payload.signature"
 
@@ -55,3 +57,12 @@ def test_the_caller_is_authenticated_once_per_request_without_a_failure_limit(
     with app.test_request_context(headers={"Authorization": f"Bearer {key}"}):
         assert authenticator.principal() == caller  # a new request looks the key up again
     assert keys.reads == ["k1", "k1"]
+
+
+def test_a_credential_no_authenticator_takes_is_refused_as_unknown(clock: FrozenClock) -> None:
+    _, stored = ApiKey.issue("school-a", clock.now(), key_id="k1")
+    authenticator = ClientAuthenticator(ApiKeyAuthenticator(cast(Any, _Keys(stored)), clock))
+    request = Flask(__name__).test_request_context(headers={"Authorization": "Bearer not-a-key"})
+    with request, pytest.raises(Unauthenticated) as refused:
+        authenticator.principal()
+    assert refused.value.detail == "unknown credential"
