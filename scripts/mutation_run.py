@@ -21,6 +21,10 @@ both out of the score, and each ran every test that reaches its function to surv
 the run of 2026-12-03, 493 log-only survivors took 67 of the 205 minutes of tests its
 first 10,870 mutants ran; docs/testing.md). They are recorded as mutmut's "skipped" (exit
 code 34).
+And it runs first, for each mutant, the tests that killed its function's earlier mutants
+in this run (`Killers`): mutmut runs them fastest first and stops at the first failure,
+and in a function that hundreds of tests reach, the test that notices a change can come
+after a minute of others, for every one of the function's mutants.
 Everything else is mutmut's own command line.
 """
 
@@ -29,14 +33,17 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import re
 import signal
 import threading
 import time
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from pathlib import Path
 from typing import Any
 
 PROC = Path("/proc")
+#: The mutated tree, from the project's root.
+MUTANTS = Path("mutants")
 
 
 def start_time(pid: int) -> str | None:
@@ -106,7 +113,7 @@ class Unrun:
     of megabytes).
     """
 
-    def __init__(self, root: Path = Path("mutants"), equivalents: Iterable[Any] = ()) -> None:
+    def __init__(self, root: Path = MUTANTS, equivalents: Iterable[Any] = ()) -> None:
         from mutation_report import MutatedFile
 
         self._root = root
@@ -157,15 +164,99 @@ def skip_unrun(runner: type[Any], unrun: Container[str]) -> None:
     runner.submit = submit_unless_unrun
 
 
+#: How tests/mutation_kills.py writes down a failing test: "<node id> (<phase>): <error>".
+FAILED_TEST = re.compile(r"^(?P<test>.+) \((?:setup|call|teardown)\): ")
+
+
+class Killers:
+    """The tests that killed each function's mutants so far in this run, latest first.
+
+    mutmut runs a function's mutants one after another (it orders mutants by the time of
+    their tests, which they share), and the test that killed one usually kills the next:
+    it is the test that looks at what the function decides. Read from what
+    tests/mutation_kills.py wrote down under `kills`.
+    """
+
+    def __init__(self, kills: Path) -> None:
+        self._kills = kills
+        self._by_function: dict[str, list[str]] = {}
+
+    @staticmethod
+    def function_of(mutant: str) -> str:
+        return mutant.rsplit("__mutmut_", 1)[0]
+
+    def learn(self, mutant: str) -> None:
+        """Put the first test that failed on `mutant` first for its function."""
+        try:
+            lines = (self._kills / f"{mutant}.txt").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return
+        failed = FAILED_TEST.match(lines[0]) if lines else None
+        if failed is None:
+            return  # nothing, or only an error after the tests: no test to put first
+        known = self._by_function.setdefault(self.function_of(mutant), [])
+        test = failed.group("test")
+        if test in known:
+            known.remove(test)
+        known.insert(0, test)
+
+    def first(self, mutant: str, tests: Collection[str]) -> list[str]:
+        """Of `tests`, those that killed the function's earlier mutants, latest first."""
+        return [
+            test for test in self._by_function.get(self.function_of(mutant), []) if test in tests
+        ]
+
+
+def killers_first(
+    runner: type[Any], killers: Killers, durations: Callable[[], dict[str, float]]
+) -> None:
+    """Make `runner` learn each kill and run a mutant's known killers before its other tests.
+
+    mutmut's forked child orders the tests it is given by `durations()` (its stats), read
+    after the fork: the killers are given negative durations in the parent until the child
+    is forked, then their own back. So it works for the runner that forks from this process
+    (ForkRunner), not for one forking from a server started earlier.
+    """
+    from mutation_report import FAILED_RUN
+
+    submit = runner.submit
+    wait_for_result = runner.wait_for_result
+
+    def submit_killers_first(
+        self: Any, mutant_name: str, tests: list[str], cpu_time_limit: int, estimated: float
+    ) -> None:
+        measured = durations()
+        first = killers.first(mutant_name, set(tests) & measured.keys())
+        kept = {test: measured[test] for test in first}
+        for rank, test in enumerate(first):
+            measured[test] = float(rank - len(first))
+        try:
+            submit(self, mutant_name, tests, cpu_time_limit, estimated)
+        finally:
+            measured.update(kept)
+
+    def wait_and_learn(self: Any, timeout: float | None = None) -> Any:
+        result = wait_for_result(self, timeout)
+        if result.exit_code == FAILED_RUN:
+            killers.learn(result.mutant_name)
+        return result
+
+    runner.submit = submit_killers_first
+    runner.wait_for_result = wait_and_learn
+
+
 def main() -> None:
-    from mutation_report import EQUIVALENTS, load_equivalents
+    from mutation_report import EQUIVALENTS, KILLS_DIR, load_equivalents
     from mutmut.__main__ import cli
+    from mutmut.state import state
     from mutmut.workers import isolation
 
     isolation.register_timeout = Deadlines().register  # what ForkRunner.submit calls
     unrun = Unrun(equivalents=load_equivalents(EQUIVALENTS))
     for runner in (isolation.ForkRunner, isolation.ForkServerRunner):
         skip_unrun(runner, unrun)
+    killers = Killers(MUTANTS / KILLS_DIR)
+    killers_first(isolation.ForkRunner, killers, lambda: state().duration_by_test)
     cli()
 
 

@@ -112,3 +112,12 @@ def test_the_credential_is_read_after_the_scheme_and_the_spaces_around_it(header
     # RFC 9110 allows one space or more after the scheme.
     with Flask(__name__).test_request_context(headers={"Authorization": header}):
         assert bearer_credential() == "tok"
+
+
+@pytest.mark.parametrize("header", [None, "Basic tok", "Bearer", "Bearer  "])
+def test_a_request_without_a_bearer_credential_is_told_how_to_send_one(header: str | None) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    request = Flask(__name__).test_request_context(headers=headers)
+    with request, pytest.raises(Unauthenticated) as refused:
+        bearer_credential()
+    assert refused.value.detail == "send 'Authorization: Bearer <credential>'"

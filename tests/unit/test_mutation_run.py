@@ -99,9 +99,12 @@ def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
     entry.cli = lambda: called.append("cli")  # type: ignore[attr-defined]
     workers = ModuleType("mutmut.workers")
     workers.isolation = isolation  # type: ignore[attr-defined]
+    mutmut_state = ModuleType("mutmut.state")
+    mutmut_state.state = lambda: None  # type: ignore[attr-defined]
     for name, module in {
         "mutmut": ModuleType("mutmut"),
         "mutmut.__main__": entry,
+        "mutmut.state": mutmut_state,
         "mutmut.workers": workers,
         "mutmut.workers.isolation": isolation,
     }.items():
@@ -111,6 +114,8 @@ def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
     assert called == ["cli"] and isinstance(keeper.__self__, run.Deadlines)
     for runner in (isolation.ForkRunner, isolation.ForkServerRunner):  # type: ignore[attr-defined]
         assert runner.submit is not Runner.submit
+    learning = isolation.ForkRunner.wait_for_result  # type: ignore[attr-defined]
+    assert learning is not Runner.wait_for_result
 
 
 class Result(NamedTuple):
@@ -130,6 +135,9 @@ class Runner:
 
     def submit(self, mutant_name: str, tests: list[str], limit: int, estimated: float) -> None:
         self.ran.append(mutant_name)
+
+    def wait_for_result(self, timeout: float | None = None) -> Result:
+        return self._no_tests_results.pop(0)
 
 
 def reloaded_report() -> ModuleType:
@@ -189,3 +197,76 @@ def test_a_mutant_no_test_can_kill_is_skipped_and_the_others_run(
         Result("shared.domain.limits.x_note__mutmut_1", 34, 0.0),
         Result("shared.domain.limits.x_ceiling__mutmut_2", 34, 0.0),
     ]
+
+
+SIBLING = "shared.domain.limits.x_ceiling__mutmut_"
+
+
+def killed(kills: Path, mutant: str, *lines: str) -> None:
+    """What tests/mutation_kills.py writes down for a mutant its tests failed on."""
+    kills.mkdir(exist_ok=True)
+    (kills / f"{mutant}.txt").write_text("".join(f"{line}\n" for line in lines))
+
+
+def test_a_functions_killers_are_its_first_failing_tests_latest_first(
+    run: ModuleType, tmp_path: Path
+) -> None:
+    killers = run.Killers(tmp_path)
+    killed(
+        tmp_path, f"{SIBLING}1", "tests/t.py::a[x (y)] (call): AssertionError", "after the tests: E"
+    )
+    killed(tmp_path, f"{SIBLING}2", "tests/t.py::b (setup): KeyError")
+    killed(tmp_path, f"{SIBLING}3", "after the tests: ResourceWarning")  # no test failed
+    killed(tmp_path, f"{SIBLING}4", "tests/t.py::a[x (y)] (teardown): E")  # a again: first
+    killed(tmp_path, "shared.domain.limits.x_clamp__mutmut_1", "tests/t.py::c (call): E")
+    for number in (1, 2, 3, 4, 5):  # 5: nothing written down
+        killers.learn(f"{SIBLING}{number}")
+    killers.learn("shared.domain.limits.x_clamp__mutmut_1")
+    tests = {"tests/t.py::a[x (y)]", "tests/t.py::b", "tests/t.py::c"}
+    assert killers.first(f"{SIBLING}9", tests) == ["tests/t.py::a[x (y)]", "tests/t.py::b"]
+    assert killers.first(f"{SIBLING}9", {"tests/t.py::b"}) == ["tests/t.py::b"]
+    assert killers.first("shared.domain.limits.x_note__mutmut_1", tests) == []
+
+
+class Forking:
+    """mutmut's ForkRunner, as far as ordering goes: the child sorts its tests by duration
+    (read when it is forked), and results come back in the order they are queued."""
+
+    def __init__(self, durations: dict[str, float], results: list[Result]) -> None:
+        self._durations = durations
+        self._results = results
+        self.ran: list[list[str]] = []
+
+    def submit(self, mutant_name: str, tests: list[str], limit: int, estimated: float) -> None:
+        self.ran.append(sorted(tests, key=lambda test: self._durations[test]))
+
+    def wait_for_result(self, timeout: float | None = None) -> Result:
+        return self._results.pop(0)
+
+
+def test_a_mutant_runs_its_functions_killers_first_and_the_stats_are_left_as_they_were(
+    run: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # where mutation_report.py is
+    durations = {"fast": 0.1, "slow": 3.0, "slower": 9.0}
+    stats = dict(durations)
+    results = [Result(f"{SIBLING}1", 1, 9.0), Result(f"{SIBLING}2", 0, 9.0)]
+    runner = type("ForkRunner", (Forking,), {})
+    run.killers_first(runner, run.Killers(tmp_path), lambda: durations)
+    forking = runner(durations, results)
+    killed(tmp_path, f"{SIBLING}1", "slower (call): AssertionError")
+    killed(tmp_path, f"{SIBLING}2", "slow (call): AssertionError")  # survived: not learned
+
+    forking.submit(f"{SIBLING}1", ["slower", "fast", "slow"], 10, 1.0)
+    assert forking.wait_for_result().mutant_name == f"{SIBLING}1"
+    forking.submit(f"{SIBLING}2", ["slower", "fast", "slow"], 10, 1.0)
+    assert forking.wait_for_result().exit_code == 0
+    forking.submit(f"{SIBLING}3", ["fast", "slow", "slower"], 10, 1.0)
+    forking.submit("shared.domain.limits.x_clamp__mutmut_1", ["fast", "slower"], 10, 1.0)
+    assert forking.ran == [
+        ["fast", "slow", "slower"],
+        ["slower", "fast", "slow"],
+        ["slower", "fast", "slow"],
+        ["fast", "slower"],
+    ]
+    assert durations == stats
