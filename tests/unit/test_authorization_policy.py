@@ -69,6 +69,14 @@ def test_no_role_but_the_operator_reaches_another_school() -> None:
             assert reaches is (role is Role.OPERATOR), (role, action)
 
 
+def test_an_operator_operates_on_every_school_and_may_do_nothing_else() -> None:
+    operator = Principal("", "ops", Role.OPERATOR)
+    assert operator.may(Action.OPERATE)
+    assert operator.may(Action.OPERATE, Owner("school-a", "t-1"))
+    assert not operator.may(Action.JOB_READ, Owner("school-a", "t-1"))
+    assert not operator.may(Action.JOB_LIST_SCHOOL)
+
+
 def test_narrowed_staff_see_only_their_own_objects() -> None:
     narrowed = Principal("school-a", "t-1", Role.TEACHER, only_own=True)
     assert narrowed.may(Action.JOB_READ, Owner("school-a", "t-1"))

@@ -7,6 +7,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from services.intake.app import create_app
+from services.intake.auth.cors import PREFLIGHT_MAX_AGE_S
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
@@ -43,6 +44,7 @@ def test_a_preflight_from_an_allowed_origin_is_answered(client: FlaskClient) -> 
     assert {"authorization", "content-type", "idempotency-key"} <= allowed
     assert "POST" in headers["Access-Control-Allow-Methods"]
     assert "Access-Control-Allow-Credentials" not in headers
+    assert headers["Access-Control-Max-Age"] == str(PREFLIGHT_MAX_AGE_S)  # cached that long
     assert "Origin" in headers["Vary"]
 
 
