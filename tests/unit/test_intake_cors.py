@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from services.intake.app import create_app
-from services.intake.auth.cors import PREFLIGHT_MAX_AGE_S
+from services.intake.auth.cors import ALLOWED_METHODS, PREFLIGHT_MAX_AGE_S
 from shared.bootstrap import Adapters
 from shared.clock import FrozenClock
 from shared.config.settings import Settings
@@ -71,10 +71,22 @@ def test_every_method_the_api_serves_is_allowed_from_an_allowed_origin_only(
     response = preflight(client, FRONTEND, method, path)
     assert response.headers["Access-Control-Allow-Origin"] == FRONTEND
     allowed = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
-    assert method in allowed
+    assert allowed == set(ALLOWED_METHODS)  # those the API serves, and no other
     elsewhere = preflight(client, "https://evil.example.net", method, path)
     assert "Access-Control-Allow-Origin" not in elsewhere.headers
     assert "Access-Control-Allow-Methods" not in elsewhere.headers
+
+
+@pytest.mark.parametrize("path", ["/admin/v1/jobs", "/healthz"])
+def test_routes_outside_the_api_answer_no_browser_even_from_an_allowed_origin(
+    client: FlaskClient, path: str
+) -> None:
+    response = preflight(client, FRONTEND, "GET", path)
+    assert "Access-Control-Allow-Origin" not in response.headers
+    assert (
+        preflight(client, FRONTEND, "GET", "/openapi.json").headers["Access-Control-Allow-Origin"]
+        == FRONTEND
+    )
 
 
 def test_an_allowed_origin_can_read_the_location_and_retry_after(client: FlaskClient) -> None:
