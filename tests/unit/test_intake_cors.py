@@ -48,6 +48,21 @@ def test_a_preflight_from_an_allowed_origin_is_answered(client: FlaskClient) -> 
     assert "Origin" in headers["Vary"]
 
 
+def test_a_preflight_is_allowed_only_the_headers_the_api_reads(client: FlaskClient) -> None:
+    response = client.options(
+        "/v1/grading-jobs",
+        headers={
+            "Origin": FRONTEND,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, x-debug-token",
+        },
+    )
+    allowed = {
+        h.strip().lower() for h in response.headers["Access-Control-Allow-Headers"].split(",")
+    }
+    assert allowed == {"authorization"}
+
+
 def test_a_preflight_from_another_origin_gets_no_cors_headers(client: FlaskClient) -> None:
     response = preflight(client, "https://evil.example.net")
     headers = response.headers
