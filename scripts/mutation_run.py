@@ -37,7 +37,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -186,25 +186,31 @@ class Killers:
         return mutant.rsplit("__mutmut_", 1)[0]
 
     def learn(self, mutant: str) -> None:
-        """Put the first test that failed on `mutant` first for its function."""
+        """Put the test that failed on `mutant` first for its function.
+
+        Its run stops at the first failing test; the record is appended to, so a mutant
+        run again by name has its latest run's test written down last.
+        """
         try:
             lines = (self._kills / f"{mutant}.txt").read_text(encoding="utf-8").splitlines()
         except OSError:
             return
-        failed = FAILED_TEST.match(lines[0]) if lines else None
-        if failed is None:
+        failed = [match for line in lines if (match := FAILED_TEST.match(line))]
+        if not failed:
             return  # nothing, or only an error after the tests: no test to put first
         known = self._by_function.setdefault(self.function_of(mutant), [])
-        test = failed.group("test")
+        test = failed[-1].group("test")
         if test in known:
             known.remove(test)
         known.insert(0, test)
 
-    def first(self, mutant: str, tests: Collection[str]) -> list[str]:
+    def first(self, mutant: str, tests: Iterable[str]) -> list[str]:
         """Of `tests`, those that killed the function's earlier mutants, latest first."""
-        return [
-            test for test in self._by_function.get(self.function_of(mutant), []) if test in tests
-        ]
+        known = self._by_function.get(self.function_of(mutant))
+        if not known:
+            return []
+        given = set(tests)
+        return [test for test in known if test in given]
 
 
 def killers_first(
@@ -226,7 +232,7 @@ def killers_first(
         self: Any, mutant_name: str, tests: list[str], cpu_time_limit: int, estimated: float
     ) -> None:
         measured = durations()
-        first = killers.first(mutant_name, set(tests) & measured.keys())
+        first = [test for test in killers.first(mutant_name, tests) if test in measured]
         kept = {test: measured[test] for test in first}
         for rank, test in enumerate(first):
             measured[test] = float(rank - len(first))

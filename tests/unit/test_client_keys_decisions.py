@@ -15,6 +15,7 @@ from shared.domain.api_keys import ApiKey
 from shared.domain.client_ids import USER_SCOPE_MARK
 from shared.http.client_keys import ApiKeyAuthenticator, UnknownKeyIds, bearer_credential
 from shared.http.errors import Unauthenticated
+from tests.support.key_store import RecordingKeys
 
 
 def test_without_a_ttl_nothing_is_remembered(clock: FrozenClock) -> None:
@@ -54,22 +55,10 @@ def test_only_a_key_id_is_ever_remembered(clock: FrozenClock) -> None:
     assert 1 not in remembered
 
 
-class _Keys:
-    """A key store holding the given records, writing down every key id it is asked for."""
-
-    def __init__(self, *stored: ApiKey) -> None:
-        self._stored = {key.key_id: key for key in stored}
-        self.reads: list[str] = []
-
-    def get(self, key_id: str) -> ApiKey | None:
-        self.reads.append(key_id)
-        return self._stored.get(key_id)
-
-
 def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
     clock: FrozenClock,
 ) -> None:
-    keys = _Keys()
+    keys = RecordingKeys()
     authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
 
     with pytest.raises(Unauthenticated):
@@ -87,7 +76,7 @@ def test_every_unusable_key_is_refused_in_the_same_words(clock: FrozenClock) -> 
     revoked_key, revoked = ApiKey.issue("school-a", now, key_id="revoked")
     expired_key, expired = ApiKey.issue("school-a", now, now, key_id="expired")
     scoped_key, scoped = ApiKey.issue("school-a", now, key_id="scoped")
-    keys = _Keys(
+    keys = RecordingKeys(
         kept,
         revoked.revoke(now),
         expired,

@@ -15,6 +15,7 @@ from shared.domain.api_keys import ApiKey
 from shared.domain.authorization import SERVER, Principal, Role
 from shared.http.client_keys import ApiKeyAuthenticator
 from shared.http.errors import Unauthenticated
+from tests.support.key_store import RecordingKeys
 
 TOKEN = "header.payload.signature"
 
@@ -30,23 +31,11 @@ def test_a_token_shaped_credential_is_its_own_only_where_tokens_are_signed_in(
     assert not ClientAuthenticator(keys, lti=signs_in)._attributable("not-a-token")
 
 
-class _Keys:
-    """A key store holding one record, writing down every key id it is asked for."""
-
-    def __init__(self, stored: ApiKey) -> None:
-        self._stored = stored
-        self.reads: list[str] = []
-
-    def get(self, key_id: str) -> ApiKey | None:
-        self.reads.append(key_id)
-        return self._stored if key_id == self._stored.key_id else None
-
-
 def test_the_caller_is_authenticated_once_per_request_without_a_failure_limit(
     clock: FrozenClock,
 ) -> None:
     key, stored = ApiKey.issue("school-a", clock.now(), key_id="k1")
-    keys = _Keys(stored)
+    keys = RecordingKeys(stored)
     authenticator = ClientAuthenticator(ApiKeyAuthenticator(cast(Any, keys), clock))
     caller = Principal("school-a", SERVER, Role.SERVER)
     app = Flask(__name__)
@@ -60,8 +49,7 @@ def test_the_caller_is_authenticated_once_per_request_without_a_failure_limit(
 
 
 def test_a_credential_no_authenticator_takes_is_refused_as_unknown(clock: FrozenClock) -> None:
-    _, stored = ApiKey.issue("school-a", clock.now(), key_id="k1")
-    authenticator = ClientAuthenticator(ApiKeyAuthenticator(cast(Any, _Keys(stored)), clock))
+    authenticator = ClientAuthenticator(ApiKeyAuthenticator(cast(Any, RecordingKeys()), clock))
     request = Flask(__name__).test_request_context(headers={"Authorization": "Bearer not-a-key"})
     with request, pytest.raises(Unauthenticated) as refused:
         authenticator.principal()

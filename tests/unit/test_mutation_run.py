@@ -217,7 +217,8 @@ def test_a_functions_killers_are_its_first_failing_tests_latest_first(
     )
     killed(tmp_path, f"{SIBLING}2", "tests/t.py::b (setup): KeyError")
     killed(tmp_path, f"{SIBLING}3", "after the tests: ResourceWarning")  # no test failed
-    killed(tmp_path, f"{SIBLING}4", "tests/t.py::a[x (y)] (teardown): E")  # a again: first
+    # Run again by name: its record holds the earlier run's test, then this run's (a again).
+    killed(tmp_path, f"{SIBLING}4", "tests/t.py::c (call): E", "tests/t.py::a[x (y)] (teardown): E")
     killed(tmp_path, "shared.domain.limits.x_clamp__mutmut_1", "tests/t.py::c (call): E")
     for number in (1, 2, 3, 4, 5):  # 5: nothing written down
         killers.learn(f"{SIBLING}{number}")
