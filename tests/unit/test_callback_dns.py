@@ -115,6 +115,36 @@ def test_a_lookup_past_its_deadline_is_refused(stuck: tuple[threading.Event, Res
     assert not release.is_set()  # refused while the lookup still hung
 
 
+def test_hung_lookups_hold_no_more_threads_than_the_pool_has(
+    stuck: tuple[threading.Event, Resolver],
+) -> None:
+    release, slow = stuck
+
+    def resolver(host: str, port: int) -> list[str]:
+        return ["93.184.216.34"] if host == "h0.example.com" else slow(host, port)
+
+    cached = _cached(resolver, timeout_s=0.2, threads=2)
+    for name in ("h1", "h2"):
+        with pytest.raises(OSError, match="no answer within"):
+            cached(f"{name}.example.com", 443)
+    # Both threads hang: a third name, however quick to answer, waits for one of them.
+    with pytest.raises(OSError, match="no answer within"):
+        cached("h0.example.com", 443)
+    release.set()
+    assert cached("h3.example.com", 443) == ["93.184.216.34"]  # freed threads answer again
+
+
+def test_lookups_run_on_threads_named_for_them_in_a_thread_dump() -> None:
+    names: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        names.append(threading.current_thread().name)
+        return ["93.184.216.34"]
+
+    _cached(resolver)("h1.example.com", 443)
+    assert names and names[0].startswith("dns_")
+
+
 def test_a_request_naming_too_many_hosts_is_refused_before_any_lookup() -> None:
     dns = CountingResolver(PUBLIC)
     guard = CallbackGuard(_cached(dns), max_hosts_per_request=3)

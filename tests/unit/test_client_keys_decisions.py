@@ -70,6 +70,34 @@ def test_a_credential_not_shaped_like_a_key_is_refused_without_a_store_read(
     assert keys.reads == ["abc123"]
 
 
+def test_a_made_up_key_costs_one_store_read_a_minute(clock: FrozenClock) -> None:
+    keys = RecordingKeys()
+    authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
+    made_up = "gq_abc123_" + "s" * 20
+    for seconds in (0, 30, 29.999):  # up to 59.999 s after the first read
+        clock.advance(timedelta(seconds=seconds))
+        with pytest.raises(Unauthenticated):
+            authenticator.client_for(made_up)
+    assert keys.reads == ["abc123"]
+    clock.advance(timedelta(milliseconds=501))  # a minute and a half second after it
+    with pytest.raises(Unauthenticated):
+        authenticator.client_for(made_up)
+    assert keys.reads == ["abc123", "abc123"]
+
+
+def test_at_most_ten_thousand_made_up_key_ids_are_remembered(clock: FrozenClock) -> None:
+    keys = RecordingKeys()
+    authenticator = ApiKeyAuthenticator(keys, clock)  # type: ignore[arg-type]
+    key_ids = [f"id{i:05d}" for i in range(10_001)]
+    for key_id in [*key_ids, key_ids[-1]]:
+        with pytest.raises(Unauthenticated):
+            authenticator.client_for(f"gq_{key_id}_" + "s" * 20)
+    assert keys.reads == key_ids  # the newest is still remembered
+    with pytest.raises(Unauthenticated):
+        authenticator.client_for(f"gq_{key_ids[0]}_" + "s" * 20)
+    assert keys.reads == [*key_ids, key_ids[0]]  # the oldest was let go for it
+
+
 def test_every_unusable_key_is_refused_in_the_same_words(clock: FrozenClock) -> None:
     now = clock.now()
     good, kept = ApiKey.issue("school-a", now, key_id="good")
