@@ -26,6 +26,7 @@ lint: install
 	$(VENV)/bin/ruff check shared services localcloud gradeq tests bench scripts
 	$(VENV)/bin/ruff format --check shared services localcloud gradeq tests bench scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy scripts/*.py
 
 test: lint
 	$(PY) -m pytest

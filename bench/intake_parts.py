@@ -82,16 +82,20 @@ def _no_budget_gate(app: Flask, undo: ExitStack) -> None:
 
 
 def _no_store(app: Flask, undo: ExitStack) -> None:
+    from shared.domain.authorization import Principal, as_principal
     from shared.domain.ids import job_id_for
-    from shared.domain.job import Job
+    from shared.domain.job import GradingRequest, Job
     from shared.service_layer.intake import IntakeService, Submission, fingerprint
 
     service: IntakeService = app.extensions["gradeq.intake"]
     now = service._clock.now
 
-    def submit(client_id: str, key: str, request: object) -> Submission:
-        job_id = job_id_for(client_id, key)
-        job = Job.new(job_id, client_id, request, fingerprint(request), now())  # type: ignore[arg-type]
+    def submit(
+        caller: Principal | str, idempotency_key: str, request: GradingRequest
+    ) -> Submission:
+        principal = as_principal(caller)
+        job_id = job_id_for(principal.key_space, idempotency_key)
+        job = Job.new(job_id, principal.owner.school, request, fingerprint(request), now())
         return Submission(job, True)
 
     service.submit = submit  # type: ignore[method-assign]

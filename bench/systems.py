@@ -91,10 +91,6 @@ class System:
         """When each job became final (epoch seconds), None for a job not final yet."""
         raise NotImplementedError
 
-    def pending_deliveries(self) -> int:
-        """Bus deliveries not yet acknowledged (pushed or written), to any subscription."""
-        return int(self._query("SELECT count(*) FROM bus_deliveries")[0][0])
-
     def held(self) -> int:
         """Jobs being graded right now."""
         raise NotImplementedError
@@ -182,6 +178,10 @@ class GradeqSystem(System):
 
     def roles(self) -> dict[str, psutil.Process]:
         return {self.ROLE_OF[name]: psutil.Process(pid) for name, pid in self._pids.items()}
+
+    def pending_deliveries(self) -> int:
+        """Bus deliveries not yet acknowledged (pushed or written), to any subscription."""
+        return int(self._query("SELECT count(*) FROM bus_deliveries")[0][0])
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         # Read-only, as an observer: the stack's processes are the only writers.

@@ -39,7 +39,10 @@ import threading
 import time
 from collections.abc import Callable, Container, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mutation_report import Equivalent
 
 PROC = Path("/proc")
 #: The mutated tree, from the project's root.
@@ -113,7 +116,7 @@ class Unrun:
     of megabytes).
     """
 
-    def __init__(self, root: Path = MUTANTS, equivalents: Iterable[Any] = ()) -> None:
+    def __init__(self, root: Path = MUTANTS, equivalents: Iterable[Equivalent] = ()) -> None:
         from mutation_report import MutatedFile
 
         self._root = root
@@ -257,7 +260,8 @@ def main() -> None:
     from mutmut.state import state
     from mutmut.workers import isolation
 
-    isolation.register_timeout = Deadlines().register  # what ForkRunner.submit calls
+    # What ForkRunner.submit calls, replaced where it looks the name up.
+    isolation.register_timeout = Deadlines().register  # type: ignore[attr-defined,unused-ignore]
     unrun = Unrun(equivalents=load_equivalents(EQUIVALENTS))
     for runner in (isolation.ForkRunner, isolation.ForkServerRunner):
         skip_unrun(runner, unrun)
