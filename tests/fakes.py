@@ -87,6 +87,12 @@ class FakePublisher:
     def ping(self) -> None:
         return None
 
+    def completions(self) -> list[GradingCompleted]:
+        """The events published, each checked to be a job's `GradingCompleted`."""
+        completed = [e for e in self.events if isinstance(e, GradingCompleted)]
+        assert completed == self.events, f"not only GradingCompleted events: {self.events}"
+        return completed
+
 
 @dataclass
 class FakeProcessedEvents:

@@ -23,5 +23,6 @@ class EmulatorFamily(GoogleFamily):
         self.__dict__["_firestore"] = firestore_client  # the cached client property's value
         self._local = local
 
-    def blob_store(self, clock: Clock | None = None) -> BlobStore:
+    # Deliberately the embedded store, not GoogleFamily's GcsBlobStore: no storage emulator.
+    def blob_store(self, clock: Clock | None = None) -> BlobStore:  # type: ignore[override]
         return self._local.blob_store(clock)

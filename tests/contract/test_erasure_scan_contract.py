@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pytest
@@ -41,6 +41,7 @@ from shared.domain.uploads import FileRef, UploadLimits
 from shared.ports import (
     AssignmentStore,
     BlobStore,
+    EventRecords,
     JobEraser,
     JobStore,
     ProcessedEvents,
@@ -62,13 +63,17 @@ BOB = "bob-2m9q"
 LIMITS = UploadLimits(max_file_bytes=4096)
 
 
+class RecordedEvents(ProcessedEvents, EventRecords, Protocol):
+    """The processed events of a subscriber, whose records the test reads back."""
+
+
 @dataclass
 class Backend:
     jobs: JobStore
     assignments: AssignmentStore
     queue: ReviewQueue
     eraser: JobEraser
-    processed: ProcessedEvents
+    processed: RecordedEvents
     blobs: BlobStore
     #: Sends the bytes to a signed upload URL, as a browser would.
     put: Callable[[str, dict[str, str], bytes], None]
@@ -271,7 +276,7 @@ class School:
         received = ReceivedEvent(event, "m", self.clock.now(), "sub", 1, {})
         recorded = record_event(self.backend.processed, received)
         # What the notifier keeps of an event without a callback URL.
-        note = {"job_id": event.job_id, "outcome": event.outcome.value}
+        note: dict[str, object] = {"job_id": event.job_id, "outcome": event.outcome.value}
         if not self.backend.processed.contains(NOTIFICATION, event.event_id):
             recorded = self.backend.processed.add(NOTIFICATION, event.event_id, note) or recorded
         return recorded

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -21,11 +21,15 @@ from shared.domain.erasure import event_ids_of
 from shared.domain.grade import GradeResult
 from shared.domain.ids import completion_event_id
 from shared.domain.job import GradingRequest, Job
-from shared.ports import AssignmentStore, JobEraser, JobStore, ProcessedEvents
+from shared.ports import AssignmentStore, EventRecords, JobEraser, JobStore, ProcessedEvents
 from tests.contract.test_assignment_store_contract import assignment
 from tests.contract.test_job_store_contract import T0
 
 LEASE = timedelta(seconds=30)
+
+
+class RecordedEvents(ProcessedEvents, EventRecords, Protocol):
+    """The processed events of a subscriber, whose records the test reads back."""
 
 
 @dataclass
@@ -33,7 +37,7 @@ class Backend:
     jobs: JobStore
     assignments: AssignmentStore
     eraser: JobEraser
-    processed: ProcessedEvents
+    processed: RecordedEvents
 
 
 @pytest.fixture(params=["embedded", "google"])

@@ -62,7 +62,7 @@ def class_answers(
     answers: list[dict[str, Any]] = []
     for i in range(n):
         student = f"student-{i:02}"
-        answer = {
+        answer: dict[str, Any] = {
             "submission_id": student,
             "student_id": student,
             "answer": ANSWERS[i % len(ANSWERS)],

@@ -42,8 +42,8 @@ def _env_for_each(tf: Terraform, service: str) -> str:
 
 
 def test_no_client_keys_secret_is_read_or_granted(tf: Terraform) -> None:
-    configured = [tf.resources, tf.modules, tf.locals, tf.outputs, tf.imports]
-    configured = "".join(tfconfig.strings(configured))
+    parsed = [tf.resources, tf.modules, tf.locals, tf.outputs, tf.imports]
+    configured = "".join(tfconfig.strings(parsed))
     assert "client_keys" not in configured and "CLIENT_KEYS" not in configured
     assert set(tf.locals["secret_ids"]) == {
         "webhook_secret",

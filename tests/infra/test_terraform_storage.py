@@ -3,6 +3,8 @@ frontends, signed URLs through signBlob on the intake's own account, read by the
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shared.config.settings import Settings
@@ -13,7 +15,7 @@ from tests.infra.tfconfig import Terraform
 pytestmark = pytest.mark.infra
 
 
-def _bucket(tf: Terraform) -> dict[str, object]:
+def _bucket(tf: Terraform) -> dict[str, Any]:
     return tf.resource("google_storage_bucket", "uploads")
 
 
@@ -30,7 +32,7 @@ def test_the_bucket_is_private_with_uniform_access(tf: Terraform) -> None:
 
 
 def test_files_are_deleted_a_day_after_their_jobs_expire(tf: Terraform) -> None:
-    [rule] = _bucket(tf)["lifecycle_rule"]  # type: ignore[misc]
+    [rule] = _bucket(tf)["lifecycle_rule"]
     assert rule["action"] == [{"type": "Delete"}]
     assert rule["condition"] == [{"age": "${var.uploads_retention_days}"}]
     default = tf.variables["uploads_retention_days"]["default"]
@@ -38,7 +40,7 @@ def test_files_are_deleted_a_day_after_their_jobs_expire(tf: Terraform) -> None:
 
 
 def test_browsers_on_the_frontend_origins_may_put_files(tf: Terraform) -> None:
-    [dynamic] = _bucket(tf)["dynamic"]  # type: ignore[misc]
+    [dynamic] = _bucket(tf)["dynamic"]
     cors = dynamic["cors"]
     assert cors["for_each"] == "${length(var.cors_origins) > 0 ? [var.cors_origins] : []}"
     [content] = cors["content"]

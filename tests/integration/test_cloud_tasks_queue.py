@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -35,8 +36,12 @@ from tests.google_fixtures import (
 from tests.support.http_target import RecordingTarget
 
 
-def spec(job_id: str = "j-1", generation: int = 0, **kwargs: datetime) -> TaskSpec:
-    return TaskSpec(name=task_name_for(job_id, generation), job_id=job_id, **kwargs)
+def spec(
+    job_id: str = "j-1", generation: int = 0, schedule_time: datetime | None = None
+) -> TaskSpec:
+    return TaskSpec(
+        name=task_name_for(job_id, generation), job_id=job_id, schedule_time=schedule_time
+    )
 
 
 def test_task_posts_the_job_id_as_json_to_the_worker(
@@ -192,11 +197,15 @@ def test_factory_builds_every_adapter_on_the_emulator_hosts(
         adapters.publisher.ping()
 
 
+# google-api-core's exceptions take unannotated arguments; the constructor as used here.
+permission_denied: Callable[[str], gexc.PermissionDenied] = gexc.PermissionDenied
+
+
 class _DeniedClient:
     """A Cloud Tasks client whose caller may create tasks but not read the queue."""
 
     def get_queue(self, **kwargs: object) -> None:
-        raise gexc.PermissionDenied("enqueuer role only")
+        raise permission_denied("enqueuer role only")
 
 
 def test_ping_counts_permission_denied_as_reachable() -> None:

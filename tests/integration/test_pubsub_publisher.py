@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -201,6 +202,11 @@ class _StuckFuture:
         raise concurrent.futures.TimeoutError
 
 
+# google-api-core's exceptions take unannotated arguments; their constructors as used here.
+service_unavailable: Callable[[str], gexc.ServiceUnavailable] = gexc.ServiceUnavailable
+permission_denied: Callable[[str], gexc.PermissionDenied] = gexc.PermissionDenied
+
+
 class _FakeClient:
     """Stands in for PublisherClient where the emulator cannot act out a failure."""
 
@@ -215,7 +221,7 @@ class _FakeClient:
 
 
 def test_an_unconfirmed_publish_is_dependency_unavailable() -> None:
-    client: Any = _FakeClient(gexc.ServiceUnavailable("down"))
+    client: Any = _FakeClient(service_unavailable("down"))
     publisher = PubSubEventPublisher(client, "projects/p/topics/t", timeout_s=0.01)
     with pytest.raises(DependencyUnavailable, match="not confirmed"):
         publisher.publish(completed())
@@ -224,5 +230,5 @@ def test_an_unconfirmed_publish_is_dependency_unavailable() -> None:
 
 
 def test_ping_counts_permission_denied_as_reachable() -> None:
-    client: Any = _FakeClient(gexc.PermissionDenied("publisher role only"))
+    client: Any = _FakeClient(permission_denied("publisher role only"))
     PubSubEventPublisher(client, "projects/p/topics/t", timeout_s=1).ping()

@@ -78,4 +78,7 @@ def signing_credentials() -> service_account.Credentials:
         "client_id": "1",
         "token_uri": "https://oauth2.googleapis.com/token",
     }
-    return service_account.Credentials.from_service_account_info(info)  # type: ignore[no-untyped-call]
+    credentials: service_account.Credentials = (
+        service_account.Credentials.from_service_account_info(info)  # type: ignore[no-untyped-call]
+    )
+    return credentials

@@ -391,7 +391,7 @@ def test_cancel_finishes_a_waiting_job_and_announces_it(
     assert response.status_code == 200
     assert response.get_json()["status"] == "CANCELLED"
     assert isinstance(adapters.publisher, FakePublisher)
-    assert [(e.job_id, e.outcome.value) for e in adapters.publisher.events] == [
+    assert [(e.job_id, e.outcome.value) for e in adapters.publisher.completions()] == [
         (job_id, "cancelled")
     ]
     again = client.post(f"/admin/v1/jobs/{job_id}/cancel", headers=auth())

@@ -54,7 +54,8 @@ def test_creating_counts_pending_and_finishing_moves_the_count_and_adds_the_scor
 
 
 def test_a_job_without_an_assignment_rubric_is_not_counted() -> None:
-    label_only = dataclasses.replace(job(), request=GradingRequest("s", "a", "x", "hw-1"))
+    request = GradingRequest("s", "a", "x", assignment_id="hw-1")  # its own rubric
+    label_only = dataclasses.replace(job(), request=request)
     assert tally_change(None, label_only) is None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from cloudevents.core.base import BaseCloudEvent
 from cloudevents.core.bindings.http import HTTPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 from cloudevents.core.v1.event import CloudEvent
@@ -27,7 +28,7 @@ EVENT = AssignmentGraded(
 )
 
 
-def decode(data: bytes, attributes: dict[str, str]) -> CloudEvent:
+def decode(data: bytes, attributes: dict[str, str]) -> BaseCloudEvent:
     headers = {k.lower(): v for k, v in attributes.items() if k != "client_id"}
     return from_binary(HTTPMessage(headers=headers, body=data), JSONFormat(), CloudEvent)
 

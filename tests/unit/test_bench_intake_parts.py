@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
-from bench import intake_parts
 from bench.intake_parts import BENCH_SCHOOL, VARIANTS, cpu_ms_per_post, gradeq_client
 from bench.load import body_bytes
 from bench.settings import SUBMIT_PATH
 
 
-def post(variant: str, tmp_path: Path) -> tuple[int, dict[str, object], int, str]:
+def post(variant: str, tmp_path: Path) -> tuple[int, dict[str, object], int, str | None]:
     """One POST through the variant: status, body, jobs the store then holds, Location."""
     with gradeq_client(tmp_path, VARIANTS[variant]) as (client, key):
         headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "k-1"}
@@ -24,13 +23,14 @@ def post(variant: str, tmp_path: Path) -> tuple[int, dict[str, object], int, str
         )
         cpu_ms_per_post(client, key, 3)  # three more POSTs; one not answered 202 raises
         listed = client.get(SUBMIT_PATH, headers=headers).get_json()
-        return answer.status_code, json.loads(answer.data), len(listed["jobs"]), answer.location
+        location: str | None = answer.location  # typed `str`, but None when no header is sent
+        return answer.status_code, json.loads(answer.data), len(listed["jobs"]), location
 
 
 def test_the_whole_post_stores_the_job_and_answers_its_view(tmp_path: Path) -> None:
     status, body, stored, location = post("whole", tmp_path)
     assert status == 202 and body["status"] == "PENDING"
-    assert location.endswith(f"{SUBMIT_PATH}/{body['id']}")
+    assert location is not None and location.endswith(f"{SUBMIT_PATH}/{body['id']}")
     assert stored == 4  # the POST above and the three measured
 
 
@@ -55,7 +55,7 @@ def test_the_cpu_per_post_is_the_process_time_of_the_posts_over_their_number(
 ) -> None:
     # A stand-in clock: the process clock is coarse where a CPU limit is set (mutation runs).
     readings = iter([2.0, 2.6])
-    monkeypatch.setattr(intake_parts.time, "process_time", lambda: next(readings))
+    monkeypatch.setattr("bench.intake_parts.time.process_time", lambda: next(readings))
     with gradeq_client(tmp_path, VARIANTS["whole"]) as (client, key):
         assert cpu_ms_per_post(client, key, 3) == pytest.approx(200.0)
         listed = client.get(SUBMIT_PATH, headers={"Authorization": f"Bearer {key}"}).get_json()

@@ -3,13 +3,14 @@ lane they wait behind it; bulk keeps going either way."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from bench import lanes
 
 
 def test_exam_jobs_pass_the_bulk_backlog_only_on_their_own_lane(tmp_path: Path) -> None:
-    args = lanes.argparse.Namespace(
+    args = argparse.Namespace(
         bulk=150, exam=5, rate=50.0, exam_every_s=0.05, latency_s=0.0, warmup_s=0.5, timeout_s=60.0
     )
     own = lanes.run(args, lanes=True, directory=tmp_path)

@@ -59,7 +59,7 @@ def test_a_second_cancel_answers_200_with_the_same_job_and_announces_nothing_mor
     assert again.get_json()["status"] == "CANCELLED"
     publisher = adapters.publisher
     assert isinstance(publisher, FakePublisher)
-    assert [e.outcome.value for e in publisher.events] == ["cancelled"]
+    assert [e.outcome.value for e in publisher.completions()] == ["cancelled"]
 
 
 def test_cancelling_a_succeeded_job_is_still_409(
@@ -82,7 +82,7 @@ def test_a_cancel_that_lost_a_race_answers_the_winners_job(tmp_path: Path) -> No
     winner = service.cancel("client-a", job.id)  # reads PENDING, as the loser will
     loser = service.cancel("client-a", job.id)
     assert loser == winner and loser.status is JobStatus.CANCELLED
-    assert [e.job_id for e in publisher.events] == [job.id]
+    assert [e.job_id for e in publisher.completions()] == [job.id]
 
 
 def test_a_cancel_stored_but_not_announced_is_announced_by_the_repeat(tmp_path: Path) -> None:
@@ -93,6 +93,6 @@ def test_a_cancel_stored_but_not_announced_is_announced_by_the_repeat(tmp_path: 
     store.update(job.id, lambda j: j.cancel(T0))  # the first cancel died before announcing
     repeated = service.cancel("client-a", job.id)
     assert repeated.status is JobStatus.CANCELLED and repeated.event_published
-    assert [e.job_id for e in publisher.events] == [job.id]
+    assert [e.job_id for e in publisher.completions()] == [job.id]
     with pytest.raises(JobAlreadyFinal):
         store.update(job.id, lambda j: j.cancel(T0))  # the domain rule itself is unchanged

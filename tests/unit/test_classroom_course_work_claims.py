@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -36,11 +37,13 @@ class DuringCreate(requests.Session):
         super().__init__()
         self.meanwhile: Callable[[], None] = lambda: None
 
-    def request(self, method: str | bytes, url: str | bytes, *args: object, **kwargs: object):  # type: ignore[no-untyped-def,override]
+    def request(
+        self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any
+    ) -> requests.Response:
         if method == "POST" and str(url).endswith("/courseWork"):
             run, self.meanwhile = self.meanwhile, lambda: None
             run()
-        return super().request(method, url, *args, **kwargs)  # type: ignore[arg-type]
+        return super().request(method, url, *args, **kwargs)
 
 
 @pytest.fixture

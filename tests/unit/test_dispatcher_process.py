@@ -92,7 +92,9 @@ def test_runs_as_a_process(process: tuple[subprocess.Popen[str], LogReader]) -> 
     with RecordingTarget() as target:
         client.create_task(
             parent="projects/p/locations/l/queues/grading",
-            task={"http_request": {"url": target.url + "/tasks/grade", "body": b"{}"}},
+            task=tasks_v2.Task(
+                http_request=tasks_v2.HttpRequest(url=target.url + "/tasks/grade", body=b"{}")
+            ),
         )
         (request,) = target.wait_for(1, timeout=5)
         name = request.header("X-CloudTasks-TaskName")

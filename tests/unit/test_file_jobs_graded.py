@@ -36,7 +36,7 @@ def _submit_files(client: FlaskClient, *uploads: tuple[str, str, bytes]) -> str:
             "/v1/uploads",
             json={"content_type": content_type, "size": len(data)},
             headers={"Authorization": f"Bearer {API_KEY}"},
-        ).json
+        ).get_json()
         url = urlsplit(grant["upload_url"])
         put = client.put(url.path, query_string=url.query, data=data, headers=grant["headers"])
         assert put.status_code == 200
@@ -50,7 +50,7 @@ def _submit_files(client: FlaskClient, *uploads: tuple[str, str, bytes]) -> str:
         headers={"Authorization": f"Bearer {API_KEY}", "Idempotency-Key": "k1"},
     )
     assert response.status_code == 202, response.json
-    job_id: str = response.json["id"]
+    job_id: str = response.get_json()["id"]
     return job_id
 
 

@@ -149,7 +149,8 @@ def test_the_caches_of_an_assignment_are_deleted_once_its_round_is_graded(
     from shared.adapters.embedded.job_store import SqliteJobStore
     from shared.clock import FrozenClock
     from shared.service_layer.assignment_completion import AssignmentCompletion
-    from tests.contract.test_assignment_store_contract import T0, assignment, finish, submission
+    from tests.contract.test_assignment_store_contract import assignment, finish, submission
+    from tests.contract.test_job_store_contract import T0
     from tests.fakes import FakePublisher
 
     grader, caches = worker(fake, records, clock)
@@ -176,12 +177,17 @@ def test_the_caches_of_an_assignment_are_deleted_once_its_round_is_graded(
 
 
 def test_a_gemini_grader_is_built_with_context_caches_unless_turned_off(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
     from shared.bootstrap.graders import context_caches
-    from shared.config.settings import Settings
+    from shared.config.settings import GeminiApi, GraderKind, Settings
 
     on = Settings(
-        grader="gemini", grader_gemini_api="developer", grader_api_key="k", data_dir=tmp_path
-    )  # type: ignore[arg-type]
+        grader=GraderKind.GEMINI,
+        grader_gemini_api=GeminiApi.DEVELOPER,
+        grader_api_key=SecretStr("k"),
+        data_dir=tmp_path,
+    )
     assert isinstance(context_caches(on), GeminiContextCaches)
     off = on.model_copy(update={"grader_context_cache": False})
     assert context_caches(off) is None

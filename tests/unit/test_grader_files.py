@@ -11,7 +11,6 @@ import base64
 import dataclasses
 import json
 from datetime import datetime
-from typing import Any
 
 import httpx2
 import openai
@@ -27,6 +26,7 @@ from shared.adapters.graders.openai_compat import OpenAICompatChat
 from shared.adapters.graders.parts import FileReader
 from shared.adapters.graders.prompt import GradingPrompt
 from shared.adapters.graders.rubric import RubricGrader
+from shared.domain.authorization import Owner
 from shared.domain.errors import PermanentGradingError
 from shared.domain.job import GradingRequest
 from shared.domain.uploads import FileRef, FileUnusable, UploadLimits
@@ -50,8 +50,13 @@ class MemoryBlobs:
         return FileRef(name, content_type, len(data), f"{name}.file", f"uploads/o/{name}")
 
     def signed_put(
-        self, name: str, content_type: str, size: int, expires_at: datetime, owner: Any = None
-    ) -> Any:
+        self,
+        name: str,
+        content_type: str,
+        size: int,
+        expires_at: datetime,
+        owner: Owner | None = None,
+    ) -> SignedUpload:
         return SignedUpload("", {}, expires_at)
 
     def stat(self, name: str) -> BlobInfo | None:
@@ -68,6 +73,11 @@ class MemoryBlobs:
     def delete(self, names: list[str]) -> None:
         for name in names:
             self.objects.pop(name, None)
+
+    def delete_under(self, prefix: str) -> list[str]:
+        names = sorted(name for name in self.objects if name.startswith(prefix))
+        self.delete(names)
+        return names
 
 
 def _reader(blobs: MemoryBlobs, *, by_reference: bool) -> FileReader:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -37,7 +37,7 @@ from shared.domain.grade import GradeResult
 from shared.domain.ids import job_id_for
 from shared.domain.job import ATTEMPTS_EXHAUSTED, GradingRequest, Job
 from shared.domain.status import JobStatus
-from shared.ports import JobStore
+from shared.ports import Grader, JobStore
 from shared.service_layer.heartbeat import WORKER_SHUTDOWN, AttemptState, Heartbeat
 from shared.service_layer.worker import DeliveryResult, TaskDelivery, Verdict, WorkerService
 from tests.fakes import FakePublisher
@@ -100,7 +100,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
         yield executor
 
 
-def worker(store: JobStore, grader: object, **changes: float) -> WorkerService:
+def worker(store: JobStore, grader: Grader, **changes: float) -> WorkerService:
     b = budget(**changes)
     return WorkerService(
         store,
@@ -108,7 +108,7 @@ def worker(store: JobStore, grader: object, **changes: float) -> WorkerService:
         grader,
         SystemClock(),
         b.queue.retry_config,
-        b,  # type: ignore[arg-type]
+        b,
     )
 
 
@@ -159,7 +159,11 @@ def test_a_job_whose_last_attempt_died_is_failed_not_graded_again(store: JobStor
     past = SystemClock().now() - timedelta(hours=1)
     for n in range(3):
         at = past + timedelta(minutes=n)
-        store.update(job_id, lambda j, n=n, at=at: j.claim(f"dead{n}", at, timedelta(seconds=1)))
+
+        def dead_claim(j: Job, n: int = n, at: datetime = at) -> Job:
+            return j.claim(f"dead{n}", at, timedelta(seconds=1))
+
+        store.update(job_id, dead_claim)
     result = service.handle(TaskDelivery(job_id, "t", 0))
     assert result.verdict is Verdict.DONE and grader.calls == 0
     job = store.get(job_id)
@@ -283,7 +287,11 @@ def test_renewals_due_together_are_one_store_write(tmp_path: Path) -> None:
     attempts = []
     for i in range(5):
         job_id = seed(inner, f"k{i}")
-        inner.update(job_id, lambda j, i=i: j.claim(f"o{i}", clock.now(), b.lease))
+
+        def claim(j: Job, i: int = i) -> Job:
+            return j.claim(f"o{i}", clock.now(), b.lease)
+
+        inner.update(job_id, claim)
         attempts.append(heartbeat.begin(job_id, f"o{i}"))
         now[0] += 0.01  # each claimed a little after the one before
     assert heartbeat.wait_s() == pytest.approx(HEARTBEAT_S - 0.05)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from flask import Flask
@@ -75,7 +75,13 @@ def test_the_unknown_key_memory_is_bounded_and_expires(clock: FrozenClock) -> No
     assert "id9" not in remembered
 
 
-NAT = {"environ_base": {"REMOTE_ADDR": "203.0.113.7"}}
+class FromAddress(TypedDict):
+    """The test client's keyword that sets the caller's address."""
+
+    environ_base: dict[str, str]
+
+
+NAT: FromAddress = {"environ_base": {"REMOTE_ADDR": "203.0.113.7"}}
 
 
 def wrong_secret(n: int) -> str:
@@ -132,7 +138,7 @@ def test_unattributable_failures_count_against_the_address_and_only_refuse_more_
     assert_problem(no_header, 429, "too-many-failed-authentications")
     # A valid key from that address is never asked about the address at all.
     assert post(client, key="k-1", **NAT).status_code == 202
-    elsewhere = {"environ_base": {"REMOTE_ADDR": "198.51.100.2"}}
+    elsewhere: FromAddress = {"environ_base": {"REMOTE_ADDR": "198.51.100.2"}}
     assert_problem(post(client, api_key="not-a-key", **elsewhere), 401, "unauthenticated")
     assert keys.reads == 1  # the valid key's; nothing malformed was looked up
 

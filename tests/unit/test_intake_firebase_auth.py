@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +36,10 @@ KID = "test-key-1"
 FIREBASE_CERTS_URL = (
     "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
 )
+
+# google-auth's crypt and jwt helpers carry no annotations; their types as used here.
+rsa_signer: Callable[..., crypt.RSASigner] = crypt.RSASigner.from_string
+encode_jwt: Callable[[crypt.Signer, Mapping[str, Any]], bytes] = jwt.encode
 
 
 def _keypair() -> tuple[bytes, bytes]:
@@ -105,8 +110,8 @@ def token(lifetime_s: int = TOKEN_LIFETIME_S, **overrides: Any) -> str:
         **overrides,
     }
     claims = {k: v for k, v in claims.items() if v is not None}
-    signer = crypt.RSASigner.from_string(PRIVATE_PEM, key_id=KID)
-    return jwt.encode(signer, claims).decode()
+    signer = rsa_signer(PRIVATE_PEM, key_id=KID)
+    return encode_jwt(signer, claims).decode()
 
 
 #: The schools of these tests let students send practice jobs of their own.

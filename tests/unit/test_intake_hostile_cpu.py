@@ -99,10 +99,11 @@ HOSTILE: dict[str, Callable[[], bytes]] = {
 def normal_body() -> bytes:
     """An accepted submission as large as the limit allows: a long answer and rubric."""
     answer = ("Plants use light to make sugar. " * MAX_ANSWER_BYTES)[: MAX_ANSWER_BYTES - 1]
-    body = {"submission_id": "s", "answer": answer, "rubric": ["a criterion"], "metadata": {}}
+    rubric = ["a criterion"]
+    body = {"submission_id": "s", "answer": answer, "rubric": rubric, "metadata": {}}
     criterion = "explains a step of photosynthesis in the student's own words " * 30
     while len(json.dumps(body)) + len(criterion) + 4 < MAX_BODY_BYTES:
-        body["rubric"].append(criterion)  # type: ignore[union-attr]
+        rubric.append(criterion)
     raw = json.dumps(body).encode()
     assert MAX_BODY_BYTES * 0.9 < len(raw) <= MAX_BODY_BYTES
     return raw

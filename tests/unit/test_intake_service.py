@@ -118,4 +118,4 @@ def test_cancel_announces_the_cancelled_job(
     cancelled = service.cancel("client-a", job.id)
     assert cancelled.status is JobStatus.CANCELLED
     assert cancelled.event_published is True
-    assert [e.job_id for e in publisher.events] == [job.id]
+    assert [e.job_id for e in publisher.completions()] == [job.id]

@@ -63,8 +63,12 @@ def _uploaded(client: FlaskClient, content_type: str, data: bytes) -> dict[str, 
     """Ask for an upload, PUT the data, and return what a job names."""
     answer = _upload(client, content_type, len(data))
     assert answer.status_code == 201, answer.json
-    assert _put(client, answer.json, data).status_code == 200
-    return {"upload_id": answer.json["upload_id"], "content_type": content_type, "size": len(data)}
+    assert _put(client, answer.get_json(), data).status_code == 200
+    return {
+        "upload_id": answer.get_json()["upload_id"],
+        "content_type": content_type,
+        "size": len(data),
+    }
 
 
 def _submit(client: FlaskClient, *refs: dict[str, Any], key: str = "k1") -> TestResponse:
@@ -75,7 +79,7 @@ def _submit(client: FlaskClient, *refs: dict[str, Any], key: str = "k1") -> Test
 def _problem(response: TestResponse, status: int, slug: str) -> None:
     assert response.status_code == status, response.get_data(as_text=True)
     assert response.mimetype == "application/problem+json"
-    assert response.json["type"] == PROBLEM_BASE + slug
+    assert response.get_json()["type"] == PROBLEM_BASE + slug
 
 
 def _stored(settings: Settings, upload_id: str) -> Path:
@@ -85,7 +89,7 @@ def _stored(settings: Settings, upload_id: str) -> Path:
 def test_an_upload_answers_a_signed_put_url_bound_to_type_and_size(client: FlaskClient) -> None:
     answer = _upload(client, "image/png", 1234)
     assert answer.status_code == 201
-    body = answer.json
+    body = answer.get_json()
     assert body["upload_id"].startswith("up_")
     assert body["method"] == "PUT"
     assert body["headers"] == {"Content-Type": "image/png"}
@@ -99,7 +103,7 @@ def test_a_job_names_an_uploaded_photo_and_keeps_its_object(
     ref = _uploaded(client, "image/png", files.png())
     response = _submit(client, {**ref, "name": "page1.png"})
     assert response.status_code == 202, response.json
-    assert response.json["files"] == [{**ref, "name": "page1.png"}]
+    assert response.get_json()["files"] == [{**ref, "name": "page1.png"}]
     assert _stored(settings, ref["upload_id"]).read_bytes() == files.png()
 
 
@@ -108,7 +112,7 @@ def test_a_text_job_shows_no_files(client: FlaskClient) -> None:
     response = client.post(
         "/v1/grading-jobs", json=body, headers={**_auth(), "Idempotency-Key": "t"}
     )
-    assert response.status_code == 202 and "files" not in response.json
+    assert response.status_code == 202 and "files" not in response.get_json()
 
 
 def test_a_job_needs_an_answer_or_files(client: FlaskClient) -> None:
@@ -118,8 +122,8 @@ def test_a_job_needs_an_answer_or_files(client: FlaskClient) -> None:
 
 def test_another_clients_upload_cannot_be_named(client: FlaskClient) -> None:
     answer = _upload(client, "image/png", len(files.png()), key=OTHER_KEY)
-    assert _put(client, answer.json, files.png()).status_code == 200
-    ref = {"upload_id": answer.json["upload_id"], "content_type": "image/png"}
+    assert _put(client, answer.get_json(), files.png()).status_code == 200
+    ref = {"upload_id": answer.get_json()["upload_id"], "content_type": "image/png"}
     _problem(_submit(client, {**ref, "size": len(files.png())}), 422, "upload-not-found")
 
 
@@ -163,7 +167,7 @@ def test_a_path_out_of_a_zip_is_refused(client: FlaskClient) -> None:
     ref = _uploaded(client, "application/zip", archive)
     response = _submit(client, ref)
     _problem(response, 422, "upload-archive-refused")
-    assert "outside the archive" in response.json["detail"]
+    assert "outside the archive" in response.get_json()["detail"]
 
 
 def test_a_zip_of_source_files_is_accepted(client: FlaskClient) -> None:
@@ -174,7 +178,7 @@ def test_a_zip_of_source_files_is_accepted(client: FlaskClient) -> None:
 def test_a_pdf_over_the_limit_gets_no_url(client: FlaskClient) -> None:
     response = _upload(client, "application/pdf", LIMIT + 1)
     _problem(response, 413, "upload-too-large")
-    assert response.json["limit"] == LIMIT
+    assert response.get_json()["limit"] == LIMIT
 
 
 def test_a_body_longer_than_signed_is_refused_and_nothing_is_kept(
@@ -183,7 +187,7 @@ def test_a_body_longer_than_signed_is_refused_and_nothing_is_kept(
     small = files.pdf()
     answer = _upload(client, "application/pdf", len(small))
     big = files.pdf(padding=LIMIT)
-    response = _put(client, answer.json, big)
+    response = _put(client, answer.get_json(), big)
     assert 400 <= response.status_code < 500
     assert response.mimetype == "application/problem+json"
     uploads = settings.data_dir / "uploads"
@@ -192,12 +196,12 @@ def test_a_body_longer_than_signed_is_refused_and_nothing_is_kept(
 
 def test_a_put_of_another_type_than_signed_is_refused(client: FlaskClient) -> None:
     answer = _upload(client, "application/pdf", len(files.pdf()))
-    response = _put(client, answer.json, files.pdf(), **{"Content-Type": "text/plain"})
+    response = _put(client, answer.get_json(), files.pdf(), **{"Content-Type": "text/plain"})
     _problem(response, 422, "upload-mismatch")
 
 
 def test_a_tampered_url_is_refused(client: FlaskClient) -> None:
-    answer = _upload(client, "application/pdf", len(files.pdf())).json
+    answer = _upload(client, "application/pdf", len(files.pdf())).get_json()
     answer["upload_url"] = answer["upload_url"].replace("size=", "size=9")
     _problem(_put(client, answer, files.pdf()), 403, "upload-signature-invalid")
 
@@ -262,7 +266,7 @@ def test_upload_bytes_per_client_and_day_are_bounded(
     assert _upload(client, "image/png", 2000).status_code == 201
     refused = _upload(client, "image/png", 1001)
     _problem(refused, 429, "upload-quota-exceeded")
-    assert refused.json["limit"] == 3000
+    assert refused.get_json()["limit"] == 3000
     midnight = (clock.now() + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     assert int(refused.headers["Retry-After"]) == int((midnight - clock.now()).total_seconds())
     assert _upload(client, "image/png", 1000).status_code == 201  # the refusal was not counted

@@ -16,7 +16,7 @@ def test_a_requests_schedule_lane_and_prompt_version_survive_its_record() -> Non
         rubric="one; two",
         not_before="2026-03-02T08:00:00+00:00",
         lane="exams",
-        rubric_version="r3",
+        rubric_version=3,
         prompt_version="grading-v1",
         assignment_round=2,
         practice=True,

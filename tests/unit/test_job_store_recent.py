@@ -74,7 +74,11 @@ def test_a_job_read_and_rewritten_by_this_process_is_not_decoded_again(
     lives = list(_lives())
     store.create(lives[0])
     for before, after in itertools.pairwise(lives):
-        assert store.update("job-1", lambda j, b=before, a=after: a if j == b else j) == after
+
+        def rewrite(j: Job, b: Job = before, a: Job = after) -> Job:
+            return a if j == b else j
+
+        assert store.update("job-1", rewrite) == after
     assert store.get("job-1") == lives[-1]
     assert decodes == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -116,11 +117,12 @@ def test_final_jobs_refuse_claim_cancel_and_replay_naming_their_status(
     status: JobStatus,
 ) -> None:
     job = in_state(status)
-    for action in (
+    actions: tuple[Callable[[], Job], ...] = (
         lambda: job.claim("w", at(1), LEASE),
         lambda: job.cancel(at(1)),
         lambda: job.replay(at(1)),
-    ):
+    )
+    for action in actions:
         with pytest.raises(JobAlreadyFinal) as raised:
             action()
         assert raised.value.job_status is status
@@ -138,11 +140,12 @@ def test_retry_later_frees_the_lease_and_keeps_the_error() -> None:
 def test_an_attempt_that_lost_its_lease_cannot_record_anything() -> None:
     job = running("w1", now=0).claim("w2", at(61), LEASE)  # taken over
     result = GradeResult(1, 10, "late")
-    for action in (
+    actions: tuple[Callable[[], Job], ...] = (
         lambda: job.succeed("w1", result, at(62)),
         lambda: job.retry_later("w1", ERROR, at(62)),
         lambda: job.fail("w1", ERROR, at(62)),
-    ):
+    )
+    for action in actions:
         with pytest.raises(LeaseLost) as raised:
             action()
         assert raised.value.detail == "attempt w1 no longer owns job job-1"

@@ -94,9 +94,10 @@ def test_purge_cancels_the_lanes_jobs_with_a_reason_and_their_events(
         assert "purged by alice: bad rubric" in job.error.message
     publisher = adapters.publisher
     assert isinstance(publisher, FakePublisher)
-    assert sorted(e.job_id for e in publisher.events) == sorted(bulk)
+    assert sorted(e.job_id for e in publisher.completions()) == sorted(bulk)
     assert all(
-        e.lane == "bulk" and e.error and e.error["type"] == LANE_PURGED for e in publisher.events
+        e.lane == "bulk" and e.error and e.error["type"] == LANE_PURGED
+        for e in publisher.completions()
     )
     for untouched in (exam, legacy):
         job = adapters.store.get(untouched)

@@ -51,7 +51,7 @@ def test_a_deferred_job_goes_on_in_its_own_lane(
     grader = ScriptedGrader(ProviderQuotaExhausted("no room", retry_after_s=3))
     client = create_app(settings, adapters, grader, clock).test_client()
     job_id = seed_in(adapters, clock, "bulk")
-    assert deliver(client, job_id, **{"X-CloudTasks-QueueName": "bulk"}).status_code == 200
+    assert deliver(client, job_id, 0, **{"X-CloudTasks-QueueName": "bulk"}).status_code == 200
     [task] = fake(adapters).tasks
     assert (task.name, task.queue) == (task_name_for(job_id, 0, 1), "bulk")
     job = adapters.store.get(job_id)

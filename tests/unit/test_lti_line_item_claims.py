@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -30,7 +31,9 @@ class DuringCreate(requests.Session):
         super().__init__()
         self.meanwhile: Callable[[], None] = lambda: None
 
-    def request(self, method, url, *args, **kwargs):  # type: ignore[no-untyped-def,override]
+    def request(
+        self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any
+    ) -> requests.Response:
         if method == "POST" and str(url).endswith("/lineitems"):
             run, self.meanwhile = self.meanwhile, lambda: None
             run()

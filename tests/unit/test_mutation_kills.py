@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from tests import mutation_kills
 
 
-def report(outcome: str, longrepr: str = "") -> pytest.TestReport:
+def report(
+    outcome: Literal["passed", "failed", "skipped"], longrepr: str = ""
+) -> pytest.TestReport:
     return pytest.TestReport(
         "tests/unit/test_x.py::test_y", ("test_x.py", 1, "test_y"), {}, outcome, longrepr, "call"
     )

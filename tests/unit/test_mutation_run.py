@@ -110,11 +110,11 @@ def test_main_puts_the_guarded_deadlines_where_mutmuts_runner_looks_them_up(
     }.items():
         monkeypatch.setitem(sys.modules, name, module)
     run.main()
-    keeper = isolation.register_timeout  # type: ignore[attr-defined]
+    keeper = isolation.register_timeout
     assert called == ["cli"] and isinstance(keeper.__self__, run.Deadlines)
-    for runner in (isolation.ForkRunner, isolation.ForkServerRunner):  # type: ignore[attr-defined]
+    for runner in (isolation.ForkRunner, isolation.ForkServerRunner):
         assert runner.submit is not Runner.submit
-    learning = isolation.ForkRunner.wait_for_result  # type: ignore[attr-defined]
+    learning = isolation.ForkRunner.wait_for_result
     assert learning is not Runner.wait_for_result
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jwt as pyjwt
@@ -32,6 +33,10 @@ from tests.support.id_tokens import forwarded_id_token, google_claims, signed_id
 
 AUDIENCE = "https://worker-123.europe-west1.run.app"
 TASKS_SA = "tasks-invoker@proj.iam.gserviceaccount.com"
+
+# google-auth's crypt and jwt helpers carry no annotations; their types as used here.
+rsa_signer: Callable[..., crypt.RSASigner] = crypt.RSASigner.from_string
+encode_jwt: Callable[[crypt.Signer, Mapping[str, Any]], bytes] = jwt.encode
 
 
 class _Response:
@@ -73,7 +78,7 @@ def signing() -> tuple[crypt.RSASigner, str]:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
-    signer = crypt.RSASigner.from_string(pem, key_id="k1")
+    signer = rsa_signer(pem, key_id="k1")
     return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
@@ -89,7 +94,7 @@ def token(signer: crypt.RSASigner, **claims: Any) -> str:
         "sub": "1234",
         **claims,
     }
-    return jwt.encode(signer, payload).decode()
+    return encode_jwt(signer, payload).decode()
 
 
 def verifier(signing: tuple[crypt.RSASigner, str]) -> OidcVerifier:
@@ -126,7 +131,7 @@ def test_token_signed_by_another_key_is_rejected(signing: tuple[crypt.RSASigner,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     ).decode()
-    forged = token(crypt.RSASigner.from_string(pem, key_id="k1"))
+    forged = token(rsa_signer(pem, key_id="k1"))
     with pytest.raises(Unauthenticated):
         verifier(signing).verify(forged)
 
@@ -340,7 +345,7 @@ class CountedDecode:
             self.calls += 1
             return decode(*args, **kwargs)
 
-        monkeypatch.setattr(push_auth.jwt, "decode", counted)
+        monkeypatch.setattr("shared.http.push_auth.jwt.decode", counted)
 
 
 def test_a_token_accepted_once_is_accepted_again_without_a_full_check(
@@ -369,7 +374,7 @@ def test_a_remembered_token_past_its_expiry_is_checked_in_full_again(
     token = forwarded(exp=expiry)
     verifier.verify(token)
     later = float(expiry + push_auth.LEEWAY_S)
-    monkeypatch.setattr(push_auth.time, "time", lambda: later)
+    monkeypatch.setattr("shared.http.push_auth.time.time", lambda: later)
     verifier.verify(token)  # checked again (on PyJWT's own clock, where it is still valid)
     assert decodes.calls == 2
 

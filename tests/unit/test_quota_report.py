@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
 from services.intake.app import create_app
+from shared.adapters.graders.shared_quota import SharedQuotaLimiter
 from shared.bootstrap import Adapters
 from shared.bootstrap.graders import quota_limiter
 from shared.clock import FrozenClock
@@ -33,7 +35,8 @@ def graded(settings: Settings) -> Settings:
             "operator_keys": SecretStr(f"ops={OPERATOR_KEY}"),
         }
     )
-    worker = quota_limiter(adaptive, time.time, sleep=lambda _: None)
+    # An adaptive deployment's limiter is the shared one, which takes the lane and the job.
+    worker = cast(SharedQuotaLimiter, quota_limiter(adaptive, time.time, sleep=lambda _: None))
     worker.acquire(100, lane="exam", job_id="e1")
     worker.acquire(100, lane="grading", job_id="g1")
     return adaptive
@@ -77,7 +80,7 @@ def test_a_refusal_shows_as_a_waiting_job(graded: Settings) -> None:
     limited = graded.model_copy(
         update={"grader_model": "m-2", "grader_quota_mode": QuotaMode.SHARED, "grader_quota_rpm": 1}
     )
-    worker = quota_limiter(limited, time.time, sleep=lambda _: None)
+    worker = cast(SharedQuotaLimiter, quota_limiter(limited, time.time, sleep=lambda _: None))
     worker.acquire(100, lane="grading", job_id="g2")
     with pytest.raises(ProviderQuotaExhausted):
         worker.acquire(100, lane="exam", job_id="e2")

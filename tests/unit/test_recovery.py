@@ -92,7 +92,7 @@ def test_replay_budget_spent_fails_and_announces_once(
     assert job is not None and job.status is JobStatus.FAILED and job.event_published
     assert job.error is not None and job.error.type == "retries-exhausted"
     _, publisher = fakes(adapters)
-    assert [e.outcome.value for e in publisher.events] == ["failed"]
+    assert [e.outcome.value for e in publisher.completions()] == ["failed"]
     clock.advance(timedelta(hours=1))
     assert sweeper.sweep().announced == []
 
@@ -109,7 +109,7 @@ def test_final_job_left_unannounced_is_announced(
     clock.advance(timedelta(minutes=5))
     assert sweeper.sweep().announced == [job_id]
     _, publisher = fakes(adapters)
-    assert [e.job_id for e in publisher.events] == [job_id]
+    assert [e.job_id for e in publisher.completions()] == [job_id]
 
 
 def test_job_whose_task_is_still_queued_is_not_replayed(

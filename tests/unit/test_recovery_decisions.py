@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import cast
+from typing import TypedDict, Unpack, cast
 
 import pytest
 
@@ -83,6 +83,14 @@ class RecordingStore:
         return self.inner.update(job_id, mutate)
 
 
+class SweepOptions(TypedDict, total=False):
+    """The sweeper's tunables a test may change (RecoveryService's keyword arguments)."""
+
+    max_replays: int
+    batch: int
+    max_scan: int
+
+
 class Sweep:
     """A sweeper over a recording store, a recording queue and publisher, a frozen clock."""
 
@@ -101,7 +109,7 @@ class Sweep:
             queue=load_queues()["grading"],
         ).check()
 
-    def service(self, **options: int) -> RecoveryService:
+    def service(self, **options: Unpack[SweepOptions]) -> RecoveryService:
         return RecoveryService(
             cast(JobStore, self.store),
             self.queue,
@@ -328,7 +336,7 @@ def test_a_job_is_failed_once_its_replays_or_attempts_are_spent(
         assert job.error == JobError(
             "retries-exhausted", "the job could not be completed after all retries"
         )
-        assert job.event_published and [e.job_id for e in s.publisher.events] == [job_id]
+        assert job.event_published and [e.job_id for e in s.publisher.completions()] == [job_id]
         assert s.queue.tasks == []
 
 
@@ -379,7 +387,9 @@ def test_an_unannounced_final_job_is_announced_once_its_announcing_lease_ran_out
     s.clock.advance(timedelta(microseconds=1))
     report = s.service().sweep()
     assert report.as_dict() == {**nothing(), "announced": [job_id]}
-    assert s.job(job_id).event_published and [e.job_id for e in s.publisher.events] == [job_id]
+    assert s.job(job_id).event_published and [e.job_id for e in s.publisher.completions()] == [
+        job_id
+    ]
 
 
 def test_unannounced_jobs_are_announced_page_after_page(s: Sweep) -> None:
@@ -388,7 +398,7 @@ def test_unannounced_jobs_are_announced_page_after_page(s: Sweep) -> None:
     report = s.service(batch=2).sweep()
     assert sorted(report.announced) == sorted(ids)
     assert len(s.store.unannounced) == 3
-    assert sorted(e.job_id for e in s.publisher.events) == sorted(ids)
+    assert sorted(e.job_id for e in s.publisher.completions()) == sorted(ids)
 
 
 def test_announcing_stops_at_max_scan(s: Sweep) -> None:

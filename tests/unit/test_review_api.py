@@ -18,6 +18,7 @@ from shared.clock import FrozenClock
 from shared.codecs.cloudevent import to_pubsub
 from shared.config.settings import Settings
 from shared.domain.events import GradeReviewed, GradingCompleted
+from shared.domain.job import Job
 from shared.domain.review import ReviewDecision, ReviewStatus
 from shared.service_layer.review import ReviewService
 from tests.fakes import FakePublisher, FakeTaskQueue
@@ -121,13 +122,12 @@ def test_an_override_after_review_releases_the_teachers_grade_with_one_of_each_e
     # A crash after the review's write, before its events were marked: published again
     # with the same ids (subscribers dedupe), and then never again.
     service: ReviewService = intake.application.extensions["gradeq.reviews"]
-    unmarked = adapters.store.update(
-        job_id,
-        lambda j: dataclasses.replace(
-            j,
-            review=dataclasses.replace(j.review, announced=False),  # type: ignore[arg-type]
-        ),
-    )
+
+    def unannounced(j: Job) -> Job:
+        assert j.review is not None
+        return dataclasses.replace(j, review=dataclasses.replace(j.review, announced=False))
+
+    unmarked = adapters.store.update(job_id, unannounced)
     service.announce_pending(unmarked)
     service.announce_pending(adapters.store.get(job_id))  # type: ignore[arg-type]
     ids = [e.event_id for e in publisher.events if isinstance(e, GradeReviewed | GradingCompleted)]

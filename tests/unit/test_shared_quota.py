@@ -8,7 +8,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -110,7 +110,9 @@ def test_two_of_twenty_instances_use_the_whole_quota_together(tmp_path: Path) ->
         worker_max_instances=20,
     )
     clock = FakeClock()
-    instances = [quota_limiter(settings, clock, clock.sleep) for _ in range(2)]
+    instances = [
+        cast(SharedQuotaLimiter, quota_limiter(settings, clock, clock.sleep)) for _ in range(2)
+    ]
     admitted = 0
     end = clock.now + 60
     step = 0

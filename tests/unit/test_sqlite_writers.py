@@ -187,7 +187,10 @@ def _queued_writers(
 
 
 def _insert(key: str) -> Callable[[sqlite3.Connection], None]:
-    return lambda conn: conn.execute("INSERT INTO t VALUES (?, 1)", (key,)) and None
+    def insert(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (?, 1)", (key,))
+
+    return insert
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -107,7 +108,11 @@ def test_an_endpoint_with_a_private_ca_is_trusted_only_with_the_extra_bundle(
 def test_the_extra_bundle_adds_to_the_public_roots(private_ca: PrivateCa) -> None:
     context = trust_context(private_ca.bundle)
     assert context is not None
-    subjects = [dict(x[0] for x in c["subject"]) for c in context.get_ca_certs()]
+    # Each certificate's subject is its relative distinguished names, of (name, value) pairs.
+    subjects = [
+        dict(x[0] for x in cast(tuple[tuple[tuple[str, str], ...], ...], c["subject"]))
+        for c in context.get_ca_certs()
+    ]
     assert {"commonName": CA_NAME} in subjects
     assert len(subjects) > 50  # the public roots are still there
 

@@ -66,7 +66,7 @@ def test_success_stores_result_publishes_once_and_answers_2xx(
     assert job is not None and job.status is JobStatus.SUCCEEDED
     assert job.result is not None and job.result.score == 8
     assert job.event_published and job.attempts == 1
-    assert [e.job_id for e in publisher(adapters).events] == [job_id]
+    assert [e.job_id for e in publisher(adapters).completions()] == [job_id]
     # A duplicate delivery afterwards changes nothing and publishes nothing.
     assert deliver(client, job_id).status_code == 200
     assert grader.calls == 1 and len(publisher(adapters).events) == 1
@@ -125,7 +125,7 @@ def test_permanent_error_fails_the_job_and_answers_2xx(
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.FAILED
     assert job.error is not None and job.error.type == "grading-permanent"
-    assert [e.outcome.value for e in publisher(adapters).events] == ["failed"]
+    assert [e.outcome.value for e in publisher(adapters).completions()] == ["failed"]
 
 
 def test_transient_error_on_the_final_attempt_fails_the_job(
@@ -160,7 +160,7 @@ def test_the_final_attempt_is_known_by_the_retry_count_not_the_execution_count(
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.FAILED
     assert job.attempts == max_attempts
-    assert [e.outcome.value for e in publisher(adapters).events] == ["failed"]
+    assert [e.outcome.value for e in publisher(adapters).completions()] == ["failed"]
 
 
 def test_a_high_execution_count_does_not_make_an_attempt_the_last(
@@ -235,7 +235,7 @@ def test_a_replayed_dead_letter_is_graded_again_and_announced_under_a_new_event(
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.SUCCEEDED and job.attempts == 1
     assert grader.attempts == [1, 2]  # the grader's attempt counts across the replay
-    events = publisher(adapters).events
+    events = publisher(adapters).completions()
     assert [e.outcome.value for e in events] == ["failed", "succeeded"]
     assert events[0].event_id != events[1].event_id
     assert [a.outcome.value for a in job.history] == ["failed", "succeeded"]

@@ -225,7 +225,7 @@ def test_an_attempt_is_claimed_under_a_lease_graded_once_stored_and_announced(
     job_id = h.seed()
     claimed = h.snapshot_on(0, job_id)
     h.beats.finish_on = 0
-    result = service.handle(TaskDelivery(job_id, "t-abc", 2, 3))
+    result = service.handle(TaskDelivery(job_id, "t-abc", 2))
 
     [job] = claimed
     assert job.status is JobStatus.RUNNING and job.attempts == 1
@@ -242,7 +242,7 @@ def test_an_attempt_is_claimed_under_a_lease_graded_once_stored_and_announced(
     assert done.status is JobStatus.SUCCEEDED and done.result == RESULT and done.error is None
     assert done.attempts == 1 and done.completed_at == h.t0 and done.event_published
     assert done.lease_owner is None and done.lease_expires_at is None
-    assert [(e.event_id, e.job_id) for e in h.publisher.events] == [
+    assert [(e.event_id, e.job_id) for e in h.publisher.completions()] == [
         (completion_event_id(job_id), job_id)
     ]
 
@@ -442,7 +442,7 @@ def test_a_permanent_error_fails_the_job_with_its_type_and_detail(h: Harness) ->
     assert result.job == job
     assert job.status is JobStatus.FAILED and job.attempts == 1 and job.completed_at == h.t0
     assert job.error == JobError("grading-permanent", "the rubric is unreadable")
-    assert job.event_published and [e.outcome for e in h.publisher.events] == ["failed"]
+    assert job.event_published and [e.outcome for e in h.publisher.completions()] == ["failed"]
 
 
 def test_no_provider_quota_gives_the_claim_back_uncounted(h: Harness) -> None:
@@ -492,7 +492,7 @@ def test_a_transient_error_on_the_queues_last_delivery_fails_the_job(h: Harness)
     job = h.job(job_id)
     assert job.status is JobStatus.FAILED
     assert job.error == JobError("grading-transient", "provider busy")
-    assert [e.job_id for e in h.publisher.events] == [job_id]
+    assert [e.job_id for e in h.publisher.completions()] == [job_id]
 
 
 @pytest.mark.parametrize(
@@ -565,7 +565,7 @@ def test_a_job_whose_attempts_are_spent_is_failed_without_grading(h: Harness) ->
     assert job.error == JobError(
         ATTEMPTS_EXHAUSTED, f"all {MAX_ATTEMPTS} attempts of the job were used"
     )
-    assert job.event_published and [e.outcome for e in h.publisher.events] == ["failed"]
+    assert job.event_published and [e.outcome for e in h.publisher.completions()] == ["failed"]
 
 
 def test_a_duplicate_delivery_of_an_announced_job_changes_nothing(h: Harness) -> None:
@@ -592,7 +592,7 @@ def test_a_final_job_whose_announcer_died_is_announced_by_the_next_delivery(
     assert result.verdict is Verdict.DONE and h.grader.calls == 0
     job = h.job(job_id)
     assert result.job == job and job.event_published and job.updated_at == h.clock.now()
-    assert [e.job_id for e in h.publisher.events] == [job_id]
+    assert [e.job_id for e in h.publisher.completions()] == [job_id]
 
 
 def test_a_final_job_being_announced_right_now_answers_locked(h: Harness) -> None:
@@ -790,7 +790,7 @@ def test_a_second_delivery_while_the_first_grades_answers_locked_and_grades_noth
     assert locked.reason.until == h.t0 + seconds(LEASE)
     assert first.verdict is Verdict.DONE
     assert h.grader.received == [GraderCall(REQUEST, 1, TIMEOUT)]
-    assert [e.job_id for e in h.publisher.events] == [job_id]
+    assert [e.job_id for e in h.publisher.completions()] == [job_id]
     # A third delivery after the end is a duplicate.
     assert service.handle(TaskDelivery(job_id, "t", 2)) == DeliveryResult(
         Verdict.DONE, h.job(job_id)

@@ -145,7 +145,7 @@ def test_a_malformed_answer_on_the_last_attempt_fails_the_job_with_its_type(
     job = adapters.store.get(job_id)
     assert job is not None and job.status is JobStatus.FAILED
     assert job.error is not None and job.error.type == "grading-malformed-answer"
-    [event] = publisher(adapters).events
+    [event] = publisher(adapters).completions()
     assert event.error == {"type": "grading-malformed-answer", "message": "unusable 3 times"}
 
 
@@ -187,7 +187,7 @@ def test_the_result_and_event_carry_model_prompt_version_and_usage(
         },
         "confidence": 0.8,
     }
-    [event] = publisher(adapters).events
+    [event] = publisher(adapters).completions()
     assert event.model == "grader-model"
     assert event.usage == {
         "input_tokens": 100,
