@@ -1,9 +1,11 @@
-"""A lane purge reads its jobs page by page: jobs that share an updated_at are each read."""
+"""A lane purge reads its jobs page by page: jobs that share an updated_at are each read,
+in pages of 200, at most 100,000 a status."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 from shared.adapters.embedded.job_store import SqliteJobStore
 from shared.adapters.embedded.sqlite import SqliteDatabase
@@ -12,7 +14,7 @@ from shared.config.queues import load_queues
 from shared.domain.ids import job_id_for
 from shared.domain.job import GradingRequest, Job
 from shared.domain.status import JobStatus
-from shared.service_layer.lanes import LaneService
+from shared.service_layer.lanes import NOT_FINAL, LaneService
 from tests.fakes import FakePublisher, FakeTaskQueue
 
 
@@ -34,3 +36,36 @@ def test_a_purge_cancels_every_job_that_shares_an_updated_at_across_pages(
     for job_id in ids:
         job = store.get(job_id)
         assert job is not None and job.status is JobStatus.CANCELLED
+
+
+class EndlessStore:
+    """A job store whose every status holds more jobs than a purge reads, none in its lane."""
+
+    def __init__(self, clock: FrozenClock) -> None:
+        request = GradingRequest(submission_id="s", answer="a", rubric="r")
+        self.page = [
+            Job.new(f"j{i:03d}", "c", request, "fp", clock.now(), lane="grading")
+            for i in range(1_000)
+        ]
+        self.read: dict[JobStatus, list[int]] = {}
+
+    def find(
+        self,
+        status: JobStatus,
+        updated_before: datetime,
+        limit: int,
+        updated_after: datetime | None = None,
+        after_id: str | None = None,
+    ) -> list[Job]:
+        self.read.setdefault(status, []).append(limit)
+        return self.page[:limit]
+
+
+def test_a_purge_reads_pages_of_200_jobs_and_at_most_100_000_a_status() -> None:
+    clock = FrozenClock()
+    store = EndlessStore(clock)
+    lanes = LaneService(
+        cast(Any, store), FakeTaskQueue(), FakePublisher(), clock, load_queues(), "grading"
+    )
+    assert lanes.purge("bulk", by="alice").cancelled == []
+    assert store.read == {status: [200] * 500 for status in NOT_FINAL}

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -439,26 +440,27 @@ class ThreadsOfMoves:
         return self._jobs.update(job_id, change)
 
 
-@pytest.mark.parametrize("parallelism", [0, 1, 2, 3])
+@pytest.mark.parametrize("parallelism", [None, 0, 1, 2, 3])
 def test_a_regrade_moves_its_jobs_in_parallel_only_when_asked(
-    tmp_path: Path, parallelism: int
+    tmp_path: Path, parallelism: int | None
 ) -> None:
     world = World(tmp_path)
     assignment, ids = world.graded_class(3)
     moves = ThreadsOfMoves(world.jobs)
-    regrader = Regrader(
+    make = partial(
+        Regrader,
         world.service,
         world.store,
         moves,  # type: ignore[arg-type]
         world.queue,
         world.clock,
-        parallelism=parallelism,
     )
+    regrader = make() if parallelism is None else make(parallelism=parallelism)
     started = regrader.regrade("c", assignment.id, rubric="y")
     assert (started.expected, started.regrade_waiting) == (3, False)
     assert world.in_round(assignment, 1) == sorted(ids)
     on_the_caller = moves.threads == {threading.current_thread()}
-    assert on_the_caller is (parallelism <= 1)
+    assert on_the_caller is (parallelism is None or parallelism <= 1)  # None: not asked
     assert moves.threads
 
 
