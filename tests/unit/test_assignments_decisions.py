@@ -511,13 +511,22 @@ def test_a_batch_makes_its_tasks_inside_the_commit_that_stores_its_jobs(tmp_path
 
 @pytest.mark.parametrize(
     ("parallelism", "answers", "pooled"),
-    [(1, 3, False), (2, 1, False), (4, 1, False), (2, 2, True), (4, 2, True), (4, 3, True)],
+    [
+        (None, 3, False),  # not asked: one at a time
+        (1, 3, False),
+        (2, 1, False),
+        (4, 1, False),
+        (2, 2, True),
+        (4, 2, True),
+        (4, 3, True),
+    ],
 )
 def test_tasks_are_made_on_a_pool_only_for_two_or_more_with_room_for_two(
-    tmp_path: Path, parallelism: int, answers: int, pooled: bool
+    tmp_path: Path, parallelism: int | None, answers: int, pooled: bool
 ) -> None:
     queue = _WatchedQueue(_Commit())
-    world = World(tmp_path, queue=queue, enqueue_parallelism=parallelism)
+    asked: dict[str, Any] = {} if parallelism is None else {"enqueue_parallelism": parallelism}
+    world = World(tmp_path, queue=queue, **asked)
     assignment, _ = world.service.create("c", "k", "t", "x", 10.0, "v1")
     world.service.submit_batch("c", assignment.id, [Answer(f"s{i}", "a") for i in range(answers)])
     caller = threading.current_thread().name
