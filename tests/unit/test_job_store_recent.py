@@ -1,7 +1,9 @@
-"""The job store decodes a record only when it is not the text this process last saw."""
+"""The job store decodes a record only when it is not the text this process last saw; it
+remembers the 2,048 jobs it last wrote or decoded."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sqlite3
 from collections.abc import Iterator
@@ -96,3 +98,21 @@ def test_a_record_changed_by_another_process_is_decoded(tmp_path: Path, decodes:
     # Then remembered: the same text is not decoded twice.
     assert store.get(job.id) == claimed
     assert len(decodes) == 1
+
+
+def test_the_latest_2048_jobs_are_remembered_and_the_oldest_let_go_first(
+    decodes: list[str],
+) -> None:
+    first = Job.new("job-0", "client-a", REQUEST, "fp", CLOCK.now())
+    jobs = [dataclasses.replace(first, id=f"job-{i}") for i in range(2049)]
+    texts = [_encode(job) for job in jobs]
+    recent = job_store._RecentJobs()
+    for job, text in zip(jobs[:2048], texts[:2048], strict=True):
+        recent.remember(job, text)
+    assert recent.decode(jobs[0].id, texts[0]) is jobs[0]
+    recent.remember(jobs[2048], texts[2048])  # one more: the oldest goes
+    assert recent.decode(jobs[2048].id, texts[2048]) is jobs[2048]
+    assert recent.decode(jobs[1].id, texts[1]) is jobs[1]
+    assert decodes == []
+    assert recent.decode(jobs[0].id, texts[0]) == jobs[0]
+    assert decodes == [texts[0]]
