@@ -49,7 +49,6 @@ def test_the_counts_hold_the_clients_and_the_whole_backlog_zero_before_any_job(
     assert store.active_counts("client-c") == ActiveCounts(0, 2)
 
 
-
 def test_a_backlog_of_one_admits_the_first_job_and_refuses_the_next(tmp_path: Path) -> None:
     store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
     one = AdmissionLimits(per_client=10, backlog=1)
@@ -57,6 +56,7 @@ def test_a_backlog_of_one_admits_the_first_job_and_refuses_the_next(tmp_path: Pa
     with pytest.raises(BacklogFull):
         store.create(new_job("job-2", "client-b"), one)
     assert store.active_counts("client-b") == ActiveCounts(0, 1)
+
 
 def test_a_ping_of_an_unreadable_store_is_unavailable_and_says_so(tmp_path: Path) -> None:
     path = tmp_path / "j.db"

@@ -85,6 +85,16 @@ def test_a_job_read_and_rewritten_by_this_process_is_not_decoded_again(
     assert decodes == []
 
 
+def test_a_job_created_again_is_answered_from_what_this_process_wrote(
+    tmp_path: Path, decodes: list[str]
+) -> None:
+    store = SqliteJobStore(SqliteDatabase(tmp_path / "j.db"))
+    job = Job.new("job-1", "client-a", REQUEST, "fp", CLOCK.now())
+    assert store.create(job) == (job, True)
+    assert store.create(job) == (job, False)  # a retried request: the stored job
+    assert decodes == []
+
+
 def test_a_record_changed_by_another_process_is_decoded(tmp_path: Path, decodes: list[str]) -> None:
     path = tmp_path / "j.db"
     store = SqliteJobStore(SqliteDatabase(path))
