@@ -90,6 +90,8 @@ def test_a_stored_user_scope_reads_as_its_school_and_user() -> None:
     assert owner_of("school-a:user:ada", SERVER) == Owner("school-a", "ada")
     assert owner_of("school-a") == Owner("school-a", SERVER)
     assert owner_of("school-a", "ada") == Owner("school-a", "ada")
+    # A school id never holds the mark: the school is what comes before the first one.
+    assert owner_of("school-a:user:odd:user:id") == Owner("school-a", "odd:user:id")
     # The key spaces stay those of before: job ids derived from keys do not change.
     assert Owner("school-a", "ada").scope == "school-a:user:ada"
     assert STUDENT.key_space == "school-a:user:ada" and TEACHER.key_space == "school-a"

@@ -3,14 +3,16 @@ store reported as unavailable, naming what failed."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Callable
-from datetime import timedelta
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from shared.adapters.embedded.job_store import SqliteJobStore
+from shared.adapters.embedded.job_store import SqliteJobStore, _sortable
 from shared.adapters.embedded.sqlite import SqliteDatabase
 from shared.clock import FrozenClock
 from shared.domain.admission import ActiveCounts, AdmissionLimits
@@ -56,6 +58,36 @@ def test_a_backlog_of_one_admits_the_first_job_and_refuses_the_next(tmp_path: Pa
     with pytest.raises(BacklogFull):
         store.create(new_job("job-2", "client-b"), one)
     assert store.active_counts("client-b") == ActiveCounts(0, 1)
+
+
+@pytest.fixture
+def far_from_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone set to UTC+05:30 (a POSIX rule: no tz database)."""
+    monkeypatch.setenv("TZ", "GQT-5:30")
+    time.tzset()
+    try:
+        assert time.timezone == -(5 * 3600 + 30 * 60)
+        yield
+    finally:
+        monkeypatch.undo()  # the zone the process had
+        time.tzset()
+
+
+@pytest.mark.usefixtures("far_from_utc")
+def test_stored_moments_are_utc_whatever_the_hosts_time_zone() -> None:
+    moment = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+    assert _sortable(moment) == "2026-03-01T23:30:00.000000+00:00"
+
+
+def test_a_record_is_stored_as_compact_json(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    SqliteJobStore(SqliteDatabase(path)).create(new_job("job-1", "client-a"))
+    reader = sqlite3.connect(path)
+    try:
+        (record,) = reader.execute("SELECT record FROM jobs WHERE id = 'job-1'").fetchone()
+    finally:
+        reader.close()
+    assert record == json.dumps(json.loads(record), separators=(",", ":"))
 
 
 def test_a_ping_of_an_unreadable_store_is_unavailable_and_says_so(tmp_path: Path) -> None:
