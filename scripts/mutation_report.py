@@ -206,13 +206,15 @@ def _without_logs(node: ast.FunctionDef) -> str:
 
 
 def load_equivalents(path: Path) -> list[Equivalent]:
-    """Read the equivalents file; an entry missing a key (or with an unknown one) is refused."""
+    """Read the equivalents file; an entry missing a key (or with an unknown one), or
+    naming a mutant listed before it, is refused."""
     if not path.exists():
         return []
     entries = tomllib.loads(path.read_text()).get("equivalent", [])
     if not isinstance(entries, list):
         raise ValueError(f"{path}: `equivalent` must be an array of tables ([[equivalent]])")
     found: list[Equivalent] = []
+    first_of: dict[str, int] = {}
     for number, entry in enumerate(entries, 1):
         # `after` may be empty (the mutant removes the line) but must be written.
         missing = sorted(
@@ -223,6 +225,12 @@ def load_equivalents(path: Path) -> list[Equivalent]:
             problems = [f"missing {', '.join(missing)}"] if missing else []
             problems += [f"unknown {', '.join(unknown)}"] if unknown else []
             raise ValueError(f"{path}: entry {number}: {'; '.join(problems)}")
+        if entry["mutant"] in first_of:
+            raise ValueError(
+                f"{path}: entry {number}: {entry['mutant']} is listed already "
+                f"(entry {first_of[entry['mutant']]})"
+            )
+        first_of[entry["mutant"]] = number
         found.append(
             Equivalent(
                 entry["mutant"],

@@ -195,6 +195,17 @@ def test_an_equivalent_without_its_change_or_reason_is_refused(
     assert f"missing {missing}" in capsys.readouterr().err
 
 
+def test_a_mutant_listed_twice_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = mutants(tmp_path, {"x_ceiling__mutmut_1": 0})
+    twice = equivalents(tmp_path, entry(1, *RAISED), entry(1, *RAISED))
+    assert run(folder, twice) == 2
+    assert "entry 2: shared.domain.limits.x_ceiling__mutmut_1 is listed already (entry 1)" in (
+        capsys.readouterr().err
+    )
+
+
 def test_an_equivalent_that_removes_a_line_is_written_with_an_empty_after(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
