@@ -140,6 +140,12 @@ class _DropLogCalls(ast.NodeTransformer):
         return node
 
 
+def mangled_function(name: str) -> str:
+    """A mutant's function as mutmut names it: `m.x_f__mutmut_3` is `m.x_f` (and a short
+    name's is short)."""
+    return name.rsplit("__mutmut_", 1)[0]
+
+
 class MutatedFile:
     """A file as mutmut wrote it: the original of each function beside its mutants."""
 
@@ -152,7 +158,7 @@ class MutatedFile:
 
     @staticmethod
     def original_of(short: str) -> str:
-        return short.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"
+        return mangled_function(short) + "__mutmut_orig"
 
     def _text(self, node: ast.FunctionDef) -> list[str]:
         lines = self._lines[node.lineno - 1 : node.end_lineno]
@@ -179,13 +185,13 @@ class MutatedFile:
     @staticmethod
     def function_name(short: str) -> str:
         """The mutated function's own name: `x_f__mutmut_1` and `xǁCǁf__mutmut_1` are `f`."""
-        mangled = short.rsplit("__mutmut_", 1)[0]
+        mangled = mangled_function(short)
         return mangled.rsplit("ǁ", 1)[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
 
     def mutants_of_function(self, name: str) -> list[str]:
         """The names of the other mutants of `name`'s function, in the same module."""
         module, _, short = name.rpartition(".")
-        stem = short.rsplit("__mutmut_", 1)[0] + "__mutmut_"
+        stem = mangled_function(short) + "__mutmut_"
         return [
             f"{module}.{other}"
             for other in self.functions

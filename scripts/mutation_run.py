@@ -181,12 +181,11 @@ class Killers:
     """
 
     def __init__(self, kills: Path) -> None:
+        from mutation_report import mangled_function
+
         self._kills = kills
         self._by_function: dict[str, list[str]] = {}
-
-    @staticmethod
-    def function_of(mutant: str) -> str:
-        return mutant.rsplit("__mutmut_", 1)[0]
+        self._function_of = mangled_function  # bound now, as in `Unrun`
 
     def learn(self, mutant: str) -> None:
         """Put the test that failed on `mutant` first for its function.
@@ -201,7 +200,7 @@ class Killers:
         failed = [match for line in lines if (match := FAILED_TEST.match(line))]
         if not failed:
             return  # nothing, or only an error after the tests: no test to put first
-        known = self._by_function.setdefault(self.function_of(mutant), [])
+        known = self._by_function.setdefault(self._function_of(mutant), [])
         test = failed[-1].group("test")
         if test in known:
             known.remove(test)
@@ -209,7 +208,7 @@ class Killers:
 
     def first(self, mutant: str, tests: Iterable[str]) -> list[str]:
         """Of `tests`, those that killed the function's earlier mutants, latest first."""
-        known = self._by_function.get(self.function_of(mutant))
+        known = self._by_function.get(self._function_of(mutant))
         if not known:
             return []
         given = set(tests)
