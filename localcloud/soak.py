@@ -502,15 +502,22 @@ class Soak:
     def _follow(self, job_id: str, auth: dict[str, str] | None = None) -> None:
         """Poll like a client (`auth`: another client's) until the job is final, and
         remember what it said."""
-        deadline = time.monotonic() + self.duration_s + self.settle_s
+        started = time.monotonic()
+        deadline = started + self.duration_s + self.settle_s
         headers = auth or self._auth()
+        status = None
         while time.monotonic() < deadline:
             job = self._call("GET", f"/v1/grading-jobs/{job_id}", headers=headers).json()
-            if job["status"] in FINAL:
+            status = job["status"]
+            if status in FINAL:
                 with self._lock:
                     self.seen_final[job_id] = job
                 return
             time.sleep(0.3)
+        # Told apart by the check's line on the stored job: still open there (a stall), or
+        # final there while its client was shown otherwise (a stale read).
+        waited = time.monotonic() - started
+        self._violation(f"{job_id}: its client gave up after {waited:.0f} s, last shown {status}")
 
     def _violation(self, what: str) -> None:
         with self._lock:
@@ -665,7 +672,10 @@ class Soak:
         for job_id in self.accepted:
             job = jobs.get(job_id)
             if job is None or job["status"] not in FINAL:
-                self._violation(f"{job_id}: not final ({job and job['status']})")
+                self._violation(
+                    f"{job_id}: not final ({job and job['status']})"
+                    + (self._stall_trace(job_id, job) if job else "")
+                )
                 continue
             seen = self.seen_final.get(job_id)
             if seen is not None and (
@@ -737,6 +747,21 @@ class Soak:
                 self._violation(f"{job_id}: {len(got)} webhook ids for its callback")
             if not wanted and got:
                 self._violation(f"{job_id}: a webhook without a callback URL")
+
+    def _stall_trace(self, job_id: str, job: dict[str, Any]) -> str:
+        """Where a job that never became final stands: its record, the processes that are
+        down, and the last lines every log wrote about it."""
+        fields = ("attempts", "generation", "lane", "updated_at", "lease_expires_at")
+        record = {k: job.get(k) for k in fields} | {"batch": job.get("provider_batch")}
+        down = sorted(n for n, p in self.stack.processes.items() if p.poll() is not None)
+        said = [
+            f"{name}: {r.get('severity')} {r.get('message')}"
+            for name in sorted(self.stack.processes)
+            for r in _json_lines(self.stack.lines(name))
+            if r.get("job_id") == job_id
+        ]
+        sweeps = dict(self.stack.sweeps)
+        return f"; {record}; down: {down}; sweeps: {sweeps}; last lines: {said[-6:]}"
 
     def _push_trace(self, subscriber: str, job_id: str) -> str:
         """What became of a job's event on its way to `subscriber`, from every log that saw it."""

@@ -22,7 +22,7 @@ The Pub/Sub emulator pushes without a token, so on that backend each subscriber 
 from __future__ import annotations
 
 import base64
-import contextlib
+import collections
 import functools
 import json
 import os
@@ -135,6 +135,8 @@ class LocalStack:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        #: What the recovery ticker's sweeps answered: a status code, or the error's name.
+        self.sweeps: collections.Counter[str] = collections.Counter()
         #: A working API key of `config.client_id`, issued when the stack starts.
         self.api_key = ""
 
@@ -465,9 +467,13 @@ class LocalStack:
     def _recover_loop(self) -> None:
         # Stands in for the Cloud Scheduler job that calls /tasks/recover in production.
         while not self._stop.wait(self.config.recover_every_s):
-            with contextlib.suppress(requests.RequestException):
-                requests.post(
+            try:
+                answer = requests.post(
                     self.config.url("worker") + "/tasks/recover",
                     headers=self.push_authorization("worker", SCHEDULER_ACCOUNT),
                     timeout=30,
                 )
+            except requests.RequestException as exc:
+                self.sweeps[type(exc).__name__] += 1
+            else:
+                self.sweeps[str(answer.status_code)] += 1
