@@ -10,9 +10,10 @@ from localcloud import emulators
 from localcloud.soak import run_soak
 from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS
 
-#: How long a soak waits for its jobs past its load: long enough for the slowest rescue
-#: (about 26 s at most across 50 seeds of the batch soak), short enough that a stall ends
-#: in the soak's own report, which says where each open job stands, within the timeout.
+#: How long a soak waits for its jobs past its load: long enough for the slowest job (26 s
+#: from accepted to final, the most seen in 50 seeds of the batch soak), short enough that
+#: a stall ends in the soak's own report, which says where each open job stands, within
+#: the timeout.
 SETTLE_S = 45.0
 #: Start, load, then at most two settles (clients following, then the settle itself).
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
