@@ -473,7 +473,9 @@ class LocalStack:
                     headers=self.push_authorization("worker", SCHEDULER_ACCOUNT),
                     timeout=30,
                 )
-            except requests.RequestException as exc:
+            except Exception as exc:  # Cloud Scheduler fires on, whatever one call met
                 self.sweeps[type(exc).__name__] += 1
+                if not isinstance(exc, requests.RequestException):
+                    self._line("scheduler", f"recovery call failed: {exc!r}")
             else:
                 self.sweeps[str(answer.status_code)] += 1

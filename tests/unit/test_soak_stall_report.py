@@ -106,7 +106,7 @@ def test_an_open_job_is_reported_with_its_record_the_dead_processes_sweeps_and_l
     assert "not this job" not in trace
 
 
-def test_the_recovery_ticker_tallies_what_each_sweep_answered(tmp_path: Path) -> None:
+def test_the_recovery_ticker_tallies_what_each_sweep_answered_and_fires_on(tmp_path: Path) -> None:
     config = StackConfig.on_free_ports(tmp_path / "data", recover_every_s=0.01)
     stack = LocalStack(config, output=io.StringIO())
     url = config.url("worker") + "/tasks/recover"
@@ -117,16 +117,20 @@ def test_the_recovery_ticker_tallies_what_each_sweep_answered(tmp_path: Path) ->
                 {"status_code": 200},
                 {"status_code": 500},
                 {"exc": requests.ConnectionError},
+                {"exc": ValueError("not a request error")},
                 {"status_code": 200},
             ],
         )
         ticker = threading.Thread(target=stack._recover_loop)
         ticker.start()
         deadline = time.monotonic() + 10
-        while sum(stack.sweeps.values()) < 4 and time.monotonic() < deadline:
+        while sum(stack.sweeps.values()) < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
         stack._stop.set()
         ticker.join(timeout=5)
     assert stack.sweeps["500"] == 1
     assert stack.sweeps["ConnectionError"] == 1
+    # An error no request raises does not stop the ticker (Cloud Scheduler fires on).
+    assert stack.sweeps["ValueError"] == 1
+    assert stack.lines("scheduler") == ["recovery call failed: ValueError('not a request error')\n"]
     assert stack.sweeps["200"] >= 2  # requests_mock repeats the last answer
