@@ -11,7 +11,7 @@ from localcloud.soak import run_soak
 from localcloud.stack import EMBEDDED, GOOGLE_EMULATORS
 
 #: How long a soak waits for its jobs past its load: long enough for the slowest job (26 s
-#: from accepted to final, the most seen in 50 seeds of the batch soak), short enough that
+#: from accepted to final, the most seen in 71 runs of the batch soak), short enough that
 #: a stall ends in the soak's own report, which says where each open job stands, within
 #: the timeout.
 SETTLE_S = 45.0
