@@ -750,7 +750,8 @@ class Soak:
 
     def _stall_trace(self, job_id: str, job: dict[str, Any]) -> str:
         """Where a job that never became final stands: its record, the processes that are
-        down, and the last lines every log wrote about it."""
+        down, what the recovery ticker's calls answered, and the last lines every log wrote
+        about it."""
         fields = ("attempts", "generation", "lane", "updated_at", "lease_expires_at")
         record = {k: job.get(k) for k in fields} | {"batch": job.get("provider_batch")}
         down = sorted(n for n, p in self.stack.processes.items() if p.poll() is not None)
@@ -760,7 +761,7 @@ class Soak:
             for r in _json_lines(self.stack.lines(name))
             if r.get("job_id") == job_id
         ]
-        sweeps = dict(self.stack.sweeps)
+        sweeps = self.stack.sweeps()
         return f"; {record}; down: {down}; sweeps: {sweeps}; last lines: {said[-6:]}"
 
     def _push_trace(self, subscriber: str, job_id: str) -> str:

@@ -135,8 +135,8 @@ class LocalStack:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
-        #: What the recovery ticker's sweeps answered: a status code, or the error's name.
-        self.sweeps: collections.Counter[str] = collections.Counter()
+        #: What the recovery ticker's calls answered: a status code, or the error's name.
+        self._sweeps: collections.Counter[str] = collections.Counter()
         #: A working API key of `config.client_id`, issued when the stack starts.
         self.api_key = ""
 
@@ -474,8 +474,17 @@ class LocalStack:
                     timeout=30,
                 )
             except Exception as exc:  # Cloud Scheduler fires on, whatever one call met
-                self.sweeps[type(exc).__name__] += 1
+                self._tally(type(exc).__name__)
                 if not isinstance(exc, requests.RequestException):
                     self._line("scheduler", f"recovery call failed: {exc!r}")
             else:
-                self.sweeps[str(answer.status_code)] += 1
+                self._tally(str(answer.status_code))
+
+    def _tally(self, answer: str) -> None:
+        with self._lock:
+            self._sweeps[answer] += 1
+
+    def sweeps(self) -> dict[str, int]:
+        """What the recovery ticker's calls answered so far, by status code or error."""
+        with self._lock:
+            return dict(self._sweeps)

@@ -89,7 +89,8 @@ def test_an_open_job_is_reported_with_its_record_the_dead_processes_sweeps_and_l
         json.dumps(line),
     ]
     stack._lines["intake"] = [json.dumps({**line, "message": "job accepted"})]
-    stack.sweeps["500"] += 2
+    stack._tally("500")
+    stack._tally("500")
     job = {
         "status": "RUNNING",
         "attempts": 1,
@@ -124,13 +125,13 @@ def test_the_recovery_ticker_tallies_what_each_sweep_answered_and_fires_on(tmp_p
         ticker = threading.Thread(target=stack._recover_loop)
         ticker.start()
         deadline = time.monotonic() + 10
-        while sum(stack.sweeps.values()) < 5 and time.monotonic() < deadline:
+        while sum(stack.sweeps().values()) < 5 and time.monotonic() < deadline:
             time.sleep(0.01)
         stack._stop.set()
         ticker.join(timeout=5)
-    assert stack.sweeps["500"] == 1
-    assert stack.sweeps["ConnectionError"] == 1
+    assert stack.sweeps().get("500") == 1
+    assert stack.sweeps().get("ConnectionError") == 1
     # An error no request raises does not stop the ticker (Cloud Scheduler fires on).
-    assert stack.sweeps["ValueError"] == 1
+    assert stack.sweeps().get("ValueError") == 1
     assert stack.lines("scheduler") == ["recovery call failed: ValueError('not a request error')\n"]
-    assert stack.sweeps["200"] >= 2  # requests_mock repeats the last answer
+    assert stack.sweeps().get("200", 0) >= 2  # requests_mock repeats the last answer
