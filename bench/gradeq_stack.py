@@ -29,7 +29,8 @@ from types import FrameType
 from typing import IO, Any
 
 from bench.settings import Front, gunicorn_args
-from localcloud.stack import GUNICORN_CONFIG, HTTP_SERVICES, LocalStack, StackConfig, free_port
+from localcloud.ports import free_ports
+from localcloud.stack import GUNICORN_CONFIG, HTTP_SERVICES, LocalStack, StackConfig
 from shared.config.queues import DEFAULT_QUEUES_FILE
 
 #: Large enough that admission never refuses a benchmark submission.
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     directory: Path = args.data_dir
     directory.mkdir(parents=True, exist_ok=True)
-    ports = {name: free_port() for name in (*HTTP_SERVICES, "dispatcher_grpc")}
+    names = (*HTTP_SERVICES, "dispatcher_grpc")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     config = StackConfig(
         data_dir=directory,
         ports=ports,

@@ -8,6 +8,19 @@ import socket
 from pathlib import Path
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` different loopback ports that are free now.
+
+    Every socket stays bound until all are picked: a port asked for one at a time is free
+    again once its socket closes, so the OS may hand it out twice.
+    """
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
     """Whether a listener could bind `host:port` now."""
     with socket.socket() as sock:
@@ -67,6 +80,13 @@ def _link(fd: Path) -> str | None:
 def check_free(ports: dict[str, int]) -> None:
     """Raise RuntimeError naming every taken port and, where visible, its process."""
     taken = []
+    names: dict[int, list[str]] = {}
+    for name, port in ports.items():
+        names.setdefault(port, []).append(name)
+    for port, sharing in names.items():
+        if len(sharing) > 1:
+            # The second listener could not bind, and the first would answer its health check.
+            taken.append(f"port {port} is named for {' and '.join(sharing)}")
     for name, port in ports.items():
         if not is_free(port):
             who = holder(port) or "a process this user cannot see"

@@ -42,7 +42,7 @@ import requests
 
 from localcloud.cloudrun import PENDING_S, CloudRunFront, forwarded_authorization
 from localcloud.emulators import Emulator
-from localcloud.ports import check_free
+from localcloud.ports import check_free, free_ports
 
 HTTP_SERVICES = ("intake", "worker", "notification", "analytics", "gradebook")
 #: The reference web frontend (localcloud.frontend); part of a stack whose ports name it.
@@ -111,7 +111,8 @@ class StackConfig:
     @classmethod
     def on_free_ports(cls, data_dir: Path, **kwargs: object) -> StackConfig:
         names = (*HTTP_SERVICES, "dispatcher_grpc", FRONTEND)
-        return cls(data_dir=data_dir, ports={n: free_port() for n in names}, **kwargs)  # type: ignore[arg-type]
+        ports = dict(zip(names, free_ports(len(names)), strict=True))
+        return cls(data_dir=data_dir, ports=ports, **kwargs)  # type: ignore[arg-type]
 
     def url(self, service: str) -> str:
         return f"http://127.0.0.1:{self.ports[service]}"

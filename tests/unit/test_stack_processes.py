@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.ports import check_free, holder
+from localcloud.ports import check_free, free_ports, holder, is_free
 from localcloud.stack import LocalStack, StackConfig
 
 RUNNER = """
@@ -63,3 +63,24 @@ def test_a_taken_port_is_refused_naming_the_process(tmp_path: Path) -> None:
         ):
             stack.start()
     check_free({"intake": port})  # free again once the socket is closed
+
+
+def test_the_ports_of_one_stack_are_all_different() -> None:
+    # Asked one at a time, a port is free again once its socket closes; picked together,
+    # never twice. 200 stacks' worth, so a repeat handed out by the OS would show.
+    for _ in range(200):
+        ports = free_ports(7)
+        assert len(set(ports)) == 7
+        assert all(is_free(port) for port in ports)
+
+
+def test_a_port_named_for_two_services_is_refused(tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    stack = LocalStack(StackConfig(tmp_path, ports={"intake": port, "worker": port}))
+    with pytest.raises(RuntimeError, match=rf"port {port} is named for intake and worker"):
+        stack.start()
+
+
+def test_a_stack_on_free_ports_names_each_port_once(tmp_path: Path) -> None:
+    ports = StackConfig.on_free_ports(tmp_path).ports
+    assert len(set(ports.values())) == len(ports) == 7
